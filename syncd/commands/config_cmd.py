@@ -1,0 +1,176 @@
+"""`syncd config ...`: look at the effective configuration before trusting a daemon with it."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from syncd.config import (
+    ENV_PREFIX,
+    TOKEN_MASK,
+    Settings,
+    format_duration,
+    load_settings,
+)
+from syncd.logging import redact, redact_text
+
+app = typer.Typer(
+    help="Inspect and validate syncd's configuration.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@app.callback()
+def _group() -> None:
+    """Inspect and validate syncd's configuration."""
+
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="TOML file to read (default: config/syncd.toml when present).",
+        dir_okay=False,
+    ),
+]
+
+
+def _env_names(env: Mapping[str, str]) -> list[str]:
+    """Names (never values) of the SYNCD_* variables that took part."""
+    return sorted(name for name, value in env.items() if name.upper().startswith(ENV_PREFIX) and value)
+
+
+def effective_config(settings: Settings, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The settings as plain data, every secret replaced by the mask; safe to print.
+
+    Each tenant says where its token comes from (`token`, `env:NAME`, `file:PATH`) but
+    never shows any part of it.
+    """
+    data = settings.model_dump(mode="json")
+    for name, tenant in settings.tenants.items():
+        entry = data["tenants"][name]
+        entry["token"] = TOKEN_MASK
+        entry["token_source"] = tenant.token_source
+    data["daemon"]["token"] = TOKEN_MASK if settings.daemon.token is not None else None
+    out: dict[str, Any] = {
+        "config_file": str(settings.config_file) if settings.config_file else None,
+        "environment": _env_names(os.environ if env is None else env),
+        **data,
+    }
+    return redact(out)  # type: ignore[no-any-return]
+
+
+def _kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
+    table = Table(title=title, title_justify="left", show_header=False, box=None, padding=(0, 2))
+    table.add_column("setting", style="bold")
+    table.add_column("value")
+    for key, value in rows:
+        table.add_row(key, redact_text(value))
+    return table
+
+
+def _print_pretty(settings: Settings, env: Mapping[str, str] | None) -> None:
+    """Tables for people: general, tenants, jobs, daemon."""
+    console = Console(highlight=False, soft_wrap=False)
+    source = str(settings.config_file) if settings.config_file else "no file"
+    names = _env_names(os.environ if env is None else env)
+    console.print(f"[bold]configuration[/bold]: {source}")
+    console.print(f"[bold]environment[/bold]: {', '.join(names) if names else 'no SYNCD_* variables'}")
+    console.print()
+    retry = settings.retry
+    console.print(
+        _kv_table(
+            "general",
+            [
+                ("state_dir", str(settings.state_dir)),
+                ("concurrency", str(settings.concurrency)),
+                ("request_timeout", format_duration(settings.request_timeout)),
+                (
+                    "retry",
+                    f"max_attempts={retry.max_attempts} initial_wait={format_duration(retry.initial_wait)} "
+                    f"max_wait={format_duration(retry.max_wait)}",
+                ),
+                ("log_format", settings.log_format),
+                ("log_level", settings.log_level),
+            ],
+        )
+    )
+    console.print()
+
+    tenants = Table(title="tenants", title_justify="left")
+    for column in ("name", "base_url", "token", "token source", "concurrency"):
+        tenants.add_column(column, overflow="fold")
+    for name, tenant in sorted(settings.tenants.items()):
+        tenants.add_row(
+            name, redact_text(tenant.base_url), TOKEN_MASK, redact_text(tenant.token_source), str(tenant.concurrency)
+        )
+    if not settings.tenants:
+        tenants.add_row("(none)", "", "", "", "")
+    console.print(tenants)
+    console.print()
+
+    jobs = Table(title="jobs", title_justify="left")
+    for column in ("name", "kind", "source", "target", "schedule", "options"):
+        jobs.add_column(column, overflow="fold")
+    for job in settings.jobs:
+        options = []
+        if job.retention is not None:
+            options.append(f"retention={job.retention}")
+        if job.mode is not None:
+            options.append(f"mode={job.mode}")
+        if job.max_delete is not None:
+            options.append(f"max_delete={job.max_delete}")
+        jobs.add_row(
+            job.name,
+            job.kind,
+            str(job.source),
+            str(job.target) if job.target else "",
+            job.schedule.describe() if job.schedule else "manual only",
+            " ".join(options),
+        )
+    if not settings.jobs:
+        jobs.add_row("(none)", "", "", "", "", "")
+    console.print(jobs)
+    console.print()
+
+    daemon = settings.daemon
+    console.print(
+        _kv_table(
+            "daemon",
+            [
+                ("listen", f"{daemon.host}:{daemon.port}"),
+                ("token", TOKEN_MASK if daemon.token is not None else "(none)"),
+                ("shutdown_deadline", format_duration(daemon.shutdown_deadline)),
+            ],
+        )
+    )
+    console.print()
+    console.print("[green]configuration OK[/green]")
+
+
+@app.command("check")
+def check(
+    config: ConfigOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print plain JSON instead of tables.")] = False,
+) -> None:
+    """Validate the configuration, resolve every token, and print it with secrets masked.
+
+    Exit 0 when everything is usable; 2 with one line naming the field otherwise.
+    """
+    settings = load_settings(config)
+    # A check that passes must mean the tokens can be read: resolve them all now.
+    for name in sorted(settings.tenants):
+        settings.tenants[name].resolved_token()
+    if as_json:
+        typer.echo(json.dumps(effective_config(settings), indent=2))
+    else:
+        _print_pretty(settings, None)

@@ -1,0 +1,846 @@
+"""Settings of syncd: a TOML file plus `SYNCD_*` environment variables, validated at start-up.
+
+Why up front: a daemon that finds a typo in its third job at 3 a.m. is worse than a
+command that refuses to start. `load_settings` reads the file, overlays the environment
+(per field, environment wins), validates everything with pydantic and turns the first
+problem into ONE line that names the source and the field path, e.g.::
+
+    config/syncd.toml: tenants.src.base_url: must be an http(s) URL, got 'ftp://x'
+
+Tenant names are case-insensitive (environment variable names are), so `[tenants.SRC]`
+and `SYNCD_TENANTS__src__TOKEN` speak of the same tenant; they are stored lower case.
+Tokens are `SecretStr` and every token syncd learns is registered with
+`syncd.logging.register_secret`, so it is masked wherever it would show up in a log line.
+Relative paths (`state_dir`, `token_file`) are relative to the working directory.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+from pydantic_settings.exceptions import SettingsError
+from pydantic_settings.sources.utils import parse_env_vars
+
+from syncd.errors import ConfigError
+from syncd.logging import register_secret
+
+__all__ = [
+    "DEFAULT_CONFIG_PATH",
+    "ENV_PREFIX",
+    "TOKEN_MASK",
+    "DaemonConfig",
+    "JobConfig",
+    "RetryConfig",
+    "Schedule",
+    "Settings",
+    "TargetRef",
+    "TenantConfig",
+    "format_duration",
+    "load_settings",
+    "parse_duration",
+    "parse_target_ref",
+    "validate_cron",
+]
+
+DEFAULT_CONFIG_PATH = Path("config/syncd.toml")
+ENV_PREFIX = "SYNCD_"
+ENV_NESTED_DELIMITER = "__"
+TOKEN_MASK = "********"
+
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+_TOKEN_KEYS = ("token", "token_env", "token_file")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+# --------------------------------------------------------------------------- durations
+
+_DURATION_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_DURATION_HINT = "use e.g. 30s, 15m, 2h, 1d or 1h30m"
+
+
+def parse_duration(value: object) -> float:
+    """Turn `30s`, `15m`, `2h`, `1d`, `1h30m` (or a plain number of seconds) into seconds.
+
+    One format for every time setting, so `every = "15m"` and `request_timeout = "30s"`
+    read the same way; bare numbers stay accepted because TOML users write them.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"invalid duration {value!r} ({_DURATION_HINT})")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str):
+        text = value.strip().lower()
+        match = _DURATION_RE.match(text)
+        if text and match and any(match.groups()):
+            days, hours, minutes, secs = (int(g) if g else 0 for g in match.groups())
+            seconds = float(((days * 24 + hours) * 60 + minutes) * 60 + secs)
+        else:
+            try:
+                seconds = float(text)
+            except ValueError:
+                raise ValueError(f"invalid duration {value!r} ({_DURATION_HINT})") from None
+    else:
+        raise ValueError(f"invalid duration {value!r} ({_DURATION_HINT})")
+    if seconds != seconds or seconds in (float("inf"), float("-inf")):
+        raise ValueError(f"invalid duration {value!r} ({_DURATION_HINT})")
+    if seconds < 0:
+        raise ValueError(f"must not be negative, got {value!r}")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """Render seconds the way they are written in the file (`1h30m`), for humans."""
+    if seconds != int(seconds):
+        return f"{seconds:g}s"
+    rest = int(seconds)
+    if rest == 0:
+        return "0s"
+    parts: list[str] = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, rest = divmod(rest, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts)
+
+
+Seconds = Annotated[float, BeforeValidator(parse_duration)]
+"""A duration setting, held as seconds (float); accepts `15m`-style strings and numbers."""
+
+
+# --------------------------------------------------------------------------- cron
+
+_CRON_FIELDS: tuple[tuple[str, int, int], ...] = (
+    ("minute", 0, 59),
+    ("hour", 0, 23),
+    ("day of month", 1, 31),
+    ("month", 1, 12),
+    ("day of week", 0, 7),
+)
+_CRON_ITEM_RE = re.compile(r"^(\*|\d+|\d+-\d+)(?:/(\d+))?$")
+
+
+def validate_cron(expr: str) -> str:
+    """Check a 5-field cron expression syntactically; return it with spaces normalised.
+
+    Only the syntax is checked here (numbers in range, `*`, `*/n`, `a-b`, `a-b/n`, lists);
+    the scheduler interprets it. Catching `*/0` or `61` now beats a silent never-run job.
+    """
+    fields = expr.split()
+    if len(fields) != 5:
+        raise ValueError(
+            f"cron expression must have 5 fields (minute hour day-of-month month "
+            f"day-of-week), got {len(fields)} in {expr!r}"
+        )
+    for text, (label, low, high) in zip(fields, _CRON_FIELDS, strict=True):
+        for item in text.split(","):
+            match = _CRON_ITEM_RE.match(item)
+            if not match:
+                raise ValueError(f"cron {label} field {text!r}: cannot parse {item!r}")
+            base, step = match.groups()
+            if step is not None and int(step) < 1:
+                raise ValueError(f"cron {label} field {text!r}: step must be at least 1")
+            if base == "*":
+                continue
+            bounds = [int(part) for part in base.split("-")]
+            for number in bounds:
+                if not low <= number <= high:
+                    raise ValueError(
+                        f"cron {label} field {text!r}: {number} is out of range {low}-{high}"
+                    )
+            if len(bounds) == 2 and bounds[0] > bounds[1]:
+                raise ValueError(f"cron {label} field {text!r}: range {base} is reversed")
+    return " ".join(fields)
+
+
+# --------------------------------------------------------------------------- target refs
+
+
+@dataclass(frozen=True, slots=True)
+class TargetRef:
+    """`TENANT` or `TENANT:ORG_ID`: which tenant, and optionally which organization in it.
+
+    `org` None means every organization the tenant's token can see.
+    """
+
+    tenant: str
+    org: str | None = None
+
+    def __str__(self) -> str:
+        return self.tenant if self.org is None else f"{self.tenant}:{self.org}"
+
+
+def _parse_ref(ref: object) -> TargetRef:
+    """Parse a reference, raising ValueError (the pydantic-friendly flavour)."""
+    if isinstance(ref, TargetRef):
+        return ref
+    if not isinstance(ref, str):
+        raise ValueError(f"must be TENANT or TENANT:ORG_ID, got {ref!r}")
+    text = ref.strip()
+    if not text:
+        raise ValueError("must be TENANT or TENANT:ORG_ID, got an empty string")
+    tenant, sep, org = text.partition(":")
+    tenant, org = tenant.strip(), org.strip()
+    if not tenant:
+        raise ValueError(f"tenant name is empty in {ref!r} (expected TENANT or TENANT:ORG_ID)")
+    if sep and not org:
+        raise ValueError(f"organization id is empty in {ref!r} (expected TENANT:ORG_ID)")
+    if ":" in org:
+        raise ValueError(f"too many ':' in {ref!r} (expected TENANT or TENANT:ORG_ID)")
+    tenant = tenant.lower()
+    if not _NAME_RE.match(tenant):
+        raise ValueError(f"invalid tenant name {tenant!r} in {ref!r}")
+    return TargetRef(tenant=tenant, org=org or None)
+
+
+def parse_target_ref(ref: str, settings: Settings | None = None) -> TargetRef:
+    """Parse `TENANT` or `TENANT:ORG_ID`; with `settings`, the tenant must be configured.
+
+    For command-line arguments: problems become a one-line ConfigError.
+    """
+    try:
+        parsed = _parse_ref(ref)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if settings is not None:
+        settings.tenant(parsed.tenant)
+    return parsed
+
+
+Ref = Annotated[
+    TargetRef,
+    PlainValidator(_parse_ref),
+    PlainSerializer(str, return_type=str),
+    WithJsonSchema({"type": "string"}),
+]
+
+
+# --------------------------------------------------------------------------- models
+
+
+class _Model(BaseModel):
+    """Strict base: unknown keys are typos, and typos are errors."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+def _check_base_url(value: object) -> str:
+    """An http(s) URL without credentials, query or fragment; trailing slash dropped."""
+    from urllib.parse import urlsplit
+
+    if not isinstance(value, str):
+        raise ValueError(f"must be an http(s) URL, got {value!r}")
+    text = value.strip()
+    try:
+        parts = urlsplit(text)
+        hostname = parts.hostname
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise ValueError(f"must be an http(s) URL, got {value!r}") from None
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        # Never echo the URL: the credentials are in it.
+        raise ValueError(
+            "must not contain credentials (user:password@); give the token with "
+            "token, token_env or token_file"
+        )
+    if parts.scheme.lower() not in ("http", "https") or not hostname:
+        raise ValueError(f"must be an http(s) URL, got {value!r}")
+    if parts.query or parts.fragment:
+        raise ValueError(f"must not have a query or fragment, got {value!r}")
+    return text.rstrip("/")
+
+
+class TenantConfig(_Model):
+    """One API endpoint and the token to use there; exactly one token source."""
+
+    base_url: Annotated[str, PlainValidator(_check_base_url)]
+    token: SecretStr | None = None
+    token_env: str | None = None
+    token_file: Path | None = None
+    concurrency: int = Field(default=8, ge=1, le=1024)
+
+    _name: str = PrivateAttr(default="")
+    _env: Mapping[str, str] | None = PrivateAttr(default=None)
+
+    @field_validator("token")
+    @classmethod
+    def _token_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().strip():
+            raise ValueError("must not be empty")
+        return SecretStr(value.get_secret_value().strip()) if value is not None else None
+
+    @field_validator("token_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME_RE.match(value):
+            raise ValueError(f"must be the name of an environment variable, got {value!r}")
+        return value
+
+    @field_validator("token_file")
+    @classmethod
+    def _expand_file(cls, value: Path | None) -> Path | None:
+        if value is not None and not str(value).strip():
+            raise ValueError("must not be empty")
+        return value.expanduser() if value is not None else None
+
+    @model_validator(mode="after")
+    def _one_token_source(self) -> TenantConfig:
+        given = [key for key in _TOKEN_KEYS if getattr(self, key) is not None]
+        if len(given) != 1:
+            detail = "none given" if not given else "got " + ", ".join(given)
+            raise ValueError(f"give exactly one of token, token_env, token_file ({detail})")
+        return self
+
+    @property
+    def name(self) -> str:
+        """The tenant's (lower-case) name in the configuration."""
+        return self._name
+
+    @property
+    def token_source(self) -> str:
+        """Where the token comes from, safe to show: `token`, `env:NAME` or `file:PATH`."""
+        if self.token_env is not None:
+            return f"env:{self.token_env}"
+        if self.token_file is not None:
+            return f"file:{self.token_file}"
+        return "token"
+
+    def resolved_token(self) -> SecretStr:
+        """Return the token, reading `token_env` / `token_file` now (lazily, at use).
+
+        Lazy so that a tenant no command uses needs no secret at hand; the value read is
+        registered with the log redactor before anyone can log it.
+        """
+        where = f"tenants.{self._name}" if self._name else "tenant"
+        if self.token is not None:
+            return self.token
+        if self.token_env is not None:
+            env = self._env if self._env is not None else os.environ
+            value = (env.get(self.token_env) or "").strip()
+            if not value:
+                raise ConfigError(
+                    f"{where}.token_env: environment variable {self.token_env} is not set or empty"
+                )
+        else:
+            assert self.token_file is not None
+            try:
+                value = self.token_file.read_text(encoding="utf-8").strip()
+            except FileNotFoundError:
+                raise ConfigError(
+                    f"{where}.token_file: {self.token_file} does not exist"
+                ) from None
+            except (OSError, UnicodeDecodeError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                raise ConfigError(
+                    f"{where}.token_file: cannot read {self.token_file}: {reason}"
+                ) from None
+            if not value:
+                raise ConfigError(f"{where}.token_file: {self.token_file} is empty")
+        register_secret(value)
+        return SecretStr(value)
+
+
+class RetryConfig(_Model):
+    """The retry budget of one API call (tenacity, jittered backoff, honours Retry-After)."""
+
+    max_attempts: int = Field(default=8, ge=1, le=100)
+    initial_wait: Seconds = Field(default=0.5, gt=0)
+    max_wait: Seconds = Field(default=60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RetryConfig:
+        if self.initial_wait > self.max_wait:
+            raise ValueError(
+                f"initial_wait ({format_duration(self.initial_wait)}) must not exceed "
+                f"max_wait ({format_duration(self.max_wait)})"
+            )
+        return self
+
+
+class Schedule(_Model):
+    """When a daemon job runs: `every` (interval) or `cron` (5 fields), plus random jitter."""
+
+    every: Seconds | None = Field(default=None, gt=0)
+    cron: str | None = None
+    jitter: Seconds = 0.0
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        return validate_cron(value) if value is not None else None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Schedule:
+        if (self.every is None) == (self.cron is None):
+            got = "both" if self.every is not None else "neither"
+            raise ValueError(f"give exactly one of every, cron (got {got})")
+        return self
+
+    def describe(self) -> str:
+        """`every 15m` / `cron */5 * * * *`, plus jitter: for status lines and tables."""
+        text = f"every {format_duration(self.every)}" if self.every is not None else f"cron {self.cron}"
+        return f"{text} (jitter {format_duration(self.jitter)})" if self.jitter else text
+
+
+JobKind = Literal["sync", "backup", "mirror"]
+
+
+class JobConfig(_Model):
+    """A daemon job: sync (refresh the mirror), backup, or mirror source onto target.
+
+    Options that do not apply to the kind (a target on a sync job, retention on a mirror
+    job) are errors rather than silently ignored: they mean the user expects something.
+    """
+
+    name: str
+    kind: JobKind
+    source: Ref
+    target: Ref | None = None
+    schedule: Schedule | None = None
+    retention: int | None = Field(default=None, ge=1)
+    mode: Literal["copy", "mirror"] | None = None
+    max_delete: int | None = Field(default=None, ge=0)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _NAME_RE.match(value):
+            raise ValueError(
+                f"must match ^[a-z0-9][a-z0-9_-]*$ (lower case, digits, '_' and '-'), got {value!r}"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _kind_options(self) -> JobConfig:
+        if self.kind == "mirror":
+            if self.target is None:
+                _raise_at(("target",), "required for a mirror job (TENANT or TENANT:ORG_ID)", None)
+            if self.target == self.source:
+                _raise_at(("target",), f"must differ from source, got {str(self.target)!r}", str(self.target))
+        elif self.target is not None:
+            _raise_at(("target",), f"only allowed on mirror jobs, not on a {self.kind} job", str(self.target))
+        if self.retention is not None and self.kind != "backup":
+            _raise_at(("retention",), f"only allowed on backup jobs, not on a {self.kind} job", self.retention)
+        for key in ("mode", "max_delete"):
+            if getattr(self, key) is not None and self.kind != "mirror":
+                _raise_at((key,), f"only allowed on mirror jobs, not on a {self.kind} job", getattr(self, key))
+        if self.kind == "mirror":
+            if self.mode is None:
+                self.mode = "copy"
+            if self.max_delete is None:
+                self.max_delete = 100
+        return self
+
+
+def _raise_at(loc: tuple[str | int, ...], message: str, value: object) -> None:
+    """Raise a validation error located at `loc` below the model being validated.
+
+    Cross-field checks live on the parent model but belong to one field; pointing at
+    `jobs[1].target` instead of `jobs[1]` is the whole point of the error message.
+    """
+    raise ValidationError.from_exception_data(
+        "syncd",
+        [
+            InitErrorDetails(
+                type=PydanticCustomError("syncd", "{message}", {"message": message}),
+                loc=loc,
+                input=value,
+            )
+        ],
+    )
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() in ("localhost", "localhost.", "ip6-localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class DaemonConfig(_Model):
+    """The daemon's control API; it may trigger jobs, so off-loopback it needs a token."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8790, ge=0, le=65535)
+    token: SecretStr | None = None
+    shutdown_deadline: Seconds = Field(default=30.0, gt=0)
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value.strip()
+
+    @field_validator("token")
+    @classmethod
+    def _token_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().strip():
+            raise ValueError("must not be empty")
+        return value
+
+    @model_validator(mode="after")
+    def _token_off_loopback(self) -> DaemonConfig:
+        if self.token is None and not _is_loopback(self.host):
+            _raise_at(
+                ("host",),
+                f"{self.host!r} is not a loopback address: set daemon.token "
+                "(or SYNCD_DAEMON__TOKEN) so the control API is not open to the network",
+                self.host,
+            )
+        return self
+
+
+LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+
+
+def _log_level(value: object) -> object:
+    if isinstance(value, str):
+        value = value.strip().lower()
+        return "warning" if value == "warn" else value
+    return value
+
+
+class _MappingEnvSource(EnvSettingsSource):
+    """The ordinary env source, reading a given mapping instead of `os.environ` (tests)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str]) -> None:
+        self._mapping = env
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return parse_env_vars(
+            self._mapping, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str
+        )
+
+
+class Settings(BaseSettings):
+    """Everything syncd is configured with; build it with `load_settings`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter=ENV_NESTED_DELIMITER,
+        case_sensitive=False,
+        env_ignore_empty=True,
+        extra="forbid",
+        validate_default=True,
+    )
+
+    tenants: dict[str, TenantConfig] = Field(default_factory=dict)
+    state_dir: Path = Path("state")
+    concurrency: int = Field(default=16, ge=1, le=4096)
+    request_timeout: Seconds = Field(default=30.0, gt=0)
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+    log_format: Literal["console", "json"] = "console"
+    log_level: Annotated[LogLevel, BeforeValidator(_log_level)] = "info"
+    jobs: list[JobConfig] = Field(default_factory=list)
+    daemon: DaemonConfig = Field(default_factory=DaemonConfig)
+
+    _config_file: Path | None = PrivateAttr(default=None)
+    _env: Mapping[str, str] | None = PrivateAttr(default=None)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """`Settings()` alone reads the environment only; files go through `load_settings`."""
+        return (init_settings, env_settings)
+
+    @field_validator("tenants", mode="before")
+    @classmethod
+    def _lower_tenant_names(cls, value: object) -> object:
+        if not isinstance(value, Mapping):
+            return value
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            name = str(key).lower()
+            if name in out:
+                raise ValueError(f"tenant names are case-insensitive: {key!r} is given twice")
+            out[name] = item
+        return out
+
+    @field_validator("tenants")
+    @classmethod
+    def _tenant_names(cls, value: dict[str, TenantConfig]) -> dict[str, TenantConfig]:
+        for name, tenant in value.items():
+            if not _NAME_RE.match(name):
+                _raise_at(
+                    (name,),
+                    f"invalid tenant name {name!r}: use lower case letters, digits, '_' and '-'",
+                    name,
+                )
+            tenant._name = name
+        return value
+
+    @field_validator("state_dir")
+    @classmethod
+    def _state_dir(cls, value: Path) -> Path:
+        if not str(value).strip():
+            raise ValueError("must not be empty")
+        return value.expanduser()
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> Settings:
+        seen: dict[str, int] = {}
+        for index, job in enumerate(self.jobs):
+            if job.name in seen:
+                _raise_at(
+                    ("jobs", index, "name"),
+                    f"duplicate job name {job.name!r} (also jobs[{seen[job.name]}])",
+                    job.name,
+                )
+            seen[job.name] = index
+            for field in ("source", "target"):
+                ref: TargetRef | None = getattr(job, field)
+                if ref is not None and ref.tenant not in self.tenants:
+                    _raise_at(
+                        ("jobs", index, field),
+                        f"unknown tenant {ref.tenant!r} ({self._configured()})",
+                        str(ref),
+                    )
+        return self
+
+    def _configured(self) -> str:
+        return "configured: " + ", ".join(sorted(self.tenants)) if self.tenants else "no tenants configured"
+
+    @property
+    def config_file(self) -> Path | None:
+        """The TOML file these settings were read from, if any."""
+        return self._config_file
+
+    def tenant(self, name: str) -> TenantConfig:
+        """The tenant called `name` (case-insensitive), or a ConfigError listing the known ones."""
+        try:
+            return self.tenants[name.strip().lower()]
+        except KeyError:
+            raise ConfigError(f"unknown tenant {name!r} ({self._configured()})") from None
+
+    def job(self, name: str) -> JobConfig:
+        """The job called `name`, or a ConfigError listing the known ones."""
+        for job in self.jobs:
+            if job.name == name:
+                return job
+        known = ", ".join(job.name for job in self.jobs) or "none"
+        raise ConfigError(f"unknown job {name!r} (configured: {known})")
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    """Read the file, turning every failure into one line (with the line number for syntax)."""
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a config file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: not UTF-8 ({exc.reason})") from None
+
+
+def _lower_tenants(data: dict[str, Any], origin: str) -> dict[str, Any]:
+    """Lower-case tenant names so file and environment agree on who is who."""
+    tenants = data.get("tenants")
+    if not isinstance(tenants, dict):
+        return data
+    lowered: dict[str, Any] = {}
+    for key, value in tenants.items():
+        name = str(key).lower()
+        if name in lowered:
+            raise ConfigError(
+                f"{origin}: tenants.{name}: tenant names are case-insensitive and "
+                f"{key!r} is given twice"
+            )
+        lowered[name] = value
+    return {**data, "tenants": lowered}
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep-merge `over` onto `base`: dicts merge per key, anything else is replaced."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merge(dict(out[key]), value)
+        else:
+            out[key] = value
+    return out
+
+
+def _overlay(file_data: dict[str, Any], env_data: dict[str, Any]) -> dict[str, Any]:
+    """Environment over file, per field; a token source from the environment replaces the file's.
+
+    Without that one exception, `SYNCD_TENANTS__SRC__TOKEN` over a file with `token_env`
+    would be "two token sources" instead of the override the user meant.
+    """
+    file_tenants = file_data.get("tenants")
+    env_tenants = env_data.get("tenants")
+    if isinstance(file_tenants, dict) and isinstance(env_tenants, Mapping):
+        trimmed = dict(file_tenants)
+        for name, env_tenant in env_tenants.items():
+            file_tenant = trimmed.get(name)
+            if (
+                isinstance(env_tenant, Mapping)
+                and isinstance(file_tenant, dict)
+                and any(key in env_tenant for key in _TOKEN_KEYS)
+            ):
+                trimmed[name] = {k: v for k, v in file_tenant.items() if k not in _TOKEN_KEYS}
+        file_data = {**file_data, "tenants": trimmed}
+    return _merge(file_data, env_data)
+
+
+def _format_loc(loc: tuple[str | int, ...]) -> str:
+    """('jobs', 1, 'schedule') -> 'jobs[1].schedule'."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part == "[key]":
+            continue
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _lookup(data: Any, loc: tuple[str | int, ...]) -> tuple[bool, list[str | int]]:
+    """Whether `loc` exists in `data`, and the dict-key prefix walked before any list."""
+    keys: list[str | int] = []
+    in_list = False
+    for part in loc:
+        if isinstance(data, Mapping) and isinstance(part, str) and part in data:
+            data = data[part]
+            if not in_list:
+                keys.append(part)
+        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
+            data = data[part]
+            in_list = True
+        else:
+            return False, keys
+    return True, keys
+
+
+def _is_secret_loc(loc: tuple[str | int, ...]) -> bool:
+    return any(isinstance(part, str) and part == "token" for part in loc)
+
+
+def _error_line(
+    exc: ValidationError,
+    file_data: dict[str, Any],
+    env_data: dict[str, Any],
+    config_path: Path | None,
+) -> str:
+    """The first validation error as `SOURCE: field.path: problem[, got VALUE]`."""
+    errors = exc.errors(include_url=False)
+    error = errors[0]
+    loc = tuple(error["loc"])
+    kind = error["type"]
+    if kind == "value_error":
+        message = str(error.get("ctx", {}).get("error", error["msg"]))
+    elif kind == "syncd":
+        message = error["msg"]
+    elif kind == "missing":
+        message = "is required"
+    elif kind == "extra_forbidden":
+        message = "unknown field"
+    else:
+        message = error["msg"]
+        if message.startswith("Input should be "):
+            message = "must be " + message[len("Input should be ") :]
+        message = message[:1].lower() + message[1:]
+        value = error.get("input")
+        if (
+            not _is_secret_loc(loc)
+            and isinstance(value, str | int | float | bool)
+            and kind not in ("model_type", "dict_type")
+        ):
+            message += f", got {value!r}"
+    in_env, env_keys = _lookup(env_data, loc)
+    in_file, _ = _lookup(file_data, loc)
+    leaf = not isinstance(error.get("input"), Mapping)
+    if in_env and (leaf or not in_file) and env_keys:
+        origin = ENV_PREFIX + ENV_NESTED_DELIMITER.join(str(k).upper() for k in env_keys)
+    elif config_path is not None:
+        origin = str(config_path)
+    else:
+        origin = "configuration"
+    where = _format_loc(loc)
+    line = f"{origin}: {where}: {message}" if where else f"{origin}: {message}"
+    if len(errors) > 1:
+        more = len(errors) - 1
+        line += f" (and {more} more problem{'s' if more > 1 else ''})"
+    return " ".join(line.split())
+
+
+def load_settings(
+    config_path: Path | None = None, env: Mapping[str, str] | None = None
+) -> Settings:
+    """Read the TOML file and the `SYNCD_*` environment into validated Settings.
+
+    `config_path` None means `config/syncd.toml` if it exists, else no file; a path given
+    explicitly must exist. `env` defaults to `os.environ` (tests pass a dict). Any problem
+    is a ConfigError with one line naming the source and the field.
+    """
+    if config_path is None and DEFAULT_CONFIG_PATH.is_file():
+        config_path = DEFAULT_CONFIG_PATH
+    file_data: dict[str, Any] = {}
+    if config_path is not None:
+        file_data = _lower_tenants(_read_toml(Path(config_path)), str(config_path))
+    env_map: Mapping[str, str] = os.environ if env is None else env
+    try:
+        env_data = _MappingEnvSource(Settings, env_map)()
+    except SettingsError as exc:
+        raise ConfigError(f"environment: {exc}") from None
+    env_data = _lower_tenants(env_data, "environment")
+    merged = _overlay(file_data, env_data)
+    try:
+        settings = Settings.model_validate(merged)
+    except ValidationError as exc:
+        raise ConfigError(_error_line(exc, file_data, env_data, config_path)) from None
+    settings._config_file = Path(config_path) if config_path is not None else None
+    settings._env = env
+    for tenant in settings.tenants.values():
+        tenant._env = env
+        if tenant.token is not None:
+            register_secret(tenant.token.get_secret_value())
+    if settings.daemon.token is not None:
+        register_secret(settings.daemon.token.get_secret_value())
+    return settings

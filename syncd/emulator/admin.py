@@ -1,0 +1,110 @@
+"""Admin routes outside `/v1` (tests, benchmarks and the demo only): statistics, faults,
+rate limit, clock, and the canonical dump of an organization. No auth: the emulator is
+meant for loopback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from syncd.emulator import http as h
+from syncd.emulator.canonical import dump_org
+from syncd.emulator.errors import bad_request, not_found
+
+ADMIN_PREFIX = "/_emulator"
+routes = web.RouteTableDef()
+
+
+def _emulator(request: web.Request) -> Any:
+    from syncd.emulator.app import EMULATOR
+
+    return request.app[EMULATOR]
+
+
+@routes.get(ADMIN_PREFIX + "/stats")
+async def get_stats(request: web.Request) -> web.Response:
+    emu = _emulator(request)
+    data = emu.stats.as_dict()
+    data["rate_limited"] = emu.limiter.limited
+    return h.json_answer(data)
+
+
+@routes.delete(ADMIN_PREFIX + "/stats")
+async def reset_stats(request: web.Request) -> web.Response:
+    emu = _emulator(request)
+    emu.stats.by_route.clear()
+    emu.limiter.limited = 0
+    return h.no_content()
+
+
+@routes.get(ADMIN_PREFIX + "/faults")
+async def get_faults(request: web.Request) -> web.Response:
+    return h.json_answer(_emulator(request).faults.as_dict())
+
+
+@routes.put(ADMIN_PREFIX + "/faults")
+async def put_faults(request: web.Request) -> web.Response:
+    """Set fault probabilities at run time, e.g. `{"5xx": 0.1, "drop": 0.05}`; `{}` keeps them."""
+    emu = _emulator(request)
+    body = await h.json_body(request)
+    if body.pop("reset", False):
+        emu.faults.__init__()  # type: ignore[misc]
+    try:
+        emu.faults.update(body)
+    except ValueError as exc:
+        raise bad_request(str(exc)) from None
+    return h.json_answer(emu.faults.as_dict())
+
+
+@routes.put(ADMIN_PREFIX + "/rate-limit")
+async def put_rate_limit(request: web.Request) -> web.Response:
+    emu = _emulator(request)
+    body = await h.json_body(request)
+    rate, burst = body.get("rate", 0), body.get("burst")
+    if not isinstance(rate, (int, float)) or rate < 0:
+        raise bad_request("rate: must be a number >= 0 (0 disables the limit)")
+    emu.limiter.configure(float(rate), float(burst) if burst else None)
+    return h.json_answer({"rate": emu.limiter.rate, "burst": emu.limiter.burst})
+
+
+@routes.put(ADMIN_PREFIX + "/page-cap")
+async def put_page_cap(request: web.Request) -> web.Response:
+    body = await h.json_body(request)
+    cap = body.get("cap")
+    if not isinstance(cap, int) or cap < 1:
+        raise bad_request("cap: must be a positive integer")
+    request.app[h.PAGE_CAP] = cap
+    return h.json_answer({"cap": cap})
+
+
+@routes.post(ADMIN_PREFIX + "/clock")
+async def advance_clock(request: web.Request) -> web.Response:
+    body = await h.json_body(request)
+    seconds = body.get("advance_seconds")
+    if not isinstance(seconds, (int, float)) or seconds < 0:
+        raise bad_request("advance_seconds: must be a number >= 0")
+    store = h.store_of(request)
+    store.advance_clock(float(seconds))
+    return h.json_answer({"now": store.now_iso()})
+
+
+@routes.get(ADMIN_PREFIX + "/info")
+async def info(request: web.Request) -> web.Response:
+    """Users, their tokens and organizations: what a demo needs to point syncd at."""
+    store = h.store_of(request)
+    users = []
+    for user_id, user in store.users.items():
+        tokens = [t for t, u in store.tokens.items() if u == user_id]
+        orgs = [{"id": o["id"], "title": o["title"]} for o in store.user_orgs(user_id)]
+        users.append({"id": user_id, "email": user["email"], "tokens": tokens, "organizations": orgs})
+    return h.json_answer({"users": users, "organizations": len(store.orgs)})
+
+
+@routes.get(ADMIN_PREFIX + "/orgs/{organizationId}/dump")
+async def dump(request: web.Request) -> web.Response:
+    store = h.store_of(request)
+    org_id = request.match_info["organizationId"]
+    if org_id not in store.orgs:
+        raise not_found(f"organization {org_id!r} not found")
+    return h.json_answer(dump_org(store, org_id))

@@ -1,0 +1,231 @@
+"""The emulator's aiohttp application: middlewares for statistics, rate limits, faults,
+authentication and errors around the route families of `syncd.emulator.routes`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from syncd.emulator.errors import ApiProblem, error_response, unauthorized
+from syncd.emulator.faults import Faults
+from syncd.emulator.http import PAGE_CAP, STORE
+from syncd.emulator.ratelimit import RateLimiter
+from syncd.emulator.store import Store
+
+log = logging.getLogger("syncd.emulator")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+API_PREFIX = "/v1/"
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+HTML_502 = (
+    "<html><head><title>502 Bad Gateway</title></head>"
+    "<body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>"
+)
+
+
+@dataclass
+class Stats:
+    """Requests by (method, route, status); faults count under their own status names."""
+
+    by_route: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+
+    def record(self, method: str, route: str, status: str) -> None:
+        self.by_route[(method, route, status)] += 1
+
+    def as_dict(self) -> dict[str, object]:
+        rows = [
+            {"method": m, "route": r, "status": s, "count": n}
+            for (m, r, s), n in sorted(self.by_route.items())
+        ]
+        by_status: Counter[str] = Counter()
+        for (_, _, status), n in self.by_route.items():
+            by_status[status] += n
+        return {"total": sum(self.by_route.values()), "by_status": dict(by_status), "routes": rows}
+
+
+@dataclass
+class Emulator:
+    """Knobs that tests and benchmarks change at run time (through the admin routes too)."""
+
+    store: Store
+    limiter: RateLimiter = field(default_factory=RateLimiter)
+    faults: Faults = field(default_factory=Faults)
+    stats: Stats = field(default_factory=Stats)
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+
+
+EMULATOR: web.AppKey[Emulator] = web.AppKey("emulator", Emulator)
+
+
+def route_name(request: web.Request) -> str:
+    info = request.match_info
+    resource = info.route.resource if info.route is not None else None
+    return resource.canonical if resource is not None else request.path
+
+
+def _is_api(request: web.Request) -> bool:
+    return request.path.startswith(API_PREFIX)
+
+
+@web.middleware
+async def stats_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if not _is_api(request):
+        return await handler(request)
+    emu = request.app[EMULATOR]
+    status = "error"
+    try:
+        response = await handler(request)
+        status = request.get("fault_status") or str(response.status)
+        return response
+    finally:
+        emu.stats.record(request.method, route_name(request), status)
+
+
+@web.middleware
+async def rate_limit_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if not _is_api(request):
+        return await handler(request)
+    emu = request.app[EMULATOR]
+    key = request.headers.get("Authorization") or f"ip:{request.remote}"
+    allowed, headers = emu.limiter.take(key)
+    if not allowed:
+        return error_response(429, "rate limit exceeded: retry after the Retry-After delay", headers)
+    response = await handler(request)
+    if not response.prepared:
+        response.headers.update(headers)
+    return response
+
+
+def _drop(request: web.Request, status: str) -> web.Response:
+    """Close the connection without an answer (the client sees a disconnect)."""
+    request["fault_status"] = status
+    if request.transport is not None:
+        request.transport.abort()
+    return web.Response(status=599)
+
+
+@web.middleware
+async def fault_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if not _is_api(request):
+        return await handler(request)
+    emu = request.app[EMULATOR]
+    faults, rng = emu.faults, emu.rng
+    delay = faults.delay_seconds(rng)
+    if delay:
+        await asyncio.sleep(delay)
+    if faults.drop and rng.random() < faults.drop:
+        return _drop(request, "dropped")
+    if faults.error_5xx and rng.random() < faults.error_5xx:
+        request["fault_status"] = "fault-5xx"
+        status = rng.choice((500, 503))
+        return error_response(status, "internal error (injected)" if status == 500 else "service unavailable (injected)")
+    if faults.html_502 and rng.random() < faults.html_502:
+        request["fault_status"] = "fault-502"
+        return web.Response(status=502, text=HTML_502, content_type="text/html")
+    response = await handler(request)
+    if request.method in WRITE_METHODS and faults.lost_write and response.status < 400 and rng.random() < faults.lost_write:
+        return _drop(request, "lost-answer")
+    if (
+        request.method == "GET"
+        and faults.truncate
+        and response.status == 200
+        and isinstance(response, web.Response)
+        and response.body
+        and rng.random() < faults.truncate
+    ):
+        request["fault_status"] = "truncated"
+        body = bytes(response.body)  # type: ignore[arg-type]
+        truncated = web.Response(status=200, body=body[: max(1, len(body) // 2)], content_type="application/json")
+        return truncated
+    return response
+
+
+@web.middleware
+async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if not _is_api(request):
+        return await handler(request)
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise unauthorized("missing API token: send 'Authorization: Bearer <token>'")
+    user_id = request.app[STORE].tokens.get(token.strip())
+    if user_id is None:
+        raise unauthorized("invalid API token")
+    request["user_id"] = user_id
+    return await handler(request)
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiProblem as problem:
+        return problem.response()
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return error_response(exc.status, exc.reason or "error")
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # an emulator bug must still answer with the documented body
+        log.exception("emulator handler failed: %s %s", request.method, request.path)
+        return error_response(500, "internal error")
+
+
+def create_app(
+    store: Store,
+    *,
+    rate_limit: float = 0.0,
+    burst: float | None = None,
+    page_cap: int = 1000,
+    faults: dict[str, float] | None = None,
+    fault_seed: int = 0,
+) -> web.Application:
+    """An application serving `store`; every knob can be changed later through `/_emulator`."""
+    from syncd.emulator import admin
+    from syncd.emulator.routes import FAMILIES
+
+    emu = Emulator(store=store, rng=random.Random(fault_seed))
+    emu.limiter.configure(rate_limit, burst)
+    if faults:
+        emu.faults.update(faults)
+    app = web.Application(
+        middlewares=[
+            stats_middleware,
+            rate_limit_middleware,
+            fault_middleware,
+            error_middleware,
+            auth_middleware,
+        ],
+        client_max_size=32 * 1024 * 1024,
+    )
+    app[STORE] = store
+    app[EMULATOR] = emu
+    app[PAGE_CAP] = page_cap
+    for family in FAMILIES:
+        app.add_routes(family.routes)
+    app.add_routes(admin.routes)
+    return app
+
+
+def api_routes(app: web.Application) -> list[tuple[str, str]]:
+    """(METHOD, PATH) of every API operation served, in a stable order."""
+    seen: set[tuple[str, str]] = set()
+    for route in app.router.routes():
+        if route.method in ("HEAD", "OPTIONS", "*") or route.resource is None:
+            continue
+        path = route.resource.canonical
+        if path.startswith(API_PREFIX):
+            seen.add((route.method, path))
+    return sorted(seen, key=lambda mp: (mp[1], mp[0]))
+
+
+def dumps(data: object) -> str:
+    return json.dumps(data, indent=2, sort_keys=True)

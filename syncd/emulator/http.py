@@ -1,0 +1,283 @@
+"""Request parsing, validation and answers shared by every route family.
+
+Validation follows the spec's documented limits, enums and patterns; every failure is a
+400 with a message naming the field, as a client needs to fix its call.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from aiohttp import web
+
+from syncd.emulator.errors import bad_request
+from syncd.emulator.store import ROLES, Record, Store
+
+STORE: web.AppKey[Store] = web.AppKey("store", Store)
+PAGE_CAP: web.AppKey[int] = web.AppKey("page_cap", int)
+MAX_LIMIT = 1000
+DEFAULT_LIMIT = 50
+
+_MISSING = object()
+
+
+def store_of(request: web.Request) -> Store:
+    return request.app[STORE]
+
+
+def user_of(request: web.Request) -> str:
+    """Id of the authenticated user (set by the auth middleware)."""
+    return request["user_id"]
+
+
+def base_url(request: web.Request) -> str:
+    return str(request.url.origin())
+
+
+def json_answer(data: Any, status: int = 200) -> web.Response:
+    return web.Response(
+        status=status,
+        body=json.dumps(data, separators=(",", ":")).encode(),
+        content_type="application/json",
+    )
+
+
+def no_content() -> web.Response:
+    return web.Response(status=204)
+
+
+async def json_body(request: web.Request, required: bool = True) -> dict[str, Any]:
+    """The request's JSON object; an empty body is `{}` when the body is optional."""
+    raw = await request.read()
+    if not raw.strip():
+        if required:
+            raise bad_request("request body: a JSON object is required")
+        return {}
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise bad_request(f"request body: invalid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise bad_request("request body: must be a JSON object")
+    return data
+
+
+# ----- field validation -----------------------------------------------------------------
+
+
+def text(
+    body: dict[str, Any],
+    name: str,
+    *,
+    required: bool = False,
+    min_len: int = 0,
+    max_len: int | None = None,
+    pattern: str | None = None,
+    nullable: bool = False,
+    default: Any = _MISSING,
+) -> Any:
+    """A string field checked against the spec's bounds; returns `default` when absent."""
+    if name not in body:
+        if required:
+            raise bad_request(f"{name}: is required")
+        return None if default is _MISSING else default
+    value = body[name]
+    if value is None and nullable:
+        return None
+    if not isinstance(value, str):
+        raise bad_request(f"{name}: must be a string")
+    if len(value) < min_len:
+        raise bad_request(f"{name}: must be at least {min_len} characters")
+    if max_len is not None and len(value) > max_len:
+        raise bad_request(f"{name}: must be at most {max_len} characters")
+    if pattern is not None and not re.fullmatch(pattern, value):
+        raise bad_request(f"{name}: does not match the pattern {pattern}")
+    return value
+
+
+def choice(
+    body: dict[str, Any],
+    name: str,
+    allowed: Sequence[str],
+    *,
+    required: bool = False,
+    nullable: bool = False,
+    default: Any = _MISSING,
+) -> Any:
+    if name not in body:
+        if required:
+            raise bad_request(f"{name}: is required")
+        return None if default is _MISSING else default
+    value = body[name]
+    if value is None and nullable:
+        return None
+    if value not in allowed:
+        raise bad_request(f"{name}: must be one of {', '.join(allowed)}")
+    return value
+
+
+def role(body: dict[str, Any], name: str, *, required: bool = False, nullable: bool = False) -> Any:
+    return choice(body, name, ROLES, required=required, nullable=nullable)
+
+
+def boolean(body: dict[str, Any], name: str, *, required: bool = False) -> bool | None:
+    if name not in body:
+        if required:
+            raise bad_request(f"{name}: is required")
+        return None
+    value = body[name]
+    if not isinstance(value, bool):
+        raise bad_request(f"{name}: must be a boolean")
+    return value
+
+
+def string_list(
+    body: dict[str, Any],
+    name: str,
+    *,
+    required: bool = False,
+    min_items: int = 0,
+    max_items: int | None = None,
+    item_max_len: int | None = None,
+) -> list[str] | None:
+    if name not in body:
+        if required:
+            raise bad_request(f"{name}: is required")
+        return None
+    value = body[name]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise bad_request(f"{name}: must be an array of strings")
+    if len(value) < min_items:
+        raise bad_request(f"{name}: must have at least {min_items} items")
+    if max_items is not None and len(value) > max_items:
+        raise bad_request(f"{name}: must have at most {max_items} items")
+    if item_max_len is not None and any(len(v) > item_max_len for v in value):
+        raise bad_request(f"{name}: items must be at most {item_max_len} characters")
+    return value
+
+
+def obj(body: dict[str, Any], name: str, *, required: bool = False, nullable: bool = False) -> Any:
+    if name not in body:
+        if required:
+            raise bad_request(f"{name}: is required")
+        return None
+    value = body[name]
+    if value is None and nullable:
+        return None
+    if not isinstance(value, dict):
+        raise bad_request(f"{name}: must be an object")
+    return value
+
+
+def query_bool(request: web.Request, name: str, default: bool | None = None) -> bool | None:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    if raw.lower() in ("true", "1"):
+        return True
+    if raw.lower() in ("false", "0"):
+        return False
+    raise bad_request(f"{name}: must be true or false")
+
+
+def query_choice(request: web.Request, name: str, allowed: Sequence[str], default: str | None = None) -> str | None:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    if raw not in allowed:
+        raise bad_request(f"{name}: must be one of {', '.join(allowed)}")
+    return raw
+
+
+def query_text(request: web.Request, name: str, *, required: bool = False, max_len: int | None = None) -> str | None:
+    raw = request.query.get(name)
+    if raw is None:
+        if required:
+            raise bad_request(f"{name}: query parameter is required")
+        return None
+    if max_len is not None and len(raw) > max_len:
+        raise bad_request(f"{name}: must be at most {max_len} characters")
+    return raw
+
+
+def position(body: dict[str, Any], ref_type: str, ref_key: str) -> tuple[str | None, str | None]:
+    """(before, after) sibling ids of a move body's `position`; (None, None) moves to the end."""
+    pos = obj(body, "position", nullable=True)
+    if not pos:
+        return None, None
+    ends: list[str | None] = []
+    for side in ("before", "after"):
+        ref = pos.get(side)
+        if ref is None:
+            ends.append(None)
+            continue
+        if not isinstance(ref, dict) or ref.get("type") != ref_type or not isinstance(ref.get(ref_key), str):
+            raise bad_request(f"position.{side}: must be {{type: {ref_type!r}, {ref_key}: <id>}}")
+        ends.append(ref[ref_key])
+    if ends[0] is not None and ends[1] is not None:
+        raise bad_request("position: give before or after, not both")
+    return ends[0], ends[1]
+
+
+# ----- paging ---------------------------------------------------------------------------
+
+
+def _encode_page(offset: int, scope: str) -> str:
+    raw = json.dumps([offset, scope], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_page(token: str, scope: str) -> int:
+    try:
+        padded = token + "=" * (-len(token) % 4)
+        offset, token_scope = json.loads(base64.urlsafe_b64decode(padded.encode()))
+    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
+        raise bad_request("page: invalid page token") from None
+    if token_scope != scope or not isinstance(offset, int) or offset < 0:
+        raise bad_request("page: the page token does not belong to this list")
+    return offset
+
+
+def page_window(request: web.Request) -> tuple[int, int]:
+    """(offset, size) from `page` and `limit`, with the emulator's server-side cap applied."""
+    raw_limit = request.query.get("limit")
+    limit = DEFAULT_LIMIT
+    if raw_limit is not None:
+        try:
+            limit = int(float(raw_limit))
+        except ValueError:
+            raise bad_request("limit: must be a number") from None
+        if limit < 1 or limit > MAX_LIMIT:
+            raise bad_request(f"limit: must be between 1 and {MAX_LIMIT}")
+    cap = request.app.get(PAGE_CAP) or MAX_LIMIT
+    token = request.query.get("page")
+    offset = _decode_page(token, request.path) if token else 0
+    return offset, min(limit, cap)
+
+
+def list_answer(
+    request: web.Request,
+    records: Sequence[Record] | Iterable[Record],
+    render: Callable[[Record], Any],
+    extra: dict[str, Any] | None = None,
+) -> web.Response:
+    """The list envelope over `records`: `next.page` only while more items follow."""
+    items = records if isinstance(records, Sequence) else list(records)
+    offset, size = page_window(request)
+    window = items[offset : offset + size]
+    data: dict[str, Any] = {"items": [render(r) for r in window], "count": len(items)}
+    if offset + size < len(items):
+        data["next"] = {"page": _encode_page(offset + size, request.path)}
+    if extra:
+        data.update(extra)
+    return json_answer(data)
+
+
+def strip_none(data: dict[str, Any]) -> dict[str, Any]:
+    """Drop absent optional fields: the service omits them rather than sending null."""
+    return {k: v for k, v in data.items() if v is not None}

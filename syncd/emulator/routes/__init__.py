@@ -1,0 +1,17 @@
+"""Route families of the emulator; each module has `routes` (aiohttp RouteTableDef),
+optionally `DUMP` (canonical dump kinds) and `seed` (the generator's part for it)."""
+
+from syncd.emulator.routes import (
+    change_requests,
+    comments,
+    content,
+    integrations,
+    members,
+    orgs,
+    settings,
+    sites,
+    spaces,
+)
+
+# Order matters for the generator and the canonical dump: what others reference comes first.
+FAMILIES = [orgs, members, settings, spaces, content, change_requests, comments, sites, integrations]

@@ -1,0 +1,5 @@
+"""(being written)"""
+
+from aiohttp import web
+
+routes = web.RouteTableDef()

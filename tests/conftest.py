@@ -1,0 +1,93 @@
+"""Shared fixtures: a real emulator on a loopback port and a client that talks to it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+from syncd.emulator.generate import Generated, generate, parse_spec
+from syncd.emulator.server import RunningEmulator, serve_emulator
+from syncd.emulator.store import Store
+
+ALL_TOKEN = "test-token"
+SMALL = "orgs=2,collections=4,spaces=8,pages=5,files=2,sites=2,sections=3,members=4,teams=2,comments=2,change_requests=1"
+
+
+class Api:
+    """A thin test client: `await api.get("/v1/orgs")` -> (status, parsed JSON or None)."""
+
+    def __init__(self, session: aiohttp.ClientSession, base: str, token: str | None) -> None:
+        self.session, self.base, self.token = session, base, token
+
+    def as_token(self, token: str | None) -> "Api":
+        return Api(self.session, self.base, token)
+
+    async def call(self, method: str, path: str, json: Any = None, **params: Any) -> tuple[int, Any]:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        query = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in params.items() if v is not None}
+        url = path if path.startswith("http") else self.base + path
+        async with self.session.request(method, url, json=json, params=query, headers=headers) as resp:
+            raw = await resp.read()
+            self.last_headers = resp.headers
+            if not raw:
+                return resp.status, None
+            try:
+                return resp.status, await resp.json(content_type=None)
+            except ValueError:
+                return resp.status, raw.decode(errors="replace")
+
+    async def get(self, path: str, **params: Any) -> tuple[int, Any]:
+        return await self.call("GET", path, **params)
+
+    async def post(self, path: str, json: Any = None, **params: Any) -> tuple[int, Any]:
+        return await self.call("POST", path, json=json, **params)
+
+    async def put(self, path: str, json: Any = None, **params: Any) -> tuple[int, Any]:
+        return await self.call("PUT", path, json=json, **params)
+
+    async def patch(self, path: str, json: Any = None, **params: Any) -> tuple[int, Any]:
+        return await self.call("PATCH", path, json=json, **params)
+
+    async def delete(self, path: str, **params: Any) -> tuple[int, Any]:
+        return await self.call("DELETE", path, **params)
+
+    async def all_items(self, path: str, limit: int = 1000, **params: Any) -> list[Any]:
+        """Every item of a list, following `next.page`."""
+        items: list[Any] = []
+        page = None
+        while True:
+            status, data = await self.get(path, limit=limit, page=page, **params)
+            assert status == 200, (path, status, data)
+            items.extend(data["items"])
+            page = (data.get("next") or {}).get("page")
+            if not page:
+                return items
+
+
+@pytest.fixture
+async def emulator() -> AsyncIterator[RunningEmulator]:
+    """A generated two-organization emulator with no rate limit and no faults."""
+    store = Store(seed=7)
+    generated = generate(store, parse_spec(SMALL), seed=7, all_token=ALL_TOKEN)
+    async with serve_emulator(store) as running:
+        running.app["generated"] = generated  # type: ignore[index]
+        yield running
+
+
+@pytest.fixture
+async def api(emulator: RunningEmulator) -> AsyncIterator[Api]:
+    async with aiohttp.ClientSession() as session:
+        yield Api(session, emulator.url, ALL_TOKEN)
+
+
+@pytest.fixture
+def generated(emulator: RunningEmulator) -> Generated:
+    return emulator.app["generated"]  # type: ignore[index]
+
+
+@pytest.fixture
+def org_id(generated: Generated) -> str:
+    return generated.org_ids[0]
