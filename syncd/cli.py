@@ -18,8 +18,9 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from syncd.commands import config_cmd, emulator_cmd
+    from syncd.commands import config_cmd, demo_cmd, emulator_cmd
 
+    app.command("demo")(demo_cmd.demo)
     app.add_typer(config_cmd.app, name="config")
     app.add_typer(emulator_cmd.app, name="emulator")
 

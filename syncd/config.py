@@ -288,6 +288,7 @@ class TenantConfig(_Model):
 
     _name: str = PrivateAttr(default="")
     _env: Mapping[str, str] | None = PrivateAttr(default=None)
+    _token_origin: str | None = PrivateAttr(default=None)
 
     @field_validator("token")
     @classmethod
@@ -325,7 +326,13 @@ class TenantConfig(_Model):
 
     @property
     def token_source(self) -> str:
-        """Where the token comes from, safe to show: `token`, `env:NAME` or `file:PATH`."""
+        """Where the token comes from, safe to show: `token`, `env:NAME` or `file:PATH`.
+
+        A token given directly in the environment (`SYNCD_TENANTS__X__TOKEN`) shows as
+        `env:` that variable, so nobody hunts for it in the file.
+        """
+        if self._token_origin is not None:
+            return self._token_origin
         if self.token_env is not None:
             return f"env:{self.token_env}"
         if self.token_file is not None:
@@ -828,7 +835,14 @@ def load_settings(
     try:
         env_data = _MappingEnvSource(Settings, env_map)()
     except SettingsError as exc:
-        raise ConfigError(f"environment: {exc}") from None
+        # e.g. SYNCD_JOBS='[{bad': name the variable, never echo its value (may hold tokens)
+        match = re.search(r'field "(\w+)"', str(exc))
+        variable = f"{ENV_PREFIX}{match.group(1).upper()}" if match else "environment"
+        cause = exc.__cause__
+        detail = f" ({type(cause).__name__}: {cause})" if isinstance(cause, ValueError) else ""
+        if isinstance(cause, ValueError) and hasattr(cause, "doc"):
+            detail = f" ({cause.msg} at position {cause.pos})"  # type: ignore[attr-defined]
+        raise ConfigError(f"{variable}: not valid JSON{detail}") from None
     env_data = _lower_tenants(env_data, "environment")
     merged = _overlay(file_data, env_data)
     try:
@@ -837,8 +851,12 @@ def load_settings(
         raise ConfigError(_error_line(exc, file_data, env_data, config_path)) from None
     settings._config_file = Path(config_path) if config_path is not None else None
     settings._env = env
-    for tenant in settings.tenants.values():
+    env_tenants = env_data.get("tenants")
+    for name, tenant in settings.tenants.items():
         tenant._env = env
+        env_tenant = env_tenants.get(name) if isinstance(env_tenants, Mapping) else None
+        if tenant.token is not None and isinstance(env_tenant, Mapping) and "token" in env_tenant:
+            tenant._token_origin = f"env:{ENV_PREFIX}TENANTS{ENV_NESTED_DELIMITER}{name.upper()}{ENV_NESTED_DELIMITER}TOKEN"
         if tenant.token is not None:
             register_secret(tenant.token.get_secret_value())
     if settings.daemon.token is not None:

@@ -12,7 +12,9 @@ token cannot reach a terminal or a log file however it travels:
   resolves) is masked wherever it occurs, e.g. inside a URL or an error message.
 
 Exceptions are rendered to text BEFORE redaction, so tracebacks are scrubbed too; other
-objects are turned into strings before redaction for the same reason.
+objects are turned into strings before redaction for the same reason. Records of stdlib
+`logging` are also scrubbed when they are created, so handlers that are not ours (a
+library's, pytest's) see them redacted as well.
 """
 
 from __future__ import annotations
@@ -187,6 +189,37 @@ def _render_exc_info(logger: WrappedLogger, method_name: str, event_dict: EventD
     return structlog.processors.format_exc_info(logger, method_name, event_dict)
 
 
+def _install_record_factory() -> None:
+    """Scrub every stdlib LogRecord when it is made, for handlers that are not ours.
+
+    Our handler redacts through its ProcessorFormatter; this covers the others (a
+    library's, pytest's, an error tracker's): the message is merged and scrubbed, and the
+    traceback is pre-rendered scrubbed into `exc_text`, which `logging.Formatter` reuses.
+    Installed once; structlog's own records (already redacted dicts) pass untouched.
+    """
+    current = logging.getLogRecordFactory()
+    if getattr(current, _HANDLER_FLAG, False):
+        return
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = current(*args, **kwargs)
+        if isinstance(record.msg, dict):
+            return record
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string is the logging module's business, not ours
+            return record
+        record.msg, record.args = redact_text(message), ()
+        if record.exc_info and record.exc_info[0] is not None:
+            record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info))
+        if record.stack_info:
+            record.stack_info = redact_text(record.stack_info)
+        return record
+
+    setattr(factory, _HANDLER_FLAG, True)
+    logging.setLogRecordFactory(factory)
+
+
 def _level_number(level: str | int) -> int:
     if isinstance(level, int):
         return level
@@ -263,7 +296,7 @@ def configure_logging(
             old.close()  # flushes; a StreamHandler never closes its stream
     root.addHandler(handler)
     root.setLevel(number)
-    logging.captureWarnings(True)
+    _install_record_factory()
     _configured = True
 
 

@@ -73,7 +73,7 @@ async def emulator() -> AsyncIterator[RunningEmulator]:
     store = Store(seed=7)
     generated = generate(store, parse_spec(SMALL), seed=7, all_token=ALL_TOKEN)
     async with serve_emulator(store) as running:
-        running.app["generated"] = generated  # type: ignore[index]
+        running.generated = generated
         yield running
 
 
@@ -85,7 +85,7 @@ async def api(emulator: RunningEmulator) -> AsyncIterator[Api]:
 
 @pytest.fixture
 def generated(emulator: RunningEmulator) -> Generated:
-    return emulator.app["generated"]  # type: ignore[index]
+    return emulator.generated
 
 
 @pytest.fixture

@@ -39,7 +39,6 @@ ConfigOption = Annotated[
         "--config",
         "-c",
         help="TOML file to read (default: config/syncd.toml when present).",
-        dir_okay=False,
     ),
 ]
 
@@ -83,8 +82,10 @@ def _print_pretty(settings: Settings, env: Mapping[str, str] | None) -> None:
     console = Console(highlight=False, soft_wrap=False)
     source = str(settings.config_file) if settings.config_file else "no file"
     names = _env_names(os.environ if env is None else env)
-    console.print(f"[bold]configuration[/bold]: {source}")
-    console.print(f"[bold]environment[/bold]: {', '.join(names) if names else 'no SYNCD_* variables'}")
+    console.print(f"[bold]configuration[/bold]: {source}", soft_wrap=True)
+    console.print(
+        f"[bold]environment[/bold]: {', '.join(names) if names else 'no SYNCD_* variables'}", soft_wrap=True
+    )
     console.print()
     retry = settings.retry
     console.print(

@@ -74,7 +74,7 @@ async def put_page_cap(request: web.Request) -> web.Response:
     cap = body.get("cap")
     if not isinstance(cap, int) or cap < 1:
         raise bad_request("cap: must be a positive integer")
-    request.app[h.PAGE_CAP] = cap
+    request.app[h.CAPS].page_cap = cap
     return h.json_answer({"cap": cap})
 
 

@@ -15,7 +15,7 @@ from aiohttp import web
 
 from syncd.emulator.errors import ApiProblem, error_response, unauthorized
 from syncd.emulator.faults import Faults
-from syncd.emulator.http import PAGE_CAP, STORE
+from syncd.emulator.http import CAPS, FAULT_STATUS, STORE, USER_ID, ServerCaps
 from syncd.emulator.ratelimit import RateLimiter
 from syncd.emulator.store import Store
 
@@ -82,7 +82,7 @@ async def stats_middleware(request: web.Request, handler: Handler) -> web.Stream
     status = "error"
     try:
         response = await handler(request)
-        status = request.get("fault_status") or str(response.status)
+        status = request.get(FAULT_STATUS) or str(response.status)
         return response
     finally:
         emu.stats.record(request.method, route_name(request), status)
@@ -105,7 +105,7 @@ async def rate_limit_middleware(request: web.Request, handler: Handler) -> web.S
 
 def _drop(request: web.Request, status: str) -> web.Response:
     """Close the connection without an answer (the client sees a disconnect)."""
-    request["fault_status"] = status
+    request[FAULT_STATUS] = status
     if request.transport is not None:
         request.transport.abort()
     return web.Response(status=599)
@@ -123,11 +123,11 @@ async def fault_middleware(request: web.Request, handler: Handler) -> web.Stream
     if faults.drop and rng.random() < faults.drop:
         return _drop(request, "dropped")
     if faults.error_5xx and rng.random() < faults.error_5xx:
-        request["fault_status"] = "fault-5xx"
+        request[FAULT_STATUS] = "fault-5xx"
         status = rng.choice((500, 503))
         return error_response(status, "internal error (injected)" if status == 500 else "service unavailable (injected)")
     if faults.html_502 and rng.random() < faults.html_502:
-        request["fault_status"] = "fault-502"
+        request[FAULT_STATUS] = "fault-502"
         return web.Response(status=502, text=HTML_502, content_type="text/html")
     response = await handler(request)
     if request.method in WRITE_METHODS and faults.lost_write and response.status < 400 and rng.random() < faults.lost_write:
@@ -140,7 +140,7 @@ async def fault_middleware(request: web.Request, handler: Handler) -> web.Stream
         and response.body
         and rng.random() < faults.truncate
     ):
-        request["fault_status"] = "truncated"
+        request[FAULT_STATUS] = "truncated"
         body = bytes(response.body)  # type: ignore[arg-type]
         truncated = web.Response(status=200, body=body[: max(1, len(body) // 2)], content_type="application/json")
         return truncated
@@ -158,7 +158,7 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     user_id = request.app[STORE].tokens.get(token.strip())
     if user_id is None:
         raise unauthorized("invalid API token")
-    request["user_id"] = user_id
+    request[USER_ID] = user_id
     return await handler(request)
 
 
@@ -208,7 +208,7 @@ def create_app(
     )
     app[STORE] = store
     app[EMULATOR] = emu
-    app[PAGE_CAP] = page_cap
+    app[CAPS] = ServerCaps(page_cap=page_cap)
     for family in FAMILIES:
         app.add_routes(family.routes)
     app.add_routes(admin.routes)

@@ -11,6 +11,7 @@ import binascii
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -18,8 +19,21 @@ from aiohttp import web
 from syncd.emulator.errors import bad_request
 from syncd.emulator.store import ROLES, Record, Store
 
+MAX_LIMIT_DEFAULT = 1000
+
 STORE: web.AppKey[Store] = web.AppKey("store", Store)
-PAGE_CAP: web.AppKey[int] = web.AppKey("page_cap", int)
+
+
+@dataclass
+class ServerCaps:
+    """Server-side limits that tests change at run time (the app's state is frozen once started)."""
+
+    page_cap: int = MAX_LIMIT_DEFAULT
+
+
+CAPS: web.AppKey[ServerCaps] = web.AppKey("caps", ServerCaps)
+USER_ID: web.RequestKey[str] = web.RequestKey("user_id", str)
+FAULT_STATUS: web.RequestKey[str] = web.RequestKey("fault_status", str)
 MAX_LIMIT = 1000
 DEFAULT_LIMIT = 50
 
@@ -32,7 +46,7 @@ def store_of(request: web.Request) -> Store:
 
 def user_of(request: web.Request) -> str:
     """Id of the authenticated user (set by the auth middleware)."""
-    return request["user_id"]
+    return request[USER_ID]
 
 
 def base_url(request: web.Request) -> str:
@@ -254,7 +268,7 @@ def page_window(request: web.Request) -> tuple[int, int]:
             raise bad_request("limit: must be a number") from None
         if limit < 1 or limit > MAX_LIMIT:
             raise bad_request(f"limit: must be between 1 and {MAX_LIMIT}")
-    cap = request.app.get(PAGE_CAP) or MAX_LIMIT
+    cap = request.app[CAPS].page_cap
     token = request.query.get("page")
     offset = _decode_page(token, request.path) if token else 0
     return offset, min(limit, cap)

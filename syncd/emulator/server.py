@@ -7,6 +7,7 @@ import contextlib
 import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 
@@ -18,6 +19,7 @@ from syncd.emulator.store import Store
 class RunningEmulator:
     url: str
     app: web.Application
+    generated: Any = None
 
     @property
     def emulator(self) -> Emulator:

@@ -1,0 +1,230 @@
+"""A token must never reach log output, in either format, however it travels."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import secrets
+from collections.abc import Callable, Iterator
+
+import aiohttp
+import pytest
+import structlog
+from aiohttp import web
+
+from syncd.logging import (
+    MASK,
+    LogFormat,
+    configure_logging,
+    get_logger,
+    redact,
+    redact_text,
+    register_secret,
+)
+
+FORMATS: list[LogFormat] = ["console", "json"]
+
+
+def _token(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(12)}"
+
+
+@pytest.fixture
+def capture() -> Iterator[Callable[[LogFormat], io.StringIO]]:
+    """configure_logging into a buffer; afterwards drop our handler so other tests are unaffected."""
+
+    def setup(fmt: LogFormat) -> io.StringIO:
+        buffer = io.StringIO()
+        configure_logging(fmt, "debug", stream=buffer)
+        return buffer
+
+    yield setup
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if getattr(handler, "_syncd_handler", False):
+            root.removeHandler(handler)
+    root.setLevel(logging.WARNING)
+
+
+def check_output(fmt: LogFormat, text: str, *tokens: str) -> None:
+    """No token anywhere, the mask somewhere, and JSON mode is one valid object per line."""
+    assert text.strip(), "nothing was logged"
+    for token in tokens:
+        assert token not in text, f"token leaked:\n{text}"
+    assert MASK in text
+    if fmt == "json":
+        for line in text.splitlines():
+            json.loads(line)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_secret_keys_nested_values_and_messages(fmt: LogFormat, capture: Callable[[LogFormat], io.StringIO]) -> None:
+    buffer = capture(fmt)
+    plain = _token("plain")  # NOT registered: masked by key names and the Bearer pattern only
+    log = get_logger("syncd.test")
+    log.info("kwargs", token=plain, Authorization=f"Bearer {plain}", PASSWORD=plain, api_key=plain)
+    log.info(
+        "nested",
+        request={"headers": {"X-Api-Key": plain, "authorization": f"Bearer {plain}"}, "body": [{"secret": plain}]},
+        items=[("token", {"access_token": plain})],
+    )
+    log.warning(f"calling with Authorization: Bearer {plain} failed")
+    log.info("positional %s", f"bearer {plain}")
+    log.info("query", url=f"https://api.example/v1/user?token={plain}&x=1")
+    log.info("repr of headers", headers_repr=repr({"Authorization": f"Basic {plain}"}))
+    check_output(fmt, buffer.getvalue(), plain)
+    assert buffer.getvalue().count(MASK) >= 10
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_registered_secret_masked_anywhere(fmt: LogFormat, capture: Callable[[LogFormat], io.StringIO]) -> None:
+    buffer = capture(fmt)
+    token = _token("reg")
+    register_secret(token)
+    log = get_logger("syncd.test")
+    log.info(f"url http://h/orgs?q={token}", note=f"prefix{token}suffix", obj=object())
+    log.error("bytes and objects", raw=token.encode(), err=ValueError(f"bad {token}"))
+    check_output(fmt, buffer.getvalue(), token)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_exceptions_and_tracebacks_are_scrubbed(fmt: LogFormat, capture: Callable[[LogFormat], io.StringIO]) -> None:
+    buffer = capture(fmt)
+    registered, plain = _token("exc"), _token("bear")
+    register_secret(registered)
+    log = get_logger("syncd.test")
+    try:
+        raise RuntimeError(f"token {registered} refused; header was Bearer {plain}")
+    except RuntimeError:
+        log.exception("it failed")
+    # Library loggers go through stdlib logging: same chain, same redaction.
+    try:
+        raise ConnectionError(f"Authorization: Bearer {plain} at {registered}")
+    except ConnectionError:
+        logging.getLogger("aiohttp.client").exception("lib failed %s", registered)
+    logging.getLogger("aiohttp.access").warning("extra", extra={"authorization": plain})
+    text = buffer.getvalue()
+    check_output(fmt, text, registered, plain)
+    assert "Traceback" in text and "RuntimeError" in text and "ConnectionError" in text
+
+
+async def _serve(app: web.Application) -> tuple[web.AppRunner, str]:
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, f"http://127.0.0.1:{port}"
+
+
+async def _unauthorized(request: web.Request) -> web.Response:
+    return web.json_response({"error": {"code": 401, "message": "invalid token"}}, status=401)
+
+
+async def _hang_up(request: web.Request) -> web.Response:
+    assert request.transport is not None
+    request.transport.close()
+    return web.Response(text="never delivered")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("route", ["/v1/user", "/drop"])
+async def test_failed_http_request_never_leaks_the_token(
+    fmt: LogFormat, route: str, capture: Callable[[LogFormat], io.StringIO]
+) -> None:
+    """The realistic leak: aiohttp errors carry request info, headers included."""
+    buffer = capture(fmt)
+    header_token = _token("hdr")  # not registered: only structural redaction protects it
+    url_secret = _token("url")  # registered, and travelling inside the URL
+    register_secret(url_secret)
+    app = web.Application()
+    app.router.add_get("/v1/user", _unauthorized)
+    app.router.add_get("/drop", _hang_up)
+    runner, base = await _serve(app)
+    log = get_logger("syncd.api")
+    headers = {"Authorization": f"Bearer {header_token}"}
+    try:
+        async with aiohttp.ClientSession(headers=headers) as session:
+            with pytest.raises(aiohttp.ClientError) as info:
+                async with session.get(f"{base}{route}", params={"q": url_secret}) as response:
+                    request_headers = response.request_info.headers
+                    response.raise_for_status()
+            exc = info.value
+            try:
+                raise exc
+            except aiohttp.ClientError:
+                if isinstance(exc, aiohttp.ClientResponseError):
+                    log.exception(
+                        "request failed",
+                        url=str(exc.request_info.real_url),
+                        headers=dict(request_headers),
+                        multidict=request_headers,
+                        request_info=exc.request_info,
+                        error=exc,
+                    )
+                    logging.getLogger("aiohttp.client").error("failed: %r", exc.request_info, exc_info=True)
+                else:
+                    log.exception("request failed", url=f"{base}{route}?q={url_secret}", headers=headers, error=exc)
+                    logging.getLogger("aiohttp.client").error("failed %s with %r", route, headers, exc_info=True)
+    finally:
+        await runner.cleanup()
+    text = buffer.getvalue()
+    check_output(fmt, text, header_token, url_secret)
+    assert "request failed" in text
+    if route == "/v1/user":
+        assert "401" in text and "Authorization" in text
+
+
+def test_configure_is_idempotent(capture: Callable[[LogFormat], io.StringIO]) -> None:
+    capture("json")
+    buffer = capture("json")
+    get_logger("syncd.test").info("once")
+    logging.getLogger("x").warning("stdlib once")
+    lines = buffer.getvalue().splitlines()
+    assert [json.loads(line)["event"] for line in lines] == ["once", "stdlib once"]
+    marked = [h for h in logging.getLogger().handlers if getattr(h, "_syncd_handler", False)]
+    assert len(marked) == 1
+
+
+def test_level_filters(capture: Callable[[LogFormat], io.StringIO]) -> None:
+    buffer = io.StringIO()
+    configure_logging("json", "warning", stream=buffer)
+    log = structlog.get_logger("syncd.test")
+    log.info("hidden")
+    log.warning("shown")
+    assert [json.loads(line)["event"] for line in buffer.getvalue().splitlines()] == ["shown"]
+    with pytest.raises(ValueError):
+        configure_logging("xml", "info")  # type: ignore[arg-type]
+
+
+def test_redact_does_not_mutate_and_keeps_non_secrets() -> None:
+    data = {"token": "abc123456", "token_env": "SRC_TOKEN", "count": 3, "nested": {"password": None}}
+    clean = redact(data)
+    assert data["token"] == "abc123456"
+    assert clean == {"token": MASK, "token_env": "SRC_TOKEN", "count": 3, "nested": {"password": None}}
+    assert redact_text("nothing secret here") == "nothing secret here"
+
+
+def test_foreign_handlers_see_scrubbed_records(capture: Callable[[LogFormat], io.StringIO]) -> None:
+    """A library's own handler with a plain formatter gets redacted text too."""
+    capture("console")
+    token = _token("lib")
+    register_secret(token)
+    plain = _token("plain")
+    sink = io.StringIO()
+    handler = logging.StreamHandler(sink)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    library = logging.getLogger("some.library")
+    library.addHandler(handler)
+    try:
+        library.warning("connecting with %s and %r", token, {"h": f"Bearer {plain}"})
+        try:
+            raise OSError(f"failed for {token}")
+        except OSError:
+            library.exception("boom")
+    finally:
+        library.removeHandler(handler)
+    text = sink.getvalue()
+    assert token not in text and plain not in text
+    assert "OSError" in text and MASK in text
