@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -253,8 +254,6 @@ class _Model(BaseModel):
 
 def _check_base_url(value: object) -> str:
     """An http(s) URL without credentials, query or fragment; trailing slash dropped."""
-    from urllib.parse import urlsplit
-
     if not isinstance(value, str):
         raise ValueError(f"must be an http(s) URL, got {value!r}")
     text = value.strip()
