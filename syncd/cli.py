@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
+from typing import Any
 
 import typer
 
@@ -17,12 +19,39 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def _global_options(
+    log_format: str = typer.Option("console", "--log-format", help="console (human) or json (one JSON object a line)."),
+    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
+) -> None:
+    """Sync, back up and migrate organizations of the Documentation Management API."""
+    from syncd.errors import UsageError
+    from syncd.logging import configure_logging
+
+    if log_format not in ("console", "json"):
+        raise UsageError(f"--log-format must be console or json, got {log_format!r}")
+    if log_level.lower() not in ("debug", "info", "warning", "error"):
+        raise UsageError(f"--log-level must be debug, info, warning or error, got {log_level!r}")
+    configure_logging(log_format, log_level.lower())  # type: ignore[arg-type]
+
+
 def _register() -> None:
     from syncd.commands import config_cmd, demo_cmd, emulator_cmd
 
     app.command("demo")(demo_cmd.demo)
     app.add_typer(config_cmd.app, name="config")
     app.add_typer(emulator_cmd.app, name="emulator")
+
+
+def _click_modules() -> list[Any]:
+    """click's exception modules: typer vendors click in recent releases, uses it in older ones."""
+    found = []
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            found.append(importlib.import_module(name))
+        except ImportError:
+            continue
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,14 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
     except Exception as exc:  # click usage errors and the like
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            return exc.exit_code
-        if isinstance(exc, click.exceptions.Abort):
-            print("syncd: aborted", file=sys.stderr)
-            return 1
+        for module in _click_modules():
+            if isinstance(exc, module.ClickException):
+                exc.show()
+                return exc.exit_code
+            if isinstance(exc, getattr(module, "Abort", ())):
+                print("syncd: aborted", file=sys.stderr)
+                return 1
         raise
     return 0
 

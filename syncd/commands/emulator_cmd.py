@@ -42,6 +42,8 @@ def serve(
         fault_values["latency"] = latency_ms
     if rate_limit < 0 or page_cap < 1:
         raise UsageError("--rate-limit must be >= 0 and --page-cap >= 1")
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port must be between 0 and 65535, got {port}")
     store = Store(seed=seed)
     result = run_generate(store, params, seed=seed, all_token=token[0] if token else None)
     for extra in token[1:]:

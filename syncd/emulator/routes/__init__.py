@@ -14,4 +14,4 @@ from syncd.emulator.routes import (
 )
 
 # Order matters for the generator and the canonical dump: what others reference comes first.
-FAMILIES = [orgs, members, settings, spaces, content, change_requests, comments, sites, integrations]
+FAMILIES = [orgs, members, spaces, content, change_requests, comments, settings, sites, integrations]

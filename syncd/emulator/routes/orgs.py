@@ -64,13 +64,20 @@ def render_org(store: Store, org: Record, base: str, user_id: str | None = None)
         "urls": urls,
         "trial": {"status": "none", "count": 0},
         "internal_isOnNewTrial": True,
+        "mergeRules": {"type": "none"},
         "permissions": {
-            "admin": role == "admin",
-            "createContent": role in ("admin", "create"),
             "view": True,
+            "access": True,
+            "admin": role == "admin",
+            "ownTeam": False,
+            "createContent": role in ("admin", "create"),
+            "createOpenAPISpec": role == "admin",
+            "viewBilling": role == "admin",
             "listMembers": True,
             "listTeams": True,
             "listIntegrations": True,
+            "listInstallations": role == "admin",
+            "installIntegration": role == "admin",
         },
     }
     data = h.strip_none(data)
@@ -138,6 +145,6 @@ DUMP = [
         render=lambda store, org, base: render_org(store, org, base),
         label=lambda data: "settings",
         refs={"defaultContent.site": "site"},
-        volatile=frozenset({"title", "hostname", "plan", "trial", "internal_isOnNewTrial", "type"}),
+        volatile=frozenset({"title", "hostname", "plan", "trial", "internal_isOnNewTrial", "type", "mergeRules"}),
     )
 ]

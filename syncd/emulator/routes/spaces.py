@@ -24,6 +24,9 @@ routes = web.RouteTableDef()
 COLLECTION, SPACE = "collection", "space"
 VISIBILITIES = ("public", "unlisted", "share-link", "visitor-auth", "in-collection", "private")
 EDIT_MODES = ("live", "locked")
+SPACE_CONTENT_KINDS = ("change-request", "comment", "comment-reply")
+"""Kinds that live inside a space and follow it to another organization."""
+FIELD_VALUE = "space-custom-field-value"
 RESTORE_WINDOW = timedelta(days=7)
 EMOJI_MAX = 50
 
@@ -181,12 +184,14 @@ def _transfer(store: Store, user_id: str, record: Record, org_id: str, collectio
     for item in moving:
         if item["id"] in store.tables[SPACE]:
             item["updatedAt"] = store.now_iso()
-    for kind in list(store.tables):
-        if kind in (COLLECTION, SPACE):
-            continue
+    moved_ids = {m["id"] for m in moving}
+    for kind in SPACE_CONTENT_KINDS:
         for dependent in store.tables[kind].values():
-            if dependent.get("space") in {m["id"] for m in moving}:
+            if dependent.get("space") in moved_ids:
                 dependent["org"] = org_id
+    # Custom field values name fields of the old organization: they do not travel.
+    for key in [k for k, v in store.tables[FIELD_VALUE].items() if v.get("space") in moved_ids]:
+        store.remove(FIELD_VALUE, key)
 
 
 # ----- rendering --------------------------------------------------------------------------
@@ -239,6 +244,7 @@ def render_space(store: Store, record: Record, base: str) -> dict[str, Any]:
         "language": record.get("language"),
         "revision": record["revision"],
         "defaultLevel": record.get("defaultLevel", "read"),
+        "mergeRules": {"type": "inherit"},
         "comments": record.get("comments", 0),
         "changeRequests": record.get("changeRequests", 0),
         "changeRequestsOpen": record.get("changeRequestsOpen", 0),
@@ -253,6 +259,7 @@ def render_space(store: Store, record: Record, base: str) -> dict[str, Any]:
             "comment": True,
             "merge": True,
             "review": True,
+            "installIntegration": True,
         },
     }
     return h.strip_none(data)
@@ -455,7 +462,7 @@ async def restore_space(request: web.Request) -> web.Response:
 @routes.post("/v1/spaces/{spaceId}/duplicate")
 async def duplicate_space(request: web.Request) -> web.Response:
     store, record = h.store_of(request), _space(request)
-    revision = revisions.copy_into(store, record["revision"], fresh_ids=False)
+    revision = revisions.copy_into(store, record["revision"], fresh_ids=True)
     copy_fields = {k: record[k] for k in ("emoji", "visibility", "editMode", "defaultLevel", "language") if k in record}
     duplicate = new_space(store, record["org"], record["title"], record.get("parent"), revision=revision["id"], **copy_fields)
     store.place(tree_key(record["org"], record.get("parent")), duplicate["id"], after=record["id"])
