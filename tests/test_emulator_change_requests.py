@@ -63,7 +63,7 @@ async def test_create_get_by_id_and_number_and_counters(api: Api, org_id: str) -
     ]:
         status, data = await api.call(method, path, json=body)
         assert status == 400 and field in data["error"]["message"] and data["error"]["code"] == 400
-    for missing in (f"{base}/99", f"{base}/nope", f"/v1/spaces/nope/change-requests"):
+    for missing in (f"{base}/99", f"{base}/nope", "/v1/spaces/nope/change-requests"):
         status, data = await api.get(missing)
         assert status == 404 and data["error"]["code"] == 404
     other = await _fresh_space(api, org_id, "Other")

@@ -51,7 +51,7 @@ def serve(
         result.tokens[extra] = result.tokens[token[0]]
 
     def ready(running: object) -> None:
-        url = getattr(running, "url")
+        url = running.url
         report = {
             "url": url,
             "organizations": [{"id": o, "title": store.orgs[o]["title"]} for o in result.org_ids],

@@ -219,8 +219,12 @@ def query_text(request: web.Request, name: str, *, required: bool = False, max_l
     return raw
 
 
-def position(body: dict[str, Any], ref_type: str, ref_key: str) -> tuple[str | None, str | None]:
-    """(before, after) sibling ids of a move body's `position`; (None, None) moves to the end."""
+def position(body: dict[str, Any], ref_type: str | tuple[str, ...], ref_key: str) -> tuple[str | None, str | None]:
+    """(before, after) sibling ids of a move body's `position`; (None, None) moves to the end.
+
+    `ref_type` is the reference type the spec documents, or several accepted spellings.
+    """
+    types = (ref_type,) if isinstance(ref_type, str) else ref_type
     pos = obj(body, "position", nullable=True)
     if not pos:
         return None, None
@@ -230,8 +234,8 @@ def position(body: dict[str, Any], ref_type: str, ref_key: str) -> tuple[str | N
         if ref is None:
             ends.append(None)
             continue
-        if not isinstance(ref, dict) or ref.get("type") != ref_type or not isinstance(ref.get(ref_key), str):
-            raise bad_request(f"position.{side}: must be {{type: {ref_type!r}, {ref_key}: <id>}}")
+        if not isinstance(ref, dict) or ref.get("type") not in types or not isinstance(ref.get(ref_key), str):
+            raise bad_request(f"position.{side}: must be {{type: {types[0]!r}, {ref_key}: <id>}}")
         ends.append(ref[ref_key])
     if ends[0] is not None and ends[1] is not None:
         raise bad_request("position: give before or after, not both")

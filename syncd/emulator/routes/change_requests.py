@@ -22,6 +22,7 @@ from syncd.emulator.canonical import DumpKind
 from syncd.emulator.errors import bad_request, not_found
 from syncd.emulator.routes import content
 from syncd.emulator.routes.content import Holder
+from syncd.emulator.routes.members import render_user
 from syncd.emulator.routes.spaces import SPACE, live_space, org_spaces, set_space_content
 from syncd.emulator.store import Record, Store
 
@@ -223,19 +224,6 @@ def update(store: Store, space: Record, record: Record, user_id: str) -> Record:
 
 
 # ----- rendering --------------------------------------------------------------------------
-
-
-def render_user(store: Store, user_id: str, base: str) -> dict[str, Any]:
-    user = store.users.get(user_id, {"displayName": "Deleted user"})
-    data = {
-        "object": "user",
-        "id": user_id,
-        "displayName": user["displayName"],
-        "email": user.get("email"),
-        "photoURL": user.get("photoURL"),
-        "urls": {"location": f"{base}/v1/users/{user_id}"},
-    }
-    return h.strip_none(data)
 
 
 def render_change_request(store: Store, record: Record, base: str) -> dict[str, Any]:

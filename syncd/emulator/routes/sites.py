@@ -618,26 +618,6 @@ def _validate_adaptive_schema(value: Any) -> dict[str, Any]:
     return value
 
 
-def _group_position(body: dict[str, Any]) -> tuple[str | None, str | None]:
-    """(before, after) of a group move: references `{type: 'site-section', id}` (the
-    OpenAPI document also names groups `site-section-group`)."""
-    pos = h.obj(body, "position", nullable=True)
-    if not pos:
-        return None, None
-    ends: list[str | None] = []
-    for side in ("before", "after"):
-        ref = pos.get(side)
-        if ref is None:
-            ends.append(None)
-        elif isinstance(ref, dict) and ref.get("type") in ("site-section", "site-section-group") and isinstance(ref.get("id"), str):
-            ends.append(ref["id"])
-        else:
-            raise bad_request(f"position.{side}: must be {{type: 'site-section', id: <id>}}")
-    if ends[0] is not None and ends[1] is not None:
-        raise bad_request("position: give before or after, not both")
-    return ends[0], ends[1]
-
-
 # ----- sites ------------------------------------------------------------------------------
 
 
@@ -933,7 +913,8 @@ async def move_group(request: web.Request) -> web.Response:
     store, site = h.store_of(request), _site(request)
     group = _group(request, site)
     body = await h.json_body(request, required=False)
-    before, after = _group_position(body)
+    # The spec names groups `site-section` with key `id`; the OpenAPI document `site-section-group`.
+    before, after = h.position(body, ("site-section", "site-section-group"), "id")
     store.place(top_key(site["id"]), group["id"], before=before, after=after)
     return h.json_answer(render_group(store, group, h.base_url(request)))
 
