@@ -251,6 +251,7 @@ KINDS: tuple[Kind, ...] = (
         parent="openapi-spec",
         shape="object",
         id_field="",
+        id_is_local=True,
         when=lambda spec: not spec.get("sourceURL"),
         title_field="format",
         note="The text of a spec created from text (a spec from a URL is re-fetched by the service).",
@@ -368,6 +369,8 @@ KINDS: tuple[Kind, ...] = (
         path="/v1/spaces/{space}/content",
         parent="space",
         shape="object",
+        id_field="",
+        id_is_local=True,
         scope="space",
         strip=frozenset({"pages", "files"}),
         volatile=frozenset({"id", "parents", "createdAt", "urls", "git"}),
@@ -380,6 +383,7 @@ KINDS: tuple[Kind, ...] = (
         parent="space",
         shape="tree",
         binds="page",
+        id_is_local=True,
         ordered=True,
         scope="space",
         strip=frozenset({"pages"}),
@@ -401,6 +405,7 @@ KINDS: tuple[Kind, ...] = (
         path="/v1/spaces/{space}/content/files",
         parent="space",
         binds="file",
+        id_is_local=True,
         scope="space",
         volatile=frozenset({"downloadURL", "git"}),
         title_field="name",
@@ -471,6 +476,8 @@ KINDS: tuple[Kind, ...] = (
         path="/v1/spaces/{space}/change-requests/{change_request}/content",
         parent="change-request",
         shape="object",
+        id_field="",
+        id_is_local=True,
         scope="change-request",
         strip=frozenset({"pages", "files"}),
         volatile=frozenset({"id", "parents", "createdAt", "urls", "git"}),
@@ -685,10 +692,10 @@ def crawled_routes() -> set[str]:
 def content_hash(kind: Kind, data: Mapping[str, Any]) -> str:
     """A hash of what a row means: volatile fields, stripped children and the parent
     reference (captured as the row's parent) are left out."""
+    from syncd.mirror.rows import content_hash as hash_without
+
     ignored = kind.volatile | kind.strip | ({kind.parent_field} if kind.parent_field else set())
-    kept = {k: v for k, v in data.items() if k not in ignored}
-    raw = json.dumps(kept, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(raw.encode()).hexdigest()
+    return hash_without(data, ignored)
 
 
 def title_of(kind: Kind, data: Mapping[str, Any]) -> str:

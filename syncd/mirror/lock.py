@@ -27,6 +27,7 @@ class WriterLock:
     """A non-blocking exclusive lock on `<state file>.lock`, removed when released."""
 
     def __init__(self, db_path: Path) -> None:
+        self.db_path = db_path
         self.path = db_path.with_name(db_path.name + ".lock")
         self._fd: int | None = None
 
@@ -46,7 +47,7 @@ class WriterLock:
                 holder = os.read(fd, 200).decode(errors="replace").strip() or "unknown"
                 os.close(fd)
                 raise MirrorBusyError(
-                    f"state file {self.path.with_suffix('')} is being written by another syncd process "
+                    f"state file {self.db_path} is being written by another syncd process "
                     f"({holder}); wait for its run to end or stop it"
                 ) from None
             # The previous holder may have removed the file between our open and our lock:

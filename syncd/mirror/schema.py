@@ -19,7 +19,7 @@ from sqlite_utils import Database
 
 from syncd.mirror.errors import NewerStateError
 
-__all__ = ["MIGRATIONS", "Migration", "applied_migrations", "migrate"]
+__all__ = ["MIGRATIONS", "Migration", "applied_migrations", "migrate", "utc_now"]
 
 
 @dataclass(frozen=True)
@@ -197,7 +197,8 @@ MIGRATIONS: tuple[Migration, ...] = (
 )
 
 
-def _now() -> str:
+def utc_now() -> str:
+    """ISO 8601 UTC timestamp with milliseconds, as every timestamp in the state file."""
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds")
 
 
@@ -231,7 +232,7 @@ def migrate(db: Database, migrations: Sequence[Migration] = MIGRATIONS, where: s
                 db.execute("ROLLBACK")
                 continue
             migration.apply(db)
-            db.execute("INSERT INTO migrations (name, applied_at) VALUES (?, ?)", [migration.name, _now()])
+            db.execute("INSERT INTO migrations (name, applied_at) VALUES (?, ?)", [migration.name, utc_now()])
             db.execute("COMMIT")
         except BaseException:
             if db.conn.in_transaction:

@@ -1,0 +1,301 @@
+"""Proactive pacing: keep a tenant's requests under the server's rate limit, so that a crawl
+running at the limit is (almost) never answered 429.
+
+Why proactive: a 429 costs a whole `Retry-After` (a second or more) for every task of the
+tenant, so a crawl that bumps into the limit is slower than one that never does.
+
+How (rclone's pacer, fed by the server's own numbers): every answer announces
+`X-RateLimit-Limit` (the bucket's size), `X-RateLimit-Remaining` and `X-RateLimit-Reset` (when
+the bucket is full again / the window restarts). The pacer keeps a model of that bucket:
+
+- **Anchor**: the newest observation (`Remaining` at the time of the answer, and the sequence
+  number of the request it answered). Every request sent after it is assumed to have spent a
+  token the anchor does not show yet, so requests in flight are accounted for.
+- **Refill rate**: estimated from pairs of observations, `(R_b - R_a + requests between) /
+  (t_b - t_a)`, smoothed. A pair only counts when the bucket cannot have been full in between
+  (`t_b` before `Reset_a`), which also makes a fixed-window server estimate ~0 (no refill
+  until the window restarts). Without an estimate the pacer relies on the anchors alone.
+- **Reset**: once the anchor's `Reset` has passed, the whole `Limit` is available again
+  (token bucket: full; fixed window: a new window), minus what was sent since.
+
+A request may go when the model shows at least `1 + margin` tokens; otherwise the task waits
+until refill or reset should provide them, or until a new answer changes the picture. Before
+the first answer only one request is in flight (a probe that learns the limits); an answer
+without rate-limit headers switches pacing off until they show up. After a 429 every task of
+the tenant waits until `Retry-After` (capped at `max_block`), and the rate estimate is cut.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import math
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+import anyio
+
+from syncd.api.stats import ClientStats
+
+__all__ = ["Pacer", "RateInfo", "Slot", "parse_rate_headers"]
+
+_RECHECK = 1.0
+"""Longest a waiting task sleeps before looking at the model again."""
+_STALE = 1.0
+"""Without a `Reset` header, an anchor this old (seconds) no longer blocks a lone probe."""
+_MIN_SPAN = 0.1
+_ALPHA = 0.2
+_EPSILON = 0.005
+_EPOCH_THRESHOLD = 1e9
+"""A `X-RateLimit-Reset` below this is a number of seconds to wait, not an epoch time."""
+
+
+@dataclass(frozen=True, slots=True)
+class RateInfo:
+    """The rate-limit headers of one answer; `reset` in epoch seconds, `retry_after` in seconds."""
+
+    limit: int | None = None
+    remaining: int | None = None
+    reset: float | None = None
+    retry_after: float | None = None
+
+
+def _number(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text.strip())
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def parse_rate_headers(headers: Mapping[str, str], wall_now: float | None = None) -> RateInfo:
+    """Read `X-RateLimit-*` and `Retry-After` (seconds or an HTTP date), leniently.
+
+    A `Reset` that is small is taken as seconds from now (some servers send a delta).
+    """
+    now = time.time() if wall_now is None else wall_now
+    limit = _number(headers.get("X-RateLimit-Limit"))
+    remaining = _number(headers.get("X-RateLimit-Remaining"))
+    reset = _number(headers.get("X-RateLimit-Reset"))
+    if reset is not None and reset < _EPOCH_THRESHOLD:
+        reset = now + reset
+    retry_after: float | None = None
+    raw = headers.get("Retry-After")
+    if raw is not None:
+        retry_after = _number(raw)
+        if retry_after is None:
+            try:
+                when = email.utils.parsedate_to_datetime(raw)
+            except (TypeError, ValueError, IndexError):
+                when = None
+            if when is not None and when.tzinfo is not None:
+                retry_after = max(0.0, when.timestamp() - now)
+    return RateInfo(
+        limit=int(limit) if limit is not None else None,
+        remaining=int(remaining) if remaining is not None else None,
+        reset=reset,
+        retry_after=retry_after,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Observation:
+    seq: int
+    mono: float
+    wall: float
+    remaining: int
+    reset: float | None
+
+
+Mode = Literal["unknown", "unlimited", "limited"]
+
+
+class Slot:
+    """Permission to send one request; report its answer's status and headers with `observe`."""
+
+    __slots__ = ("_pacer", "seq")
+
+    def __init__(self, pacer: Pacer, seq: int) -> None:
+        self._pacer = pacer
+        self.seq = seq
+
+    def observe(self, status: int, headers: Mapping[str, str]) -> None:
+        self._pacer._observe(self.seq, status, headers)
+
+
+class Pacer:
+    """One tenant's model of the server's rate limit, shared by all of its tasks."""
+
+    def __init__(
+        self,
+        *,
+        enabled: bool = True,
+        stats: ClientStats | None = None,
+        max_block: float = 60.0,
+        safety: float = 0.95,
+        margin: int = 1,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.enabled = enabled
+        self.stats = stats if stats is not None else ClientStats()
+        self.max_block = max_block
+        self.safety = safety
+        self.margin = margin
+        self._clock = clock
+        self._wall = wall
+        self._lock = anyio.Lock()
+        self._changed = anyio.Event()
+        self._mode: Mode = "unknown"
+        self._limit = 0
+        self._anchor: _Observation | None = None
+        self._history: deque[_Observation] = deque(maxlen=512)
+        self._rate: float | None = None
+        self._seq = 0
+        self._in_flight = 0
+        self._blocked_until = 0.0
+
+    # ----------------------------------------------------------------- reading
+
+    @property
+    def mode(self) -> Mode:
+        """`unknown` before the first answer, `unlimited` without headers, else `limited`."""
+        return self._mode
+
+    @property
+    def rate(self) -> float | None:
+        """Estimated refill rate of the server's bucket (requests/s), None while unknown."""
+        return self._rate
+
+    @property
+    def limit(self) -> int:
+        return self._limit
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    # ----------------------------------------------------------------- sending
+
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[Slot]:
+        """Wait until a request may go, and count it in flight for the duration of the block."""
+        seq = await self._acquire()
+        try:
+            yield Slot(self, seq)
+        finally:
+            self._in_flight -= 1
+            self._notify()
+
+    async def _acquire(self) -> int:
+        async with self._lock:
+            started: float | None = None
+            while True:
+                delay = self._delay()
+                if delay is not None and delay <= 0:
+                    break
+                if started is None:
+                    started = self._clock()
+                    self.stats.paced_waits += 1
+                changed = self._changed
+                with anyio.move_on_after(_RECHECK if delay is None else min(delay, _RECHECK)):
+                    await changed.wait()
+            if started is not None:
+                self.stats.paced_seconds += self._clock() - started
+            self._seq += 1
+            self._in_flight += 1
+            return self._seq
+
+    def _pace_rate(self) -> float:
+        return self._rate * self.safety if self._rate else 0.0
+
+    def _delay(self) -> float | None:
+        """Seconds to wait before the next request may go; 0 now; None: until news arrives."""
+        now = self._clock()
+        if now < self._blocked_until:
+            return self._blocked_until - now
+        if not self.enabled or self._mode == "unlimited":
+            return 0.0
+        anchor = self._anchor
+        if anchor is None:
+            return 0.0 if self._in_flight == 0 else None
+        wall = self._wall()
+        capacity = max(self._limit, 1)
+        rate = self._pace_rate()
+        reset_passed = anchor.reset is not None and wall >= anchor.reset
+        if reset_passed:
+            tokens = float(capacity)
+        else:
+            tokens = min(float(capacity), anchor.remaining + rate * (now - anchor.mono))
+        budget = tokens - (self._seq - anchor.seq)
+        need = 1 + min(self.margin, capacity - 1)
+        if budget >= need:
+            return 0.0
+        stale = reset_passed or (anchor.reset is None and now - anchor.mono >= _STALE)
+        if stale:
+            # What the anchor says is out of date: one probe at a time refreshes it.
+            return 0.0 if self._in_flight == 0 else None
+        waits: list[float] = []
+        if rate > 0 and tokens < capacity:
+            waits.append((need - budget) / rate)
+        if anchor.reset is not None:
+            waits.append(anchor.reset - wall + _EPSILON)
+        else:
+            waits.append(anchor.mono + _STALE - now)
+        return max(min(waits), _EPSILON)
+
+    # ----------------------------------------------------------------- learning
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def _observe(self, seq: int, status: int, headers: Mapping[str, str]) -> None:
+        now, wall = self._clock(), self._wall()
+        info = parse_rate_headers(headers, wall)
+        if info.remaining is not None:
+            self._mode = "limited"
+            self._limit = info.limit if info.limit else max(self._limit, info.remaining, 1)
+            obs = _Observation(seq, now, wall, info.remaining, info.reset)
+            if self._anchor is None or seq >= self._anchor.seq:
+                self._estimate(obs)
+                self._anchor = obs
+        elif 200 <= status < 300:
+            # A clean answer without rate-limit headers: this server does not announce a
+            # limit (the emulator without --rate-limit). 5xx from a proxy prove nothing.
+            self._mode = "unlimited"
+        if status == 429:
+            hint = info.retry_after
+            if hint is None and info.reset is not None:
+                hint = info.reset - wall
+            hint = 1.0 if hint is None or hint <= 0 else hint
+            self._blocked_until = max(self._blocked_until, now + min(hint, self.max_block))
+            if self._rate is not None:
+                self._rate *= 0.75
+        self.stats.server_rate = self._rate
+        self._notify()
+
+    def _estimate(self, obs: _Observation) -> None:
+        """Update the refill-rate estimate with the longest valid pair ending at `obs`."""
+        history = self._history
+        # Once its Reset has passed, an observation may be followed by a full (capped) bucket.
+        while history and (history[0].reset is None or history[0].reset < obs.wall):
+            history.popleft()
+        capacity = max(self._limit, 1)
+        if obs.remaining < capacity:
+            for first in history:
+                span = obs.mono - first.mono
+                if span < _MIN_SPAN:
+                    break
+                if first.remaining >= capacity:
+                    continue
+                sample = max(0.0, (obs.remaining - first.remaining + (obs.seq - first.seq)) / span)
+                self._rate = sample if self._rate is None else self._rate + _ALPHA * (sample - self._rate)
+                break
+        if obs.reset is not None:
+            history.append(obs)

@@ -1,0 +1,139 @@
+"""Paging: follow `next.page` until the server stops giving one, and never loop forever.
+
+dlt's split: `Paginator` holds the state and does no I/O (easy to test, easy to reason
+about); `paginate` is the one function that does the I/O. Nothing is assumed about page
+sizes, ordering or the token's format: the token is opaque and sent back verbatim as
+`page`. A repeated token or more pages than `max_pages` stops the listing with a
+`PagingError` instead of spinning: a listing that did not finish is "unknown", and the
+caller must not treat anything missing from it as deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from syncd.api.errors import PagingError
+
+if TYPE_CHECKING:
+    from syncd.api.client import TenantClient
+
+__all__ = ["DEFAULT_MAX_PAGES", "PAGE_LIMIT", "Paginator", "check_envelope", "next_token", "paginate"]
+
+PAGE_LIMIT = 1000
+"""The largest page the API serves; asking for it keeps the number of calls down."""
+DEFAULT_MAX_PAGES = 100_000
+"""100 million items at 1000 a page: far beyond any real listing, a guard against loops."""
+
+
+def next_token(data: Any) -> str | None:
+    """The next page's token of a list envelope, or None on the last page.
+
+    Liberal in what it takes: `next: {page: "..."}` (the documented shape), a number as
+    token, `next` absent/null/empty, or `next` given directly as a string. Anything else
+    raises ValueError (the client turns it into a MalformedResponse and retries).
+    """
+    nxt = data.get("next") if isinstance(data, Mapping) else None
+    if nxt is None or nxt == "" or nxt == {}:
+        return None
+    page = nxt.get("page") if isinstance(nxt, Mapping) else nxt
+    if page is None or page == "":
+        return None
+    if isinstance(page, bool) or not isinstance(page, str | int | float):
+        raise ValueError(f"list envelope: next.page must be a string, got {type(page).__name__}")
+    if isinstance(page, float) and page.is_integer():
+        return str(int(page))
+    return str(page)
+
+
+def check_envelope(data: Any) -> None:
+    """Raise ValueError unless `data` is a list envelope: an object with an `items` array."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"list envelope: expected an object, got {type(data).__name__}")
+    if "items" not in data:
+        raise ValueError("list envelope: no 'items'")
+    if not isinstance(data["items"], list):
+        raise ValueError(f"list envelope: 'items' must be an array, got {type(data['items']).__name__}")
+    next_token(data)
+
+
+@dataclass
+class Paginator:
+    """State of one listing: which page to ask for next, what was seen, when to stop."""
+
+    path: str
+    limit: int = PAGE_LIMIT
+    max_pages: int = DEFAULT_MAX_PAGES
+    pages: int = 0
+    items: int = 0
+    token: str | None = None
+    done: bool = False
+    _seen: set[str] = field(default_factory=set, repr=False)
+
+    def params(self, base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The query of the next request: the caller's parameters, `limit`, and `page`."""
+        query: dict[str, Any] = {"limit": self.limit}
+        query.update(base or {})
+        query.pop("page", None)
+        if self.token is not None:
+            query["page"] = self.token
+        return query
+
+    def update(self, data: Any) -> list[Any]:
+        """Take one answer (already checked by `check_envelope`): its items; stop or go on.
+
+        Raises PagingError when the server hands out a token it gave before (it would
+        loop forever) or when the listing grows beyond `max_pages` pages.
+        """
+        items: list[Any] = data["items"]
+        self.pages += 1
+        self.items += len(items)
+        token = next_token(data)
+        if token is None:
+            self.done = True
+            self.token = None
+            return items
+        if token in self._seen:
+            self.done = True
+            raise PagingError(
+                f"the server repeated a page token after {self.pages} pages "
+                f"({self.items} items): paging would never end",
+                method="GET",
+                path=self.path,
+            )
+        if self.pages >= self.max_pages:
+            self.done = True
+            raise PagingError(
+                f"more than {self.max_pages} pages ({self.items} items so far): "
+                "stopped by the page guard",
+                method="GET",
+                path=self.path,
+            )
+        self._seen.add(token)
+        self.token = token
+        return items
+
+
+async def paginate(
+    client: TenantClient,
+    path: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    limit: int = PAGE_LIMIT,
+    max_pages: int | None = None,
+) -> AsyncIterator[list[Any]]:
+    """Yield the `items` of each page of the list at `path`, following `next.page`.
+
+    Each page is fetched with the client's retries; an answer that is not a list envelope
+    is a MalformedResponse (retried, then raised). A `PagingError` carries the tenant.
+    """
+    pager = Paginator(path=path, limit=limit, max_pages=max_pages or client.max_pages)
+    while not pager.done:
+        answer = await client.request("GET", path, params=pager.params(params), validate=check_envelope)
+        try:
+            items = pager.update(answer.data)
+        except PagingError as error:
+            error.tenant = client.name
+            raise
+        yield items

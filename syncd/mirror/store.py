@@ -1,0 +1,536 @@
+"""The mirror: one SQLite file holding snapshots of tenants, their runs and their changes.
+
+Why snapshots: a crawl reads for minutes and can die at any point. Rows it reads go to
+`staged` under its run id; only `finish_run` merges them into `resources` (the current view),
+in ONE transaction that also decides deletions and writes `changes`. A run that never
+finishes is abandoned (staged rows dropped), so the current view is always the result of
+whole runs.
+
+Why deletions are driven by listings: a row is deleted only when the list it came from was
+read cleanly in the run (`record_listing(ok=True)`) and did not contain it, or when its
+parent is deleted in the same run. A list that failed, or was not read, is unknown: its rows
+stay current. A run over one organization therefore never deletes another's rows.
+
+Contract for the caller (the crawler):
+- `record_listing(ok=True)` only after EVERY row of that list was staged in this run;
+- a (tenant, kind, id) comes from one listing; staging it twice keeps the last version;
+- `complete_scope` only when every list and object of the scope was read at that token.
+
+Threads: public methods hold an internal lock and the connection allows other threads, so
+a Mirror can be used from `anyio.to_thread`; `current()` streams from one cursor, so finish
+iterating before writing from another thread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from itertools import islice
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from sqlite_utils import Database
+
+from syncd.mirror.diff import ChangeSummary, compose, summarise
+from syncd.mirror.errors import MirrorError
+from syncd.mirror.lock import WriterLock
+from syncd.mirror.rows import Row
+from syncd.mirror.schema import migrate, utc_now
+
+__all__ = ["FINISHED", "Mirror"]
+
+#: Statuses of runs whose rows were merged into the current view.
+FINISHED = ("complete", "partial")
+_ENDED = ("failed", "cancelled")
+
+_TITLE = (
+    "coalesce(json_extract({d}, '$.title'), json_extract({d}, '$.name'), json_extract({d}, '$.label'), "
+    "json_extract({d}, '$.displayName'), json_extract({d}, '$.user.displayName'), "
+    "json_extract({d}, '$.email'), json_extract({d}, '$.user.email'), json_extract({d}, '$.path'))"
+)
+_COLUMNS = "tenant, kind, id, org, parent_kind, parent_id, position, listing, scope, data, hash"
+
+_STAGE = f"""
+INSERT INTO staged (run, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (run, tenant, kind, id) DO UPDATE SET
+    org = excluded.org, parent_kind = excluded.parent_kind, parent_id = excluded.parent_id,
+    position = excluded.position, listing = excluded.listing, scope = excluded.scope,
+    data = excluded.data, hash = excluded.hash
+"""
+
+_CHANGES_INSERT = (
+    "INSERT INTO changes (run, tenant, kind, id, op, old_hash, new_hash, old_parent_id, parent_id, "
+    "old_position, position, title) "
+)
+
+# The merge of a finished run, in order; all take :run and :tenant.
+_MERGE_BEFORE_DELETIONS = (
+    # New rows, and rows that come back after having been deleted.
+    _CHANGES_INSERT
+    + f"""SELECT :run, s.tenant, s.kind, s.id, 'created', NULL, s.hash, NULL, s.parent_id, NULL, s.position,
+              {_TITLE.format(d="s.data")}
+       FROM staged s LEFT JOIN resources r ON r.tenant = s.tenant AND r.kind = s.kind AND r.id = s.id
+       WHERE s.run = :run AND (r.id IS NULL OR r.deleted_run IS NOT NULL)
+       ORDER BY s.kind, s.id""",
+    _CHANGES_INSERT
+    + f"""SELECT :run, s.tenant, s.kind, s.id, 'updated', r.hash, s.hash, r.parent_id, s.parent_id,
+              r.position, s.position, {_TITLE.format(d="s.data")}
+       FROM staged s JOIN resources r ON r.tenant = s.tenant AND r.kind = s.kind AND r.id = s.id
+       WHERE s.run = :run AND r.deleted_run IS NULL AND r.hash IS NOT s.hash
+       ORDER BY s.kind, s.id""",
+    _CHANGES_INSERT
+    + f"""SELECT :run, s.tenant, s.kind, s.id, 'moved', r.hash, s.hash, r.parent_id, s.parent_id,
+              r.position, s.position, {_TITLE.format(d="s.data")}
+       FROM staged s JOIN resources r ON r.tenant = s.tenant AND r.kind = s.kind AND r.id = s.id
+       WHERE s.run = :run AND r.deleted_run IS NULL
+         AND (r.parent_id IS NOT s.parent_id OR r.parent_kind IS NOT s.parent_kind
+              OR r.position IS NOT s.position)
+       ORDER BY s.kind, s.id""",
+    # Everything seen becomes current (first_seen_run is kept for rows seen before).
+    f"""INSERT INTO resources ({_COLUMNS}, first_seen_run, last_seen_run, deleted_run)
+        SELECT {_COLUMNS}, run, run, NULL FROM staged WHERE run = :run AND true
+        ON CONFLICT (tenant, kind, id) DO UPDATE SET
+            org = excluded.org, parent_kind = excluded.parent_kind, parent_id = excluded.parent_id,
+            position = excluded.position, listing = excluded.listing, scope = excluded.scope,
+            data = excluded.data, hash = excluded.hash, last_seen_run = excluded.last_seen_run,
+            deleted_run = NULL""",
+    # A row missing from a list read cleanly in this run is gone.
+    """UPDATE resources SET deleted_run = :run WHERE rowid IN (
+           SELECT r.rowid FROM listings l
+           JOIN resources r ON r.tenant = l.tenant AND r.listing = l.listing AND r.deleted_run IS NULL
+           WHERE l.run = :run AND l.tenant = :tenant AND l.status = 'ok' AND r.last_seen_run != :run)""",
+)
+
+# Children of a row deleted in this run are gone too, whatever happened to their lists.
+_CASCADE = """
+UPDATE resources SET deleted_run = :run WHERE rowid IN (
+    SELECT c.rowid FROM resources p
+    JOIN resources c ON c.tenant = p.tenant AND c.parent_id = p.id AND c.parent_kind = p.kind
+    WHERE p.tenant = :tenant AND p.deleted_run = :run
+      AND c.deleted_run IS NULL AND c.last_seen_run != :run)
+"""
+
+_MERGE_AFTER_DELETIONS = (
+    _CHANGES_INSERT
+    + f"""SELECT :run, tenant, kind, id, 'deleted', hash, NULL, parent_id, parent_id, position, position,
+              {_TITLE.format(d="data")}
+       FROM resources WHERE tenant = :tenant AND deleted_run = :run ORDER BY kind, id""",
+    # A scope that lost rows must be read again, unless this run read it completely.
+    """DELETE FROM scopes WHERE tenant = :tenant AND scope IN (
+           SELECT DISTINCT scope FROM resources
+           WHERE tenant = :tenant AND deleted_run = :run AND scope IS NOT NULL)""",
+    """INSERT INTO scopes (tenant, scope, token, run)
+       SELECT tenant, scope, token, run FROM staged_scopes WHERE run = :run AND true
+       ON CONFLICT (tenant, scope) DO UPDATE SET token = excluded.token, run = excluded.run""",
+)
+
+
+def _json_path(field: str) -> str:
+    """`a.b` -> `$."a"."b"`: a JSON path that survives odd characters in key names."""
+    return "$" + "".join('."' + part.replace('"', '\\"') + '"' for part in field.split("."))
+
+
+class Mirror:
+    """A state file opened for reading and for writing runs (see the module docstring)."""
+
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        create: bool = True,
+        busy_timeout: float = 30.0,
+        batch_size: int = 1000,
+    ) -> None:
+        self.path = Path(path)
+        if not create and not self.path.exists():
+            raise MirrorError(f"no state file at {self.path}")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.batch_size = batch_size
+        self._lock = threading.RLock()
+        self._writer = WriterLock(self.path)
+        self._active: dict[int, str] = {}  # open runs of this Mirror -> their tenant
+        self._closed = False
+        conn = sqlite3.connect(str(self.path), timeout=busy_timeout, check_same_thread=False)
+        try:
+            self.db = Database(conn, execute_plugins=False)
+            self.db.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            self.db.enable_wal()
+            self.db.execute("PRAGMA synchronous = NORMAL")  # WAL: safe across crashes of syncd
+            self.db.execute("PRAGMA foreign_keys = ON")
+            migrate(self.db, where=str(self.path))
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise MirrorError(f"{self.path} is not a usable syncd state file: {exc}") from None
+        except BaseException:
+            conn.close()
+            raise
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def __enter__(self) -> Mirror:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Fail the runs still open (their rows never become current) and close the file."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                for run in list(self._active):
+                    self.abandon_run(run, "failed", "the mirror was closed before the run finished")
+            finally:
+                self._writer.release()
+                self._closed = True
+                self.db.close()
+
+    # -- writing a run ---------------------------------------------------------------------
+
+    def start_run(self, job: str, tenant: str, scope_ref: str) -> int:
+        """Open a run; the first open run of this Mirror takes the writer lock and recovers
+        the runs a dead process left `running`."""
+        with self._lock:
+            first = not self._active
+            if first:
+                self._writer.acquire()
+                try:
+                    self._recover_locked()
+                except BaseException:
+                    self._writer.release()
+                    raise
+            try:
+                cursor = self.db.execute(
+                    "INSERT INTO runs (job, tenant, scope_ref, started_at, status, pid, host) "
+                    "VALUES (?, ?, ?, ?, 'running', ?, ?)",
+                    [job, tenant, scope_ref, utc_now(), os.getpid(), socket.gethostname()],
+                )
+            except BaseException:
+                if first:
+                    self._writer.release()
+                raise
+            run = int(cursor.lastrowid or 0)
+            self._active[run] = tenant
+            return run
+
+    def _tenant_of(self, run: int, tenant: str | None = None) -> str:
+        owner = self._active.get(run)
+        if owner is None:
+            raise MirrorError(f"run {run} is not open in this process")
+        if tenant is not None and tenant != owner:
+            raise MirrorError(f"run {run} is a run of tenant {owner!r}, not {tenant!r}")
+        return owner
+
+    def stage(self, run: int, rows: Iterable[Row]) -> int:
+        """Write rows read by `run`, one transaction per batch; returns how many.
+
+        Streams: holds one batch in memory whatever the size of `rows`.
+        """
+        tenant = self._tenant_of(run)
+        total = 0
+        iterator = iter(rows)
+        while batch := list(islice(iterator, self.batch_size)):
+            params = []
+            for row in batch:
+                if row.tenant != tenant:
+                    raise MirrorError(f"run {run} is a run of tenant {tenant!r}, got a row of {row.tenant!r}")
+                params.append((
+                    run, row.tenant, row.kind, row.id, row.org, row.parent_kind, row.parent_id,
+                    row.position, row.listing, row.scope,
+                    json.dumps(row.data, ensure_ascii=False, separators=(",", ":")), row.hash,
+                ))
+            with self._lock, self.db.atomic():
+                self.db.conn.executemany(_STAGE, params)
+            total += len(params)
+        return total
+
+    def record_listing(self, run: int, tenant: str, listing: str, ok: bool, error: str | None = None) -> None:
+        """Say how reading one list went. `ok` means: every row of it was staged in this run.
+
+        A failure is sticky within the run: once a list failed, its rows are unknown.
+        """
+        self._tenant_of(run, tenant)
+        with self._lock:
+            self.db.execute(
+                "INSERT INTO listings (run, tenant, listing, status, error) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT (run, tenant, listing) DO UPDATE SET "
+                "status = CASE WHEN listings.status = 'failed' THEN 'failed' ELSE excluded.status END, "
+                "error = coalesce(listings.error, excluded.error)",
+                [run, tenant, listing, "ok" if ok else "failed", None if ok else (error or "failed")],
+            )
+
+    def complete_scope(self, run: int, tenant: str, scope: str, token: str) -> None:
+        """Say that `scope` was read completely at change token `token` in this run.
+
+        The token becomes current with the run, and lets a later run skip the scope
+        (`scope_tokens` + `carry_scope`) while the token does not change.
+        """
+        self._tenant_of(run, tenant)
+        with self._lock:
+            self.db.execute(
+                "INSERT OR REPLACE INTO staged_scopes (run, tenant, scope, token) VALUES (?, ?, ?, ?)",
+                [run, tenant, scope, str(token)],
+            )
+
+    def carry_scope(self, run: int, tenant: str, scope: str) -> int:
+        """Count the current rows of `scope` as read, unchanged, by `run`; returns how many.
+
+        For a scope whose change token did not change: its lists are not read again.
+        Rows staged for the scope in this run (before or after) win over carried ones.
+        """
+        self._tenant_of(run, tenant)
+        with self._lock, self.db.atomic():
+            cursor = self.db.execute(
+                f"INSERT OR IGNORE INTO staged (run, {_COLUMNS}) SELECT ?, {_COLUMNS} FROM resources "
+                "WHERE tenant = ? AND scope = ? AND deleted_run IS NULL",
+                [run, tenant, scope],
+            )
+            self.db.execute(
+                "INSERT OR IGNORE INTO staged_scopes (run, tenant, scope, token) "
+                "SELECT ?, tenant, scope, token FROM scopes WHERE tenant = ? AND scope = ?",
+                [run, tenant, scope],
+            )
+            return cursor.rowcount
+
+    def finish_run(self, run: int, status: str = "complete", stats: Mapping[str, Any] | None = None) -> ChangeSummary:
+        """Make what `run` read current, in one transaction, and return its changes' totals.
+
+        `status` is "complete" or "partial" (something was skipped); a run with a failed
+        listing is recorded as partial whatever is asked. `stats` (JSON) is kept with the
+        run, plus a "mirror" entry with the counts of this merge.
+        """
+        if status not in FINISHED:
+            raise MirrorError(f"a run finishes as one of {FINISHED}, not {status!r}")
+        with self._lock:
+            tenant = self._tenant_of(run)
+            params = {"run": run, "tenant": tenant}
+            with self.db.atomic():
+                staged = self._scalar("SELECT count(*) FROM staged WHERE run = ?", [run])
+                listing_counts = dict(
+                    self.db.execute(
+                        "SELECT status, count(*) FROM listings WHERE run = ? GROUP BY status", [run]
+                    ).fetchall()
+                )
+                if listing_counts.get("failed"):
+                    status = "partial"
+                for sql in _MERGE_BEFORE_DELETIONS:
+                    self.db.execute(sql, params)
+                while self.db.execute(_CASCADE, params).rowcount:
+                    pass
+                for sql in _MERGE_AFTER_DELETIONS:
+                    self.db.execute(sql, params)
+                summary = self.summary(run)
+                self.db.execute("DELETE FROM staged WHERE run = ?", [run])
+                self.db.execute("DELETE FROM staged_scopes WHERE run = ?", [run])
+                self.db.execute("DELETE FROM listings WHERE run = ? AND status = 'ok'", [run])
+                merged = {
+                    **(stats or {}),
+                    "mirror": {
+                        "rows": staged,
+                        "listings_ok": listing_counts.get("ok", 0),
+                        "listings_failed": listing_counts.get("failed", 0),
+                        "changes": summary.to_dict(),
+                    },
+                }
+                self.db.execute(
+                    "UPDATE runs SET status = ?, finished_at = ?, stats = ? WHERE id = ?",
+                    [status, utc_now(), json.dumps(merged, default=str), run],
+                )
+            self._end(run)
+            return summary
+
+    def abandon_run(self, run: int, status: str = "cancelled", reason: str = "") -> None:
+        """End `run` without merging: the previous snapshot stays current.
+
+        Safe to call on a run that already ended (does nothing), e.g. from a cleanup path.
+        """
+        if status not in _ENDED:
+            raise MirrorError(f"a run is abandoned as one of {_ENDED}, not {status!r}")
+        with self._lock:
+            if run not in self._active:
+                row = self.run(run)
+                if row is None or row["status"] != "running":
+                    return
+                raise MirrorError(f"run {run} is not open in this process")
+            self._drop_runs([run], status, reason)
+            self._end(run)
+
+    def recover(self) -> list[int]:
+        """Fail the runs left `running` by a process that died; returns their ids.
+
+        Raises `MirrorBusyError` when another live process is writing the file.
+        """
+        with self._lock:
+            if self._active:
+                return self._recover_locked()
+            self._writer.acquire()
+            try:
+                return self._recover_locked()
+            finally:
+                self._writer.release()
+
+    def _recover_locked(self) -> list[int]:
+        dead = [
+            row[0]
+            for row in self.db.execute("SELECT id FROM runs WHERE status = 'running' ORDER BY id").fetchall()
+            if row[0] not in self._active
+        ]
+        if dead:
+            self._drop_runs(dead, "failed", "the process writing this run ended before it finished")
+        return dead
+
+    def _drop_runs(self, runs: list[int], status: str, reason: str) -> None:
+        with self.db.atomic():
+            for run in runs:
+                for table in ("staged", "staged_scopes", "listings"):
+                    self.db.execute(f"DELETE FROM {table} WHERE run = ?", [run])
+                self.db.execute(
+                    "UPDATE runs SET status = ?, finished_at = ?, reason = ? WHERE id = ?",
+                    [status, utc_now(), reason or None, run],
+                )
+
+    def _end(self, run: int) -> None:
+        del self._active[run]
+        if not self._active:
+            self._writer.release()
+
+    # -- reading the current view ----------------------------------------------------------
+
+    def _scalar(self, sql: str, params: Iterable[Any]) -> Any:
+        row = self.db.execute(sql, list(params)).fetchone()
+        return None if row is None else row[0]
+
+    def current(
+        self,
+        tenant: str,
+        kind: str | None = None,
+        org: str | None = None,
+        parent_id: str | None = None,
+        scope: str | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Current rows (columns, `data` decoded), by kind, parent and position; streamed."""
+        where, params = ["tenant = ?", "deleted_run IS NULL"], [tenant]
+        for column, value in (("kind", kind), ("org", org), ("parent_id", parent_id), ("scope", scope)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        cursor = self.db.conn.execute(
+            f"SELECT {_COLUMNS}, first_seen_run, last_seen_run FROM resources WHERE {' AND '.join(where)} "
+            "ORDER BY kind, parent_kind, parent_id, position, id",
+            params,
+        )
+        names = [column[0] for column in cursor.description]
+        for values in cursor:
+            row = dict(zip(names, values, strict=True))
+            row["data"] = json.loads(row["data"])
+            yield row
+
+    def current_value(self, tenant: str, kind: str, id: str) -> dict[str, Any] | None:
+        """The current object (its JSON) or None when absent or deleted."""
+        data = self._scalar(
+            "SELECT data FROM resources WHERE tenant = ? AND kind = ? AND id = ? AND deleted_run IS NULL",
+            [tenant, kind, id],
+        )
+        return None if data is None else json.loads(data)
+
+    def current_tokens(self, tenant: str, kind: str, field: str) -> dict[str, Any]:
+        """id -> value of `field` (dotted path) of every current object of a kind.
+
+        This is the latest value READ; whether the scope it governs was read completely at
+        that value is what `scope_tokens` says — use that one to decide skipping.
+        """
+        rows = self.db.execute(
+            "SELECT id, json_extract(data, ?) FROM resources WHERE tenant = ? AND kind = ? AND deleted_run IS NULL",
+            [_json_path(field), tenant, kind],
+        )
+        return dict(rows.fetchall())
+
+    def scope_tokens(self, tenant: str, prefix: str = "") -> dict[str, str]:
+        """scope -> token at which the scope was last read completely (see `complete_scope`)."""
+        rows = self.db.execute(
+            "SELECT scope, token FROM scopes WHERE tenant = ? AND substr(scope, 1, ?) = ?",
+            [tenant, len(prefix), prefix],
+        )
+        return dict(rows.fetchall())
+
+    def counts(self, tenant: str, org: str | None = None) -> dict[str, int]:
+        """kind -> number of current rows."""
+        sql = "SELECT kind, count(*) FROM resources WHERE tenant = ? AND deleted_run IS NULL"
+        params: list[Any] = [tenant]
+        if org is not None:
+            sql += " AND org = ?"
+            params.append(org)
+        return dict(self.db.execute(sql + " GROUP BY kind ORDER BY kind", params).fetchall())
+
+    # -- runs and changes ------------------------------------------------------------------
+
+    @staticmethod
+    def _run_row(row: dict[str, Any]) -> dict[str, Any]:
+        row["stats"] = json.loads(row["stats"]) if row["stats"] else {}
+        return row
+
+    def run(self, run: int) -> dict[str, Any] | None:
+        rows = list(self.db.query("SELECT * FROM runs WHERE id = ?", [run]))
+        return self._run_row(rows[0]) if rows else None
+
+    def runs(self, tenant: str | None = None) -> list[dict[str, Any]]:
+        """Every run (optionally of one tenant), oldest first, `stats` decoded."""
+        if tenant is None:
+            rows = self.db.query("SELECT * FROM runs ORDER BY id")
+        else:
+            rows = self.db.query("SELECT * FROM runs WHERE tenant = ? ORDER BY id", [tenant])
+        return [self._run_row(row) for row in rows]
+
+    def last_complete_run(
+        self, tenant: str, scope_ref: str | None = None, include_partial: bool = True
+    ) -> dict[str, Any] | None:
+        """The newest run whose rows were merged (complete, or partial unless excluded)."""
+        statuses = FINISHED if include_partial else ("complete",)
+        sql = f"SELECT * FROM runs WHERE tenant = ? AND status IN ({', '.join('?' * len(statuses))})"
+        params: list[Any] = [tenant, *statuses]
+        if scope_ref is not None:
+            sql += " AND scope_ref = ?"
+            params.append(scope_ref)
+        rows = list(self.db.query(sql + " ORDER BY id DESC LIMIT 1", params))
+        return self._run_row(rows[0]) if rows else None
+
+    def changes(self, run_b: int, run_a: int | None = None) -> list[dict[str, Any]]:
+        """Changes recorded by run b alone, or by the runs of b's tenant in (a, b], in commit order."""
+        if run_a is None:
+            return list(self.db.query("SELECT * FROM changes WHERE run = ? ORDER BY seq", [run_b]))
+        tenant = self._scalar("SELECT tenant FROM runs WHERE id = ?", [run_b])
+        return list(
+            self.db.query(
+                "SELECT * FROM changes WHERE tenant = ? AND run > ? AND run <= ? ORDER BY seq",
+                [tenant, run_a, run_b],
+            )
+        )
+
+    def summary(self, run: int) -> ChangeSummary:
+        """Totals per kind and op of the changes recorded by one run."""
+        return summarise(
+            self.db.query("SELECT kind, op FROM changes WHERE run = ?", [run])
+        )
+
+    def diff(self, run_a: int, run_b: int) -> list[dict[str, Any]]:
+        """Net changes from the snapshot of run a to that of run b (a older than b, same tenant)."""
+        a, b = self.run(run_a), self.run(run_b)
+        for number, row in ((run_a, a), (run_b, b)):
+            if row is None:
+                raise MirrorError(f"no run {number} in {self.path}")
+            if row["status"] not in FINISHED:
+                raise MirrorError(f"run {number} is {row['status']}: it has no snapshot to compare")
+        assert a is not None and b is not None
+        if a["tenant"] != b["tenant"]:
+            raise MirrorError(f"runs {run_a} and {run_b} are of different tenants")
+        if run_a >= run_b:
+            raise MirrorError(f"run {run_a} must be older than run {run_b}")
+        return compose(self.changes(run_b, run_a))
