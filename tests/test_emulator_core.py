@@ -162,3 +162,13 @@ def test_generator_spec_errors() -> None:
         parse_spec("planets=3")
     with pytest.raises(ValueError, match="whole number"):
         parse_spec("spaces=many")
+
+
+async def test_repeated_page_token_fault() -> None:
+    async with await _emulator_with(page_cap=1, faults={"repeat_page": 1.0}) as running, aiohttp.ClientSession() as session:
+        api = Api(session, running.url, ALL_TOKEN)
+        org_id = running.store.user_orgs(running.store.tokens[ALL_TOKEN])[0]["id"]
+        status, first = await api.get(f"/v1/orgs/{org_id}/spaces")
+        token = first["next"]["page"]
+        status, second = await api.get(f"/v1/orgs/{org_id}/spaces", page=token)
+        assert status == 200 and second["next"]["page"] == token

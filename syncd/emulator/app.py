@@ -130,6 +130,8 @@ async def fault_middleware(request: web.Request, handler: Handler) -> web.Stream
         request[FAULT_STATUS] = "fault-502"
         return web.Response(status=502, text=HTML_502, content_type="text/html")
     response = await handler(request)
+    if faults.repeat_page and request.query.get("page") and rng.random() < faults.repeat_page:
+        response = _repeat_page_token(request, response)
     if request.method in WRITE_METHODS and faults.lost_write and response.status < 400 and rng.random() < faults.lost_write:
         return _drop(request, "lost-answer")
     if (
@@ -145,6 +147,21 @@ async def fault_middleware(request: web.Request, handler: Handler) -> web.Stream
         truncated = web.Response(status=200, body=body[: max(1, len(body) // 2)], content_type="application/json")
         return truncated
     return response
+
+
+def _repeat_page_token(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
+    """Answer a list page with `next.page` equal to the token it was asked with."""
+    if not isinstance(response, web.Response) or response.status != 200 or not response.body:
+        return response
+    try:
+        data = json.loads(bytes(response.body))  # type: ignore[arg-type]
+    except ValueError:
+        return response
+    if not isinstance(data, dict) or "next" not in data:
+        return response
+    data["next"] = {"page": request.query["page"]}
+    request[FAULT_STATUS] = "repeated-page"
+    return web.Response(status=200, body=json.dumps(data).encode(), content_type="application/json")
 
 
 @web.middleware
