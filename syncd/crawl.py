@@ -139,8 +139,7 @@ class Crawler:
         self._run = 0
         self._pending = 0
         self._send: Any = None
-        self._tokens: dict[str, dict[str, str]] = {}
-        self._dirty: set[str] = set()
+        self._tokens: dict[str, str] = {}
 
     # ----- entry point ------------------------------------------------------------------
 
@@ -148,7 +147,7 @@ class Crawler:
         """Crawl and merge; cancellation abandons the run and keeps the previous snapshot."""
         scope_ref = f"{self.tenant}:{org}" if org else self.tenant
         orgs = await self._organizations(org)
-        self._load_previous(scope_ref)
+        self._load_previous()
         self._run = self.mirror.start_run(job, self.tenant, scope_ref)
         finished = False
         try:
@@ -181,18 +180,13 @@ class Crawler:
             found.extend((ORGS_LISTING, item) for item in page)
         return found
 
-    def _load_previous(self, scope_ref: str) -> None:
-        """Change tokens of the last merged snapshot, and scopes it could not read fully."""
-        if self.full:
-            return
-        for name in ("space", "change-request"):
-            kind = catalog.BY_NAME[name]
-            self._tokens[name] = {
-                row["id"]: change_token(kind, row["data"]) for row in self.mirror.current(self.tenant, kind=name)
-            }
-        previous = self.mirror.last_complete_run(self.tenant, scope_ref)
-        if previous:
-            self._dirty = set((previous.get("stats") or {}).get("incomplete_scopes", []))
+    def _load_previous(self) -> None:
+        """Change tokens of the scopes the last merged snapshot read completely.
+
+        A scope whose reading failed has no token, so it is read again whatever its space
+        says; `--full` ignores every token."""
+        if not self.full:
+            self._tokens = self.mirror.scope_tokens(self.tenant)
 
     # ----- the worker pool ------------------------------------------------------------------
 
@@ -334,8 +328,8 @@ class Crawler:
         self._submit((kind, row, context, None))
 
     def _unchanged(self, kind: Kind, row: Row, scope: str) -> bool:
-        previous = self._tokens.get(kind.name, {}).get(row.id)
-        return previous is not None and scope not in self._dirty and previous == change_token(kind, row.data)
+        previous = self._tokens.get(scope)
+        return previous is not None and previous == change_token(kind, row.data)
 
     def _previous_children(self, kind_name: str, parent_id: str) -> list[str]:
         return [r["id"] for r in self.mirror.current(self.tenant, kind=kind_name, parent_id=parent_id)]
@@ -351,6 +345,11 @@ class Crawler:
         self.stats.crawled_scopes += 1
         await self._scoped_children(kind, row, context, state, outer)
         await self._read_links(kind, context, state, outer)
+        if state.name in self.stats.incomplete_scopes:
+            if outer is not None:  # the space must be read again to retry its change request
+                self.stats.incomplete_scopes.add(outer.name)
+        else:
+            self.mirror.complete_scope(self._run, self.tenant, state.name, change_token(kind, row.data))
 
     async def _scoped_children(self, kind: Kind, row: Row, context: dict[str, str], state: _Scope, outer: _Scope | None) -> None:
         for child in catalog.children(kind.name):

@@ -73,7 +73,7 @@ CREATE INDEX resources_current_by_org ON resources (tenant, org, kind) WHERE del
 CREATE INDEX resources_current_by_scope ON resources (tenant, scope) WHERE deleted_run IS NULL;
 CREATE INDEX resources_current_by_listing ON resources (tenant, listing) WHERE deleted_run IS NULL;
 CREATE INDEX resources_by_parent ON resources (tenant, parent_id, parent_kind, position);
-CREATE INDEX resources_by_deleted_run ON resources (tenant, deleted_run);
+CREATE INDEX resources_deleted ON resources (tenant, deleted_run) WHERE deleted_run IS NOT NULL;
 
 -- Rows read by a running run; merged into resources when it finishes, dropped otherwise.
 CREATE TABLE staged (
@@ -221,12 +221,15 @@ def _check_known(names: Sequence[str], migrations: Sequence[Migration], where: s
 
 def migrate(db: Database, migrations: Sequence[Migration] = MIGRATIONS, where: str = "") -> list[str]:
     """Apply the pending migrations, each in its own transaction; return their names."""
-    db.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    _check_known(applied_migrations(db), migrations, where)
+    applied = applied_migrations(db)
+    _check_known(applied, migrations, where)
     done: list[str] = []
     for migration in migrations:
+        if migration.name in applied:
+            continue  # the common case takes no write lock: readers open while a run writes
         db.execute("BEGIN IMMEDIATE")
         try:
+            db.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
             # Re-read inside the write lock: another process may have just applied it.
             if db.execute("SELECT 1 FROM migrations WHERE name = ?", [migration.name]).fetchone():
                 db.execute("ROLLBACK")

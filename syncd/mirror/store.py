@@ -32,7 +32,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from itertools import islice
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from sqlite_utils import Database
 
@@ -102,7 +102,7 @@ _MERGE_BEFORE_DELETIONS = (
     # A row missing from a list read cleanly in this run is gone.
     """UPDATE resources SET deleted_run = :run WHERE rowid IN (
            SELECT r.rowid FROM listings l
-           JOIN resources r ON r.tenant = l.tenant AND r.listing = l.listing AND r.deleted_run IS NULL
+           CROSS JOIN resources r ON r.tenant = l.tenant AND r.listing = l.listing AND r.deleted_run IS NULL
            WHERE l.run = :run AND l.tenant = :tenant AND l.status = 'ok' AND r.last_seen_run != :run)""",
 )
 
@@ -110,7 +110,7 @@ _MERGE_BEFORE_DELETIONS = (
 _CASCADE = """
 UPDATE resources SET deleted_run = :run WHERE rowid IN (
     SELECT c.rowid FROM resources p
-    JOIN resources c ON c.tenant = p.tenant AND c.parent_id = p.id AND c.parent_kind = p.kind
+    CROSS JOIN resources c ON c.tenant = p.tenant AND c.parent_id = p.id AND c.parent_kind = p.kind
     WHERE p.tenant = :tenant AND p.deleted_run = :run
       AND c.deleted_run IS NULL AND c.last_seen_run != :run)
 """
@@ -172,7 +172,7 @@ class Mirror:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def __enter__(self) -> Mirror:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

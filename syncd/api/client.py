@@ -1,0 +1,455 @@
+"""One tenant's HTTP client: a pooled aiohttp session, Bearer auth, timeouts, retries,
+pacing, concurrency limits and typed errors.
+
+Why one place: every call syncd makes goes through `TenantClient.request`, so the rules of
+"the network is hostile" are applied once. Per attempt the order is: the tenant's capacity
+limiter, the tenant's pacer (rate limit), the global capacity limiter, then the HTTP call;
+retries sleep outside all three, so a task that backs off holds no slot.
+
+Retries (tenacity): 429 always (the server did not process the call); 5xx, dropped
+connections, timeouts and unparsable bodies only for idempotent calls (GET, PUT, PATCH,
+DELETE by default) or when the request certainly never left (connection refused). A
+non-idempotent POST that may have taken effect is raised at once with
+`may_have_applied=True`, for the write side to reconcile. The wait is the larger of the
+jittered exponential backoff and the server's hint (`Retry-After`, `X-RateLimit-Reset`),
+clamped to `retry.max_wait`.
+
+Redirects are followed (at most 5); aiohttp drops the Authorization header when a redirect
+leaves the base URL's origin (scheme, host, port), and the tests check it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json as jsonlib
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+import anyio
+from pydantic import SecretStr
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from yarl import URL
+
+from syncd import __version__ as _version
+from syncd.api.errors import (
+    ApiError,
+    AuthError,
+    Conflict,
+    MalformedResponse,
+    NotFound,
+    RateLimited,
+    ServerError,
+    TransportError,
+    excerpt,
+)
+from syncd.api.pacing import Pacer, parse_rate_headers
+from syncd.api.paging import DEFAULT_MAX_PAGES, PAGE_LIMIT, paginate
+from syncd.api.stats import ClientStats
+from syncd.config import RetryConfig
+from syncd.logging import get_logger, redact_text, register_secret
+
+if TYPE_CHECKING:
+    from syncd.config import Settings
+
+__all__ = [
+    "IDEMPOTENT_METHODS",
+    "ApiResponse",
+    "TenantClient",
+    "make_global_limiter",
+]
+
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "PATCH", "DELETE"})
+"""Methods retried after a possible effect; PUT/PATCH/DELETE of this API are idempotent."""
+_READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_MAX_REDIRECTS = 5
+
+Sleep = Callable[[float], Awaitable[Any]]
+Validator = Callable[[Any], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiResponse:
+    """A successful (2xx) answer: status, parsed JSON (None for an empty body), headers."""
+
+    status: int
+    data: Any
+    headers: Mapping[str, str]
+
+
+def make_global_limiter(settings: Settings) -> anyio.CapacityLimiter:
+    """The limiter shared by every tenant's client of one process (`Settings.concurrency`)."""
+    return anyio.CapacityLimiter(settings.concurrency)
+
+
+def _query(params: Mapping[str, Any]) -> dict[str, str | list[str]]:
+    """Query values as the API reads them: booleans as true/false, None left out."""
+    out: dict[str, str | list[str]] = {}
+    for key, value in params.items():
+        if value is None:
+            continue
+        if isinstance(value, list | tuple):
+            out[key] = [_scalar(v) for v in value]
+        else:
+            out[key] = _scalar(value)
+    return out
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _error_body(raw: bytes) -> tuple[int | str | None, str | None]:
+    """(code, message) of the documented error body `{"error": {"code", "message"}}`."""
+    try:
+        data = jsonlib.loads(raw)
+    except ValueError:
+        return None, None
+    error = data.get("error") if isinstance(data, dict) else None
+    if not isinstance(error, dict):
+        return None, None
+    code = error.get("code")
+    message = error.get("message")
+    return (
+        code if isinstance(code, int | str) and not isinstance(code, bool) else None,
+        message if isinstance(message, str) and message.strip() else None,
+    )
+
+
+_STATUS_ERRORS: dict[int, type[ApiError]] = {401: AuthError, 403: AuthError, 404: NotFound, 409: Conflict, 429: RateLimited}
+
+
+class TenantClient:
+    """The API as one tenant's token sees it. Use as `async with TenantClient(...) as api:`.
+
+    `request` returns an `ApiResponse` or raises an `ApiError` subclass; `get_json` returns
+    the parsed body of a GET; `paginate` yields the items of each page of a list. `stats`
+    counts what happened. All tasks of the tenant share the session, limiter and pacer.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        base_url: str,
+        token: SecretStr | str,
+        *,
+        concurrency: int = 8,
+        global_limiter: anyio.CapacityLimiter | None = None,
+        timeout: float = 30.0,
+        retry: RetryConfig | None = None,
+        sleep: Sleep = anyio.sleep,
+        pace: bool = True,
+        max_pages: int = DEFAULT_MAX_PAGES,
+    ) -> None:
+        secret = token if isinstance(token, SecretStr) else SecretStr(token)
+        if not secret.get_secret_value().strip():
+            raise ValueError(f"tenant {name!r}: the API token is empty")
+        register_secret(secret)
+        self.name = name
+        self.base_url = base_url.rstrip("/")
+        self.concurrency = concurrency
+        self.timeout = timeout
+        self.retry = retry if retry is not None else RetryConfig()
+        self.max_pages = max_pages
+        self.stats = ClientStats()
+        self.pacer = Pacer(enabled=pace, stats=self.stats, max_block=self.retry.max_wait)
+        self._token = secret
+        self._base = URL(self.base_url)
+        self._origin = self._base.origin()
+        self._base_has_v1 = self._base.path.rstrip("/").endswith("/v1")
+        self._limiter = anyio.CapacityLimiter(concurrency)
+        self._global_limiter = global_limiter
+        self._sleep = sleep
+        self._random = random.Random()
+        self._session: aiohttp.ClientSession | None = None
+        self._closed = False
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        tenant: str,
+        global_limiter: anyio.CapacityLimiter | None = None,
+        **options: Any,
+    ) -> TenantClient:
+        """The client of a configured tenant (its token is read now: a ConfigError if missing)."""
+        config = settings.tenant(tenant)
+        return cls(
+            config.name or tenant.lower(),
+            config.base_url,
+            config.resolved_token(),
+            concurrency=config.concurrency,
+            global_limiter=global_limiter,
+            timeout=settings.request_timeout,
+            retry=settings.retry,
+            **options,
+        )
+
+    def __repr__(self) -> str:
+        return f"TenantClient(name={self.name!r}, base_url={self.base_url!r})"
+
+    # ----------------------------------------------------------------- lifecycle
+
+    async def __aenter__(self) -> TenantClient:
+        self._open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the session and its pooled connections; the client cannot be used again."""
+        self._closed = True
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    def _open(self) -> aiohttp.ClientSession:
+        if self._closed:
+            raise RuntimeError(f"{self!r} is closed")
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=self.concurrency)
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                timeout=aiohttp.ClientTimeout(
+                    total=None,
+                    connect=self.timeout,
+                    sock_connect=self.timeout,
+                    sock_read=self.timeout,
+                ),
+                headers={
+                    "Authorization": f"Bearer {self._token.get_secret_value()}",
+                    "Accept": "application/json",
+                    "User-Agent": f"syncd/{_version}",
+                },
+                cookie_jar=aiohttp.DummyCookieJar(),
+                # No proxies or .netrc from the environment: a .netrc entry would replace
+                # (or clash with) the Bearer token.
+                trust_env=False,
+            )
+        return self._session
+
+    # ----------------------------------------------------------------- calls
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        idempotent: bool | None = None,
+        validate: Validator | None = None,
+    ) -> ApiResponse:
+        """Call `method path` (path relative to base_url, e.g. `/v1/orgs`) with retries.
+
+        `idempotent` (default: every method but POST) allows retries after a possible
+        effect. `validate(data)` may raise ValueError/TypeError on a 2xx body of the wrong
+        shape: that is a MalformedResponse, retried like an unparsable body.
+        """
+        method = method.upper()
+        if idempotent is None:
+            idempotent = method in IDEMPOTENT_METHODS
+        url, shown = self._url(method, path, params)
+        attempts = 0
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.retry.max_attempts),
+            wait=self._wait,
+            retry=retry_if_exception(lambda exc: self._should_retry(exc, idempotent)),
+            sleep=self._sleep,
+            before_sleep=self._before_sleep,
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    attempts += 1
+                    return await self._attempt(method, url, shown, json, validate)
+        except ApiError as error:
+            error.attempts = attempts
+            raise
+        raise AssertionError("unreachable: tenacity either returns or raises")  # pragma: no cover
+
+    async def get_json(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
+        """The parsed body of a GET: for answers that are not list envelopes, or one page."""
+        return (await self.request("GET", path, params=params)).data
+
+    def paginate(
+        self,
+        path: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        limit: int = PAGE_LIMIT,
+        max_pages: int | None = None,
+    ) -> AsyncIterator[list[Any]]:
+        """Yield the items of each page of a list operation (see `syncd.api.paging`)."""
+        return paginate(self, path, params, limit=limit, max_pages=max_pages)
+
+    # ----------------------------------------------------------------- one attempt
+
+    def _url(self, method: str, path: str, params: Mapping[str, Any] | None) -> tuple[URL, str]:
+        """(full URL, path safe to show in errors: no query, no host)."""
+        if path.startswith(("http://", "https://")):
+            url = URL(path)
+            shown = url.path
+            if url.origin() != self._origin:
+                raise ApiError(
+                    f"refusing to send the token to another origin ({url.origin()})",
+                    method=method,
+                    path=shown,
+                    tenant=self.name,
+                )
+        else:
+            relative = path if path.startswith("/") else "/" + path
+            shown = relative.split("?", 1)[0]
+            if self._base_has_v1 and (relative == "/v1" or relative.startswith(("/v1/", "/v1?"))):
+                relative = relative[3:]
+            url = URL(self.base_url + relative)
+        if params:
+            url = url.update_query(_query(params))
+        return url, shown
+
+    async def _attempt(
+        self, method: str, url: URL, path: str, body: Any, validate: Validator | None
+    ) -> ApiResponse:
+        session = self._open()
+        limit_global = self._global_limiter if self._global_limiter is not None else contextlib.nullcontext()
+        async with self._limiter, self.pacer.slot() as slot:
+            async with limit_global:
+                self.stats.record_sent()
+                try:
+                    async with session.request(
+                        method, url, json=body, allow_redirects=True, max_redirects=_MAX_REDIRECTS
+                    ) as resp:
+                        raw = await resp.read()
+                        status, headers = resp.status, resp.headers
+                        same_origin = resp.url.origin() == self._origin
+                except (aiohttp.ClientError, TimeoutError) as exc:
+                    raise self._transport_error(exc, method, path) from None
+            slot.observe(status, headers if same_origin else {})
+        self.stats.responses[status] += 1
+        self.stats.bytes_received += len(raw)
+        if 200 <= status < 300:
+            return ApiResponse(status, self._decode(raw, status, method, path, validate), headers)
+        raise self._status_error(status, raw, headers, method, path)
+
+    def _scrub(self, text: str) -> str:
+        return redact_text(text.replace(self._token.get_secret_value(), "********"))
+
+    def _transport_error(self, exc: BaseException, method: str, path: str) -> ApiError:
+        """Map an aiohttp/timeout exception; the original is dropped (it may hold headers)."""
+        detail = self._scrub(str(exc).strip())
+        if isinstance(exc, aiohttp.TooManyRedirects):
+            return ApiError(f"more than {_MAX_REDIRECTS} redirects", method=method, path=path, tenant=self.name)
+        if isinstance(exc, aiohttp.InvalidURL | aiohttp.RedirectClientError):
+            return ApiError(f"invalid redirect: {detail}", method=method, path=path, tenant=self.name)
+        self.stats.transport_errors += 1
+        sent = not isinstance(exc, aiohttp.ClientConnectorError | aiohttp.ConnectionTimeoutError)
+        if isinstance(exc, TimeoutError):
+            what = f"timed out after {self.timeout:g}s" + (f" ({detail})" if detail else "")
+        elif isinstance(exc, aiohttp.ClientPayloadError):
+            what = f"answer cut short ({detail or type(exc).__name__})"
+        elif isinstance(exc, aiohttp.ServerDisconnectedError):
+            what = "connection dropped before the answer"
+        else:
+            what = f"connection failed: {type(exc).__name__}" + (f": {detail}" if detail else "")
+        return TransportError(
+            what,
+            sent=sent,
+            method=method,
+            path=path,
+            tenant=self.name,
+            may_have_applied=sent and method not in _READ_METHODS,
+        )
+
+    def _decode(self, raw: bytes, status: int, method: str, path: str, validate: Validator | None) -> Any:
+        writes = method not in _READ_METHODS
+        data: Any = None
+        problem: str | None = None
+        if not raw.strip():
+            if not writes and status != 204:
+                problem = f"empty body in a {status} answer"
+        else:
+            try:
+                data = jsonlib.loads(raw)
+            except ValueError as exc:
+                problem = f"unparsable JSON in a {status} answer of {len(raw)} bytes ({exc})"
+        if problem is None and validate is not None:
+            try:
+                validate(data)
+            except (ValueError, TypeError) as exc:
+                problem = str(exc)
+        if problem is None:
+            return data
+        self.stats.malformed += 1
+        raise MalformedResponse(
+            problem, status=status, method=method, path=path, tenant=self.name, may_have_applied=writes
+        )
+
+    def _status_error(
+        self, status: int, raw: bytes, headers: Mapping[str, str], method: str, path: str
+    ) -> ApiError:
+        code, message = _error_body(raw)
+        if message is None:
+            message = excerpt(raw) if raw.strip() else f"HTTP {status} with an empty body"
+        message = self._scrub(message)
+        info = parse_rate_headers(headers)
+        retry_after = info.retry_after
+        if status == 429:
+            self.stats.rate_limited += 1
+            if retry_after is None and info.reset is not None:
+                retry_after = max(0.0, info.reset - time.time())
+        cls = _STATUS_ERRORS.get(status) or (ServerError if status >= 500 else ApiError)
+        return cls(
+            message,
+            status=status,
+            code=code,
+            method=method,
+            path=path,
+            tenant=self.name,
+            may_have_applied=status >= 500 and method not in _READ_METHODS,
+            retry_after=retry_after,
+        )
+
+    # ----------------------------------------------------------------- retry policy
+
+    @staticmethod
+    def _should_retry(exc: BaseException, idempotent: bool) -> bool:
+        if not isinstance(exc, ApiError) or not exc.retryable:
+            return False
+        if isinstance(exc, RateLimited):
+            return True
+        return idempotent or not exc.may_have_applied
+
+    def _wait(self, state: RetryCallState) -> float:
+        """max(jittered exponential backoff, jittered server hint), clamped to max_wait."""
+        cfg = self.retry
+        backoff = min(cfg.max_wait, cfg.initial_wait * 2 ** (state.attempt_number - 1))
+        wait = self._random.uniform(backoff / 2, backoff)
+        error = state.outcome.exception() if state.outcome is not None else None
+        hint = getattr(error, "retry_after", None)
+        if hint:
+            wait = max(wait, hint * self._random.uniform(1.0, 1.2))
+        return min(cfg.max_wait, wait)
+
+    async def _before_sleep(self, state: RetryCallState) -> None:
+        self.stats.retries += 1
+        error = state.outcome.exception() if state.outcome is not None else None
+        get_logger("syncd.api").debug(
+            "api.retry",
+            tenant=self.name,
+            attempt=state.attempt_number,
+            wait=round(state.upcoming_sleep, 3),
+            error=str(error),
+        )
