@@ -164,6 +164,7 @@ KINDS: tuple[Kind, ...] = (
         path="/v1/orgs/{org}/members",
         parent="organization",
         binds="member",
+        id_is_local=True,
         volatile=COMMON_VOLATILE | {"lastSeenAt", "spaces", "teams"},
         title_field="user.email",
         writes=Writes(

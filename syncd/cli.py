@@ -36,9 +36,12 @@ def _global_options(
 
 
 def _register() -> None:
-    from syncd.commands import config_cmd, demo_cmd, emulator_cmd
+    from syncd.commands import config_cmd, demo_cmd, emulator_cmd, read_cmds
 
     app.command("demo")(demo_cmd.demo)
+    app.command("sync")(read_cmds.sync)
+    app.command("diff")(read_cmds.diff)
+    app.command("status")(read_cmds.status)
     app.add_typer(config_cmd.app, name="config")
     app.add_typer(emulator_cmd.app, name="emulator")
 

@@ -9,12 +9,16 @@ How (rclone's pacer, fed by the server's own numbers): every answer announces
 the bucket is full again / the window restarts). The pacer keeps a model of that bucket:
 
 - **Anchor**: the newest observation (`Remaining` at the time of the answer, and the sequence
-  number of the request it answered). Every request sent after it is assumed to have spent a
-  token the anchor does not show yet, so requests in flight are accounted for.
-- **Refill rate**: estimated from pairs of observations, `(R_b - R_a + requests between) /
+  number of the request it answered). Every request sent after it, and every older one still
+  in flight (the server may have read it later), is assumed to have spent a token the anchor
+  does not show yet: requests in flight are accounted for.
+- **Refill rate**: measured from pairs of observations, `(R_b - R_a + requests between) /
   (t_b - t_a)`, smoothed. A pair only counts when the bucket cannot have been full in between
-  (`t_b` before `Reset_a`), which also makes a fixed-window server estimate ~0 (no refill
-  until the window restarts). Without an estimate the pacer relies on the anchors alone.
+  (`t_b` before `Reset_a`), which also makes a fixed-window server measure ~0 (no refill
+  until the window restarts). Until a measurement exists, the anchor's own numbers give a
+  first guess for a token bucket, `(Limit - Remaining - 1) / (Reset - now)` (the bucket
+  refills at least that fast to be full by `Reset`); the margin token keeps that guess from
+  costing a 429 on a fixed-window server, where the next pair measures 0 and ends it.
 - **Reset**: once the anchor's `Reset` has passed, the whole `Limit` is available again
   (token bucket: full; fixed window: a new window), minus what was sent since.
 
@@ -48,6 +52,8 @@ _STALE = 1.0
 """Without a `Reset` header, an anchor this old (seconds) no longer blocks a lone probe."""
 _MIN_SPAN = 0.1
 _ALPHA = 0.2
+_RELAX = 0.02
+"""Extra reserve given back per clean answer after a 429 (rclone: loosen slowly)."""
 _EPSILON = 0.005
 _EPOCH_THRESHOLD = 1e9
 """A `X-RateLimit-Reset` below this is a number of seconds to wait, not an epoch time."""
@@ -106,10 +112,15 @@ def parse_rate_headers(headers: Mapping[str, str], wall_now: float | None = None
 @dataclass(frozen=True, slots=True)
 class _Observation:
     seq: int
+    """Sequence number of the request this answer belongs to."""
     mono: float
     wall: float
     remaining: int
     reset: float | None
+    sent: int
+    """Requests sent when the answer arrived (later ones are not in `remaining`)."""
+    pending: int
+    """Other requests in flight when the answer arrived (maybe not in `remaining` either)."""
 
 
 Mode = Literal["unknown", "unlimited", "limited"]
@@ -156,8 +167,11 @@ class Pacer:
         self._anchor: _Observation | None = None
         self._history: deque[_Observation] = deque(maxlen=512)
         self._rate: float | None = None
+        self._caution = 0.0
+        self._no_guess_until = 0.0
+        self._refused: deque[int] = deque(maxlen=4096)
         self._seq = 0
-        self._in_flight = 0
+        self._in_flight: set[int] = set()
         self._blocked_until = 0.0
 
     # ----------------------------------------------------------------- reading
@@ -178,7 +192,7 @@ class Pacer:
 
     @property
     def in_flight(self) -> int:
-        return self._in_flight
+        return len(self._in_flight)
 
     # ----------------------------------------------------------------- sending
 
@@ -189,7 +203,7 @@ class Pacer:
         try:
             yield Slot(self, seq)
         finally:
-            self._in_flight -= 1
+            self._in_flight.discard(seq)
             self._notify()
 
     async def _acquire(self) -> int:
@@ -208,11 +222,28 @@ class Pacer:
             if started is not None:
                 self.stats.paced_seconds += self._clock() - started
             self._seq += 1
-            self._in_flight += 1
+            self._in_flight.add(self._seq)
             return self._seq
 
-    def _pace_rate(self) -> float:
-        return self._rate * self.safety if self._rate else 0.0
+    def _refill_rate(self, anchor: _Observation, capacity: int) -> float:
+        """The refill rate to plan with: measured, else the anchor's guess, else 0."""
+        if self._rate is not None:
+            return self._rate * self.safety
+        if anchor.reset is None or anchor.reset <= anchor.wall or anchor.wall < self._no_guess_until:
+            return 0.0
+        guess = max(0, capacity - anchor.remaining - 1) / (anchor.reset - anchor.wall)
+        return guess * self.safety
+
+    def _budget(self, anchor: _Observation, now: float, wall: float) -> tuple[float, float, float]:
+        """(tokens the model expects, tokens left after unseen requests, refill rate)."""
+        capacity = max(self._limit, 1)
+        rate = self._refill_rate(anchor, capacity)
+        if anchor.reset is not None and wall >= anchor.reset:
+            tokens = float(capacity)
+        else:
+            tokens = min(float(capacity), anchor.remaining + rate * max(0.0, now - anchor.mono))
+        unseen = anchor.pending + (self._seq - anchor.sent)
+        return tokens, tokens - unseen, rate
 
     def _delay(self) -> float | None:
         """Seconds to wait before the next request may go; 0 now; None: until news arrives."""
@@ -223,23 +254,17 @@ class Pacer:
             return 0.0
         anchor = self._anchor
         if anchor is None:
-            return 0.0 if self._in_flight == 0 else None
+            return None if self._in_flight else 0.0
         wall = self._wall()
         capacity = max(self._limit, 1)
-        rate = self._pace_rate()
-        reset_passed = anchor.reset is not None and wall >= anchor.reset
-        if reset_passed:
-            tokens = float(capacity)
-        else:
-            tokens = min(float(capacity), anchor.remaining + rate * (now - anchor.mono))
-        budget = tokens - (self._seq - anchor.seq)
-        need = 1 + min(self.margin, capacity - 1)
+        tokens, budget, rate = self._budget(anchor, now, wall)
+        need = 1 + min(self.margin + int(self._caution), capacity - 1)
         if budget >= need:
             return 0.0
-        stale = reset_passed or (anchor.reset is None and now - anchor.mono >= _STALE)
-        if stale:
+        reset_passed = anchor.reset is not None and wall >= anchor.reset
+        if reset_passed or (anchor.reset is None and now - anchor.mono >= _STALE):
             # What the anchor says is out of date: one probe at a time refreshes it.
-            return 0.0 if self._in_flight == 0 else None
+            return None if self._in_flight else 0.0
         waits: list[float] = []
         if rate > 0 and tokens < capacity:
             waits.append((need - budget) / rate)
@@ -261,9 +286,24 @@ class Pacer:
         if info.remaining is not None:
             self._mode = "limited"
             self._limit = info.limit if info.limit else max(self._limit, info.remaining, 1)
-            obs = _Observation(seq, now, wall, info.remaining, info.reset)
-            if self._anchor is None or seq >= self._anchor.seq:
-                self._estimate(obs)
+            obs = _Observation(
+                seq, now, wall, info.remaining, info.reset, self._seq, len(self._in_flight - {seq})
+            )
+            if status == 429:
+                self._refused.append(seq)
+            elif info.remaining == 0 and self._rate is None and info.reset is not None:
+                # The reserve token went: the first guess was wrong (a fixed window?); no
+                # guessing until this window is over, the next pairs will measure.
+                self._no_guess_until = info.reset
+            self._estimate(obs)
+            anchor = self._anchor
+            # The newest answer usually knows best; an older request's answer arriving late
+            # replaces it only if it is the more careful of the two (never over-spend).
+            if (
+                anchor is None
+                or seq > anchor.seq
+                or self._budget(obs, now, wall)[1] <= self._budget(anchor, now, wall)[1]
+            ):
                 self._anchor = obs
         elif 200 <= status < 300:
             # A clean answer without rate-limit headers: this server does not announce a
@@ -275,8 +315,13 @@ class Pacer:
                 hint = info.reset - wall
             hint = 1.0 if hint is None or hint <= 0 else hint
             self._blocked_until = max(self._blocked_until, now + min(hint, self.max_block))
+            # The model was too optimistic (or someone else spends the same bucket): keep
+            # more tokens in reserve and plan with less refill; clean answers relax it.
+            self._caution = min(max(1.0, self._caution * 2), max(self._limit / 2, 1.0))
             if self._rate is not None:
                 self._rate *= 0.75
+        elif 200 <= status < 300 and self._caution:
+            self._caution = max(0.0, self._caution - _RELAX)
         self.stats.server_rate = self._rate
         self._notify()
 
@@ -294,8 +339,10 @@ class Pacer:
                     break
                 if first.remaining >= capacity:
                     continue
-                sample = max(0.0, (obs.remaining - first.remaining + (obs.seq - first.seq)) / span)
+                # Requests between the two, less those refused with 429 (they spent nothing).
+                spent = obs.seq - first.seq - sum(1 for seq in self._refused if first.seq < seq <= obs.seq)
+                sample = max(0.0, (obs.remaining - first.remaining + spent) / span)
                 self._rate = sample if self._rate is None else self._rate + _ALPHA * (sample - self._rate)
                 break
-        if obs.reset is not None:
+        if obs.reset is not None and (not history or obs.seq > history[-1].seq):
             history.append(obs)

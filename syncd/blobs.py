@@ -1,0 +1,317 @@
+"""File binaries beside a backup: a content-addressed blob folder and its downloader.
+
+Layout: `ROOT/ab/cdef...` holds the bytes whose sha256 is `abcdef...`; `ROOT/manifest.json`
+maps each file row id (`SPACE/FILE`, `CHANGE_REQUEST/FILE`) to `{sha256, size, name,
+contentType}`. Identical bytes are stored once, whatever the number of files using them.
+
+Why the downloader is careful:
+- a download streams to a temporary file while hashing, and becomes a blob only when its
+  byte count equals the file's declared `size`; a short or long body is retried, then
+  reported failed, never stored;
+- `downloadURL` is a signed URL, possibly on another host: no Authorization header is ever
+  sent (a session carrying credentials is refused) and URLs are never logged whole;
+- 5xx, 429, dropped connections, timeouts and wrong sizes are retried with tenacity
+  (jittered exponential backoff, at least the server's `Retry-After`); other 4xx fail at once;
+- a file already in the manifest with the same size and its blob present is skipped, so a
+  re-run downloads only what is new; the manifest is written even when the run is
+  cancelled, so finished downloads are not lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import anyio
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+from yarl import URL
+
+from syncd.errors import SyncdError
+from syncd.logging import get_logger
+
+__all__ = ["FILE_KINDS", "BlobError", "BlobStore", "DownloadReport", "download_files"]
+
+log = get_logger("syncd.blobs")
+
+FILE_KINDS = frozenset({"file", "change-request-file"})
+MANIFEST = "manifest.json"
+_CHUNK = 1 << 16
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class BlobError(SyncdError):
+    """The blob folder cannot be used (e.g. an unreadable manifest)."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class BlobStore:
+    """A content-addressed folder of file binaries and its manifest (module docstring)."""
+
+    root: Path
+
+    def path_for(self, sha256: str) -> Path:
+        if not _SHA256.match(sha256):
+            raise ValueError(f"not a sha256 hex digest: {sha256!r}")
+        return self.root / sha256[:2] / sha256[2:]
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / MANIFEST
+
+    def manifest(self) -> dict[str, dict[str, Any]]:
+        """File row id -> {sha256, size, name, contentType}; empty when there is none yet."""
+        try:
+            data = json.loads(self.manifest_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise BlobError(f"{self.manifest_path} is unreadable ({exc}); move it away to download again") from None
+        if not isinstance(data, dict):
+            raise BlobError(f"{self.manifest_path} is not a JSON object; move it away to download again")
+        return data
+
+    def write_manifest(self, manifest: Mapping[str, Mapping[str, Any]]) -> None:
+        """Atomically, with sorted keys: the same blobs always give the same bytes."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(manifest, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+        temporary = self.root / f".{MANIFEST}.{uuid.uuid4().hex}.tmp"
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, self.manifest_path)
+
+    def has(self, sha256: str, size: int) -> bool:
+        """True when the blob is stored with the expected size."""
+        try:
+            return self.path_for(sha256).stat().st_size == size
+        except (OSError, ValueError):
+            return False
+
+    def open_temporary(self) -> Path:
+        """A fresh path for a download in progress, on the blobs' file system."""
+        folder = self.root / ".tmp"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / uuid.uuid4().hex
+
+    def store(self, temporary: Path, sha256: str) -> Path:
+        """Move a verified download to its content address (a blob already there wins)."""
+        final = self.path_for(sha256)
+        if final.is_file():
+            temporary.unlink(missing_ok=True)
+            return final
+        final.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(temporary, final)
+        return final
+
+
+@dataclass
+class DownloadReport:
+    """What a download run did, per file row."""
+
+    downloaded: int = 0
+    """File rows whose bytes this run fetched and stored."""
+    skipped: int = 0
+    """File rows already in the manifest with their blob present."""
+    failed: dict[str, str] = field(default_factory=dict)
+    """File row id -> why it is not stored."""
+    bytes: int = 0
+    """Bytes fetched (verified downloads only)."""
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+class _Retryable(Exception):
+    """A failure worth another attempt; `wait` is the server's hint, in seconds."""
+
+    def __init__(self, message: str, wait: float = 0.0) -> None:
+        super().__init__(message)
+        self.wait = wait
+
+
+class _Fatal(Exception):
+    """A failure another attempt cannot fix (403 expired URL, 404, ...)."""
+
+
+@dataclass
+class _Job:
+    url: str
+    size: int
+    rows: list[Mapping[str, Any]]
+
+
+def _where(url: str) -> str:
+    """A URL without its query (signatures) for logs and reports."""
+    try:
+        parsed = URL(url)
+        return str(parsed.with_query(None).with_fragment(None))
+    except (ValueError, TypeError):
+        return "<invalid URL>"
+
+
+_QUERY = re.compile(r"(https?://[^\s'\"?#]+)[?#][^\s'\"]*")
+
+
+def _redact_urls(text: str) -> str:
+    """Messages (aiohttp's include URLs) without query strings: signatures stay private."""
+    return _QUERY.sub(r"\1?…", text)
+
+
+def _retry_after(headers: Mapping[str, str]) -> float:
+    value = headers.get("Retry-After", "")
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return 0.0
+
+
+def _entry(row: Mapping[str, Any], sha256: str, size: int) -> dict[str, Any]:
+    data = row["data"]
+    return {"sha256": sha256, "size": size, "name": data.get("name"), "contentType": data.get("contentType")}
+
+
+def _size_of(data: Mapping[str, Any]) -> int | None:
+    size = data.get("size")
+    if isinstance(size, int) and not isinstance(size, bool) and size >= 0:
+        return size
+    return None
+
+
+def _credentials(session: aiohttp.ClientSession) -> bool:
+    headers = {name.lower() for name in session.headers}
+    return "authorization" in headers or getattr(session, "auth", None) is not None
+
+
+async def _fetch(session: aiohttp.ClientSession, store: BlobStore, job: _Job, timeout: aiohttp.ClientTimeout) -> tuple[str, int]:
+    """One attempt: stream, count and hash; returns (sha256, size) of a verified blob."""
+    temporary = store.open_temporary()
+    try:
+        digest = hashlib.sha256()
+        count = 0
+        async with session.get(job.url, timeout=timeout, allow_redirects=True) as response:
+            if response.status == 429 or response.status >= 500 or response.status == 408:
+                raise _Retryable(f"HTTP {response.status}", _retry_after(response.headers))
+            if response.status >= 400:
+                raise _Fatal(f"HTTP {response.status}")
+            async with await anyio.open_file(temporary, "wb") as out:
+                async for chunk in response.content.iter_chunked(_CHUNK):
+                    count += len(chunk)
+                    if count > job.size:
+                        raise _Retryable(f"more bytes than the declared size {job.size}")
+                    digest.update(chunk)
+                    await out.write(chunk)
+        if count != job.size:
+            raise _Retryable(f"got {count} bytes, the file's size is {job.size}")
+        sha256 = digest.hexdigest()
+        await anyio.to_thread.run_sync(store.store, temporary, sha256)
+        return sha256, count
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise _Retryable(_redact_urls(f"{type(exc).__name__}: {exc}".rstrip(": "))) from None
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+async def download_files(
+    rows: Iterable[Mapping[str, Any]],
+    store: BlobStore,
+    *,
+    session: aiohttp.ClientSession | None = None,
+    concurrency: int = 8,
+    retries: int = 5,
+    initial_wait: float = 0.5,
+    max_wait: float = 30.0,
+    timeout: float = 300.0,
+) -> DownloadReport:
+    """Download the binaries of the file rows (`file`, `change-request-file`) into `store`.
+
+    `rows` are mirror rows (`kind`, `id`, `data` with `downloadURL`, `size`, `name`,
+    `contentType`); other kinds are ignored. Rows sharing a URL and size are fetched once.
+    `retries` is the number of attempts per download; `timeout` bounds the pauses between
+    bytes (connect and read), not the whole transfer. Without `session` one is made;
+    a given session must carry no credentials (ValueError).
+    """
+    if session is not None and _credentials(session):
+        raise ValueError("download_files: the session sends credentials; file URLs must get none")
+    report = DownloadReport()
+    manifest = await anyio.to_thread.run_sync(store.manifest)
+    jobs: dict[tuple[str, int], _Job] = {}
+    for row in sorted((r for r in rows if r.get("kind") in FILE_KINDS), key=lambda r: str(r["id"])):
+        row_id, data = str(row["id"]), row.get("data") or {}
+        size, url = _size_of(data), data.get("downloadURL")
+        if size is None or not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            report.failed[row_id] = "no usable downloadURL" if size is not None else "no valid size"
+            manifest.pop(row_id, None)
+            continue
+        known = manifest.get(row_id)
+        if isinstance(known, dict) and known.get("size") == size and store.has(str(known.get("sha256")), size):
+            manifest[row_id] = _entry(row, str(known["sha256"]), size)
+            report.skipped += 1
+            continue
+        jobs.setdefault((url, size), _Job(url, size, [])).rows.append(row)
+
+    limiter = anyio.CapacityLimiter(max(1, concurrency))
+    client_timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout)
+
+    backoff_of = wait_exponential_jitter(multiplier=initial_wait, jitter=initial_wait, max=max_wait)
+
+    def wait(state: RetryCallState) -> float:
+        """max(jittered exponential backoff, the server's Retry-After), clamped to max_wait."""
+        backoff = backoff_of(state)
+        error = state.outcome.exception() if state.outcome else None
+        hint = error.wait if isinstance(error, _Retryable) else 0.0
+        return min(max(backoff, hint), max_wait)
+
+    async def one(job: _Job, http: aiohttp.ClientSession) -> None:
+        """One download with its retries; a task that backs off holds no limiter slot."""
+        try:
+            async for attempt in AsyncRetrying(
+                stop=stop_after_attempt(max(1, retries)),
+                wait=wait,
+                retry=retry_if_exception_type(_Retryable),
+                sleep=anyio.sleep,
+                reraise=True,
+            ):
+                with attempt:
+                    async with limiter:
+                        sha256, size = await _fetch(http, store, job, client_timeout)
+        except (_Retryable, _Fatal) as exc:
+            for row in job.rows:
+                report.failed[str(row["id"])] = str(exc)
+                manifest.pop(str(row["id"]), None)
+            log.warning("file download failed", files=[str(r["id"]) for r in job.rows], url=_where(job.url), error=str(exc))
+            return
+        report.bytes += size
+        for row in job.rows:
+            manifest[str(row["id"])] = _entry(row, sha256, size)
+            report.downloaded += 1
+
+    try:
+        if jobs:
+            own = session is None
+            http = session or aiohttp.ClientSession()
+            try:
+                async with anyio.create_task_group() as tg:
+                    for job in jobs.values():
+                        tg.start_soon(one, job, http)
+            finally:
+                if own:
+                    await http.close()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(store.write_manifest, manifest)
+    return report

@@ -1,0 +1,177 @@
+"""`syncd sync`, `syncd diff`, `syncd status`: the read side on the command line.
+
+Exit codes: 0 done; 1 an error; 2 bad configuration or arguments; 3 the crawl finished
+partial (something could not be read: what was read is merged, nothing unread is deleted);
+130 interrupted (the previous snapshot stays current).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from syncd.config import Settings, TargetRef, load_settings, parse_target_ref
+from syncd.crawl import CrawlResult
+from syncd.errors import UsageError
+from syncd.mirror import ChangeSummary, Mirror, summarise
+from syncd.progress import CrawlProgress
+
+EXIT_PARTIAL = 3
+ConfigOption = typer.Option(None, "--config", "-c", help="Configuration file (default: config/syncd.toml when present).")
+DbOption = typer.Option(None, "--db", help="Mirror file (default: STATE_DIR/syncd.db).")
+
+console = Console()
+
+
+def settings_and_ref(config: Path | None, ref: str) -> tuple[Settings, TargetRef]:
+    settings = load_settings(config)
+    return settings, parse_target_ref(ref, settings)
+
+
+def existing_db(path: Path) -> Path:
+    if not path.exists():
+        raise UsageError(f"{path}: no such mirror file (run `syncd sync` or `syncd backup` first)")
+    return path
+
+
+def summary_table(summary: ChangeSummary, title: str) -> Table:
+    table = Table(title=title)
+    table.add_column("kind")
+    for op in ("created", "updated", "moved", "deleted"):
+        table.add_column(op, justify="right")
+    for kind, *counts in summary.rows():
+        table.add_row(kind, *(str(n) if n else "" for n in counts))
+    totals = summary.by_op()
+    table.add_row("[bold]total[/bold]", *(f"[bold]{totals.get(op, 0)}[/bold]" for op in ("created", "updated", "moved", "deleted")))
+    return table
+
+
+def report_crawl(result: CrawlResult, requests: int, label: str) -> int:
+    """Print what a crawl did; the exit code says whether it was complete."""
+    stats = result.stats
+    objects = sum(stats.objects.values())
+    if result.summary:
+        console.print(summary_table(result.summary, f"{label}: changes in run {result.run}"))
+    else:
+        console.print(f"{label}: no changes (run {result.run})")
+    console.print(
+        f"run {result.run} {result.status}: {objects} objects read with {requests} requests, "
+        f"{stats.skipped_scopes} unchanged spaces skipped, {stats.failed_listings} listings failed"
+    )
+    if result.status != "complete":
+        for error in stats.errors[:10]:
+            console.print(f"  [yellow]could not read[/yellow] {error}")
+        console.print("[yellow]partial run: what could not be read keeps its previous state; run sync again to retry it[/yellow]")
+        return EXIT_PARTIAL
+    return 0
+
+
+def sync(
+    target: str = typer.Argument(..., metavar="TENANT[:ORG]", help="A configured tenant, optionally one organization."),
+    db: Path | None = DbOption,
+    full: bool = typer.Option(False, "--full", help="Read everything, ignoring unchanged spaces' change tokens."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """Crawl a tenant (or one organization) into the mirror and print the changes."""
+    from syncd.sync import default_db, sync_into
+
+    settings, ref = settings_and_ref(config, target)
+    db_path = db or default_db(settings)
+    with CrawlProgress(f"sync {ref}") as progress:
+        result, client = anyio.run(lambda: sync_into(settings, ref, db_path, full=full, on_progress=progress.update))
+    code = report_crawl(result, client.stats.requests, f"sync {ref}")
+    raise typer.Exit(code)
+
+
+def _pick_runs(mirror: Mirror, run_a: int | None, run_b: int | None) -> tuple[int, int]:
+    merged = [r for r in mirror.runs() if r["status"] in ("complete", "partial")]
+    if run_b is None:
+        if not merged:
+            raise UsageError("the mirror has no finished run yet")
+        run_b = merged[-1]["id"]
+    b = mirror.run(run_b)
+    if b is None:
+        raise UsageError(f"no run {run_b} in the mirror")
+    if run_a is None:
+        earlier = [r for r in merged if r["id"] < run_b and r["tenant"] == b["tenant"] and r["scope_ref"] == b["scope_ref"]]
+        if not earlier:
+            raise UsageError(f"run {run_b} has no earlier run of {b['scope_ref']} to compare with; give --run A")
+        run_a = earlier[-1]["id"]
+    return run_a, run_b
+
+
+def diff(
+    db: Path | None = DbOption,
+    run: list[int] = typer.Option([], "--run", help="Run ids: --run A --run B (default: the last two runs)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the changes as JSON."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """The changes between two runs of the mirror (default: the last two)."""
+    from syncd.sync import default_db
+
+    if len(run) > 2:
+        raise UsageError("give --run at most twice (A then B)")
+    db_path = existing_db(db or default_db(load_settings(config)))
+    with Mirror(db_path) as mirror:
+        run_a, run_b = _pick_runs(mirror, run[0] if len(run) == 2 else None, run[-1] if run else None)
+        changes = mirror.diff(run_a, run_b)
+    if as_json:
+        keep = ("kind", "id", "op", "title", "parent_id", "old_parent_id", "position", "old_position", "old_hash", "new_hash")
+        print(json.dumps({"from": run_a, "to": run_b, "changes": [{k: c.get(k) for k in keep} for c in changes]}, indent=2))
+        return
+    summary = summarise(changes)
+    if not summary:
+        console.print(f"no changes between run {run_a} and run {run_b}")
+        return
+    console.print(summary_table(summary, f"changes from run {run_a} to run {run_b}"))
+    table = Table()
+    for column in ("op", "kind", "title", "id"):
+        table.add_column(column)
+    for change in changes[:200]:
+        table.add_row(change["op"], change["kind"], change.get("title") or "", change["id"])
+    console.print(table)
+    if len(changes) > 200:
+        console.print(f"... and {len(changes) - 200} more (use --json for all)")
+
+
+def status(
+    db: Path | None = DbOption,
+    as_json: bool = typer.Option(False, "--json", help="Print the runs as JSON."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """Runs recorded in the mirror, with their outcome and statistics."""
+    from syncd.sync import default_db
+
+    db_path = existing_db(db or default_db(load_settings(config)))
+    with Mirror(db_path) as mirror:
+        runs = mirror.runs()
+        counts = {tenant: mirror.counts(tenant) for tenant in sorted({r["tenant"] for r in runs})}
+    if as_json:
+        print(json.dumps({"runs": runs, "objects": counts}, indent=2, default=str))
+        return
+    table = Table(title=f"runs in {db_path}")
+    for column in ("run", "job", "scope", "started", "status", "objects", "requests", "changes", "errors"):
+        table.add_column(column)
+    for r in runs:
+        stats: dict[str, Any] = r.get("stats") or {}
+        changes = (stats.get("mirror") or {}).get("changes")
+        table.add_row(
+            str(r["id"]),
+            r["job"],
+            r["scope_ref"],
+            str(r["started_at"])[:19],
+            r["status"] + (f" ({r['reason']})" if r.get("reason") else ""),
+            str(sum((stats.get("objects") or {}).values()) or ""),
+            str(stats.get("requests", "")),
+            str(sum(sum(ops.values()) for ops in changes.values())) if isinstance(changes, dict) else "",
+            str(stats.get("failed_listings", "")),
+        )
+    console.print(table)
+    for tenant, kinds in counts.items():
+        console.print(f"{tenant}: {sum(kinds.values())} current objects in {len(kinds)} kinds")

@@ -1,0 +1,58 @@
+"""Progress of long work: a live rich line on a terminal, periodic log lines elsewhere."""
+
+from __future__ import annotations
+
+import sys
+import time
+from types import TracebackType
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+from syncd.api import TenantClient
+from syncd.crawl import CrawlStats
+from syncd.logging import get_logger
+
+log = get_logger("syncd.progress")
+
+
+class CrawlProgress:
+    """Requests, objects, errors, retries and the current rate, refreshed a few times a second."""
+
+    def __init__(self, label: str, console: Console | None = None, log_every: float = 5.0) -> None:
+        self.label = label
+        self.console = console or Console(stderr=True)
+        self.interactive = self.console.is_terminal and sys.stderr.isatty()
+        self.log_every = log_every
+        self._live: Live | None = None
+        self._last = 0.0
+
+    def __enter__(self) -> CrawlProgress:
+        if self.interactive:
+            self._live = Live(Text(f"{self.label}: starting"), console=self.console, refresh_per_second=4, transient=True)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if self._live is not None:
+            self._live.__exit__(exc_type, exc, tb)
+
+    @staticmethod
+    def line(stats: CrawlStats, client: TenantClient) -> str:
+        c = client.stats
+        return (
+            f"{c.requests} requests, {sum(stats.objects.values())} objects, "
+            f"{stats.failed_listings} errors, {c.retries} retries, {c.rate_limited} x 429, "
+            f"{c.current_rate():.1f} req/s, {stats.skipped_scopes} spaces unchanged"
+        )
+
+    def update(self, stats: CrawlStats, client: TenantClient) -> None:
+        now = time.monotonic()
+        if self._live is not None:
+            if now - self._last >= 0.2:
+                self._last = now
+                self._live.update(Text(f"{self.label}: {self.line(stats, client)}"))
+        elif now - self._last >= self.log_every:
+            self._last = now
+            log.info("progress", job=self.label, progress=self.line(stats, client))

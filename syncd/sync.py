@@ -1,0 +1,43 @@
+"""One crawl of a configured tenant into a mirror file: what `syncd sync`, `syncd backup`
+and the daemon's sync jobs run. I/O at the edge: the CLI and the daemon call this."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from syncd.api import TenantClient, make_global_limiter
+from syncd.config import Settings, TargetRef
+from syncd.crawl import Crawler, CrawlResult, CrawlStats
+from syncd.mirror import Mirror
+
+Progress = Callable[[CrawlStats, TenantClient], None]
+
+
+def default_db(settings: Settings) -> Path:
+    return settings.state_dir / "syncd.db"
+
+
+async def sync_into(
+    settings: Settings,
+    ref: TargetRef,
+    db_path: Path,
+    *,
+    job: str = "sync",
+    full: bool = False,
+    on_progress: Progress | None = None,
+) -> tuple[CrawlResult, TenantClient]:
+    """Crawl `ref` into the mirror at `db_path`; the previous snapshot stays current unless
+    the crawl finishes (complete, or partial with what could not be read kept)."""
+    client = TenantClient.from_settings(settings, ref.tenant, make_global_limiter(settings))
+    tenant = settings.tenant(ref.tenant)
+    with Mirror(db_path) as mirror:
+        async with client:
+
+            def progress(stats: CrawlStats) -> None:
+                if on_progress is not None:
+                    on_progress(stats, client)
+
+            crawler = Crawler(client, mirror, tenant.name, workers=tenant.concurrency, full=full, on_progress=progress)
+            result = await crawler.crawl(ref.org, job=job)
+    return result, client

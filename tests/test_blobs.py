@@ -1,0 +1,220 @@
+"""File binaries: content-addressed blobs, verified sizes, retries, idempotent re-runs, no credentials."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from syncd.blobs import BlobError, BlobStore, download_files
+from syncd.emulator import revisions
+from tests.conftest import Api
+
+FAST = {"initial_wait": 0.001, "max_wait": 0.01}
+
+
+async def file_rows(api: Api, org_id: str) -> list[dict[str, Any]]:
+    """Mirror-shaped rows of every file of an organization's spaces and change requests."""
+    rows = []
+    for space in await api.all_items(f"/v1/orgs/{org_id}/spaces"):
+        for item in await api.all_items(f"/v1/spaces/{space['id']}/content/files"):
+            rows.append({"kind": "file", "id": f"{space['id']}/{item['id']}", "data": item})
+        for cr in await api.all_items(f"/v1/spaces/{space['id']}/change-requests", status="draft"):
+            path = f"/v1/spaces/{space['id']}/change-requests/{cr['id']}/content/files"
+            for item in await api.all_items(path):
+                rows.append({"kind": "change-request-file", "id": f"{cr['id']}/{item['id']}", "data": item})
+    return rows
+
+
+def expected_bytes(data: dict[str, Any]) -> bytes:
+    """What the emulator serves for a file: derived from the blob id in its URL."""
+    blob = urlsplit(data["downloadURL"]).path.split("/")[2]
+    return revisions.file_bytes({"blob": blob, "size": data["size"]})
+
+
+async def test_downloads_every_file_once_and_verifies_it(api: Api, org_id: str, tmp_path: Path) -> None:
+    rows = await file_rows(api, org_id)
+    assert any(r["kind"] == "change-request-file" for r in rows) and len(rows) > 4
+    store = BlobStore(tmp_path / "blobs")
+    async with aiohttp.ClientSession() as session:
+        report = await download_files(rows, store, session=session, **FAST)
+    assert report.ok and report.downloaded == len(rows) and report.skipped == 0
+    distinct = {r["data"]["downloadURL"]: r["data"]["size"] for r in rows}
+    assert report.bytes == sum(distinct.values()), "files sharing a URL are fetched once"
+    manifest = json.loads(store.manifest_path.read_text())
+    assert set(manifest) == {r["id"] for r in rows}
+    for row in rows:
+        content = expected_bytes(row["data"])
+        entry = manifest[row["id"]]
+        assert entry == {
+            "sha256": hashlib.sha256(content).hexdigest(),
+            "size": len(content),
+            "name": row["data"]["name"],
+            "contentType": row["data"]["contentType"],
+        }
+        path = store.path_for(entry["sha256"])
+        assert path.read_bytes() == content and path.parent.name == entry["sha256"][:2]
+    first = store.manifest_path.read_bytes()
+
+    again = await download_files(rows, store, **FAST)
+    assert (again.downloaded, again.skipped, again.bytes, again.failed) == (0, len(rows), 0, {})
+    assert store.manifest_path.read_bytes() == first
+
+    lost = manifest[rows[0]["id"]]["sha256"]
+    store.path_for(lost).unlink()
+    repaired = await download_files(rows, store, **FAST)
+    assert repaired.downloaded >= 1 and repaired.downloaded + repaired.skipped == len(rows)
+    assert store.has(lost, manifest[rows[0]["id"]]["size"])
+    assert store.manifest_path.read_bytes() == first
+    assert not list((store.root / ".tmp").iterdir())
+
+
+# ----- a file server that misbehaves on purpose ------------------------------------------
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@asynccontextmanager
+async def file_server(handler: Handler) -> AsyncIterator[str]:
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handler)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+def payload(name: str, size: int = 5000) -> bytes:
+    return (hashlib.sha256(name.encode()).digest() * (size // 32 + 1))[:size]
+
+
+def row(base: str, name: str, size: int = 5000, kind: str = "file") -> dict[str, Any]:
+    data = {"id": name, "name": f"{name}.bin", "contentType": "application/octet-stream", "size": size,
+            "downloadURL": f"{base}/{name}?signature=secret-{name}"}  # fmt: skip
+    return {"kind": kind, "id": f"space/{name}", "data": data}
+
+
+async def test_retries_transient_failures_and_sends_no_credentials(tmp_path: Path) -> None:
+    hits: Counter[str] = Counter()
+    headers_seen: list[dict[str, str]] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        name = request.path.strip("/")
+        hits[name] += 1
+        headers_seen.append(dict(request.headers))
+        if name == "moved":
+            raise web.HTTPFound("/plain")
+        if name == "loop":
+            raise web.HTTPFound("/loop?signature=secret-loop")
+        if name == "flaky" and hits[name] == 1:
+            return web.Response(status=500, text="boom")
+        if name == "limited" and hits[name] == 1:
+            return web.Response(status=429, headers={"Retry-After": "0"})
+        if name == "truncated" and hits[name] == 1:
+            response = web.StreamResponse(headers={"Content-Length": "5000"})
+            await response.prepare(request)
+            await response.write(payload(name)[:1000])
+            assert request.transport is not None
+            request.transport.close()
+            return response
+        if name == "missing":
+            return web.Response(status=404)
+        return web.Response(body=payload("plain" if name == "plain" else name))
+
+    async with file_server(handler) as base:
+        rows = [row(base, n) for n in ("flaky", "limited", "truncated", "plain", "missing", "loop")]
+        moved = row(base, "moved")
+        rows.append(moved)
+        store = BlobStore(tmp_path / "blobs")
+        report = await download_files(rows, store, retries=3, **FAST)
+    assert set(report.failed) == {"space/missing", "space/loop"} and report.failed["space/missing"] == "HTTP 404"
+    assert "TooManyRedirects" in report.failed["space/loop"] and "secret" not in report.failed["space/loop"]
+    assert report.downloaded == 5
+    assert hits["missing"] == 1, "a 404 is not retried"
+    assert (hits["flaky"], hits["limited"], hits["truncated"]) == (2, 2, 2)
+    assert all("Authorization" not in h and "authorization" not in {k.lower() for k in h} for h in headers_seen)
+    manifest = store.manifest()
+    assert manifest["space/moved"]["sha256"] == manifest["space/plain"]["sha256"], "same bytes, one blob"
+    assert "space/missing" not in manifest
+
+    with pytest.raises(ValueError, match="credentials"):
+        async with aiohttp.ClientSession(headers={"Authorization": "Bearer test-token"}) as session:
+            await download_files(rows, store, session=session)
+
+
+async def test_a_wrong_size_is_never_stored(tmp_path: Path) -> None:
+    hits: Counter[str] = Counter()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        name = request.path.strip("/")
+        hits[name] += 1
+        body = payload(name)
+        return web.Response(body=body[:4000] if name == "short" else body + b"extra" if name == "long" else body)
+
+    async with file_server(handler) as base:
+        rows = [row(base, "short"), row(base, "long"), row(base, "fine")]
+        store = BlobStore(tmp_path / "blobs")
+        report = await download_files(rows, store, retries=3, **FAST)
+    assert set(report.failed) == {"space/short", "space/long"}
+    assert "4000 bytes" in report.failed["space/short"] and "declared size 5000" in report.failed["space/long"]
+    assert hits["short"] == hits["long"] == 3
+    assert report.downloaded == 1 and report.bytes == 5000
+    blobs = [p for p in store.root.rglob("*") if p.is_file() and p.name != "manifest.json"]
+    assert [p.read_bytes() for p in blobs] == [payload("fine")]
+    assert set(store.manifest()) == {"space/fine"}
+
+
+async def test_changed_file_is_fetched_again_and_concurrency_is_bounded(tmp_path: Path) -> None:
+    in_flight = 0
+    peak = 0
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        try:
+            await asyncio.sleep(0.01)
+            name = request.path.strip("/")
+            size = int(request.query.get("size", "5000"))
+            return web.Response(body=payload(name, size))
+        finally:
+            in_flight -= 1
+
+    async with file_server(handler) as base:
+        rows = [row(base, f"f{i}") for i in range(12)]
+        store = BlobStore(tmp_path / "blobs")
+        assert (await download_files(rows, store, concurrency=3, **FAST)).downloaded == 12
+        assert peak <= 3
+        changed = row(base, "f0", size=700)
+        changed["data"]["downloadURL"] += "&size=700"
+        report = await download_files([changed, *rows[1:]], store, **FAST)
+    assert (report.downloaded, report.skipped) == (1, 11)
+    assert store.manifest()["space/f0"]["size"] == 700
+
+
+def test_store_paths_and_a_broken_manifest(tmp_path: Path) -> None:
+    store = BlobStore(tmp_path)
+    digest = hashlib.sha256(b"x").hexdigest()
+    assert store.path_for(digest) == tmp_path / digest[:2] / digest[2:]
+    for bad in ("../../etc/passwd", digest.upper(), digest[:10]):
+        with pytest.raises(ValueError):
+            store.path_for(bad)
+    assert store.manifest() == {}
+    store.manifest_path.write_text("{not json")
+    with pytest.raises(BlobError, match="unreadable"):
+        store.manifest()
