@@ -86,6 +86,10 @@ class Kind:
     """Crawl this kind under a parent row only when this predicate of the parent holds."""
     strip: frozenset[str] = frozenset()
     """Fields removed from stored rows because they are stored as rows of their own."""
+    derived: bool = False
+    """A view of other rows (per-member or per-collection lists, links, the published
+    site): kept current in the mirror, but its changes are not reported, since they follow
+    from the changes of the rows it derives from."""
     writes: Writes | None = None
     note: str = ""
 
@@ -176,6 +180,7 @@ KINDS: tuple[Kind, ...] = (
     ),
     Kind(
         name="member-space",
+        derived=True,
         path="/v1/orgs/{org}/members/{member}/spaces",
         parent="member",
         id_field="space.id",
@@ -185,6 +190,7 @@ KINDS: tuple[Kind, ...] = (
     ),
     Kind(
         name="member-team",
+        derived=True,
         path="/v1/orgs/{org}/members/{member}/teams",
         parent="member",
         id_field="team.id",
@@ -223,6 +229,7 @@ KINDS: tuple[Kind, ...] = (
     ),
     Kind(
         name="sso-provider",
+        derived=True,
         path="/v1/orgs/{org}/sso",
         parent="organization",
         shape="items",
@@ -325,6 +332,7 @@ KINDS: tuple[Kind, ...] = (
     ),
     Kind(
         name="collection-space",
+        derived=True,
         path="/v1/collections/{collection}/spaces",
         parent="collection",
         id_is_local=True,
@@ -367,6 +375,7 @@ KINDS: tuple[Kind, ...] = (
     ),
     Kind(
         name="revision",
+        derived=True,
         path="/v1/spaces/{space}/content",
         parent="space",
         shape="object",
@@ -393,6 +402,7 @@ KINDS: tuple[Kind, ...] = (
     ),
     Kind(
         name="page-link",
+        derived=True,
         path="/v1/spaces/{space}/content/page/{page}/links",
         parent="page",
         id_field="",
@@ -413,6 +423,7 @@ KINDS: tuple[Kind, ...] = (
     ),
     Kind(
         name="file-backlink",
+        derived=True,
         path="/v1/spaces/{space}/content/files/{file}/backlinks",
         parent="file",
         id_field="",
@@ -422,6 +433,7 @@ KINDS: tuple[Kind, ...] = (
     ),
     Kind(
         name="space-link",
+        derived=True,
         path="/v1/spaces/{space}/links",
         parent="space",
         id_field="",
@@ -474,6 +486,7 @@ KINDS: tuple[Kind, ...] = (
     ),
     Kind(
         name="change-request-revision",
+        derived=True,
         path="/v1/spaces/{space}/change-requests/{change_request}/content",
         parent="change-request",
         shape="object",
@@ -498,6 +511,7 @@ KINDS: tuple[Kind, ...] = (
     ),
     Kind(
         name="change-request-page-link",
+        derived=True,
         path="/v1/spaces/{space}/change-requests/{change_request}/content/page/{page}/links",
         parent="change-request-page",
         id_field="",
@@ -518,6 +532,7 @@ KINDS: tuple[Kind, ...] = (
     ),
     Kind(
         name="change-request-file-backlink",
+        derived=True,
         path="/v1/spaces/{space}/change-requests/{change_request}/content/files/{file}/backlinks",
         parent="change-request-file",
         id_field="",
@@ -620,6 +635,7 @@ KINDS: tuple[Kind, ...] = (
     ),
     Kind(
         name="site-published",
+        derived=True,
         path="/v1/orgs/{org}/sites/{site}/published",
         parent="site",
         shape="object",
@@ -632,6 +648,7 @@ KINDS: tuple[Kind, ...] = (
 )
 
 BY_NAME: dict[str, Kind] = {kind.name: kind for kind in KINDS}
+DERIVED: frozenset[str] = frozenset(kind.name for kind in KINDS if kind.derived)
 
 NOT_CRAWLED: dict[str, str] = {
     "GET /v1/orgs": "the tenant's organizations: the crawl's entry point, not a kind",
@@ -722,6 +739,7 @@ def validate_catalog() -> list[str]:
 
 __all__ = [
     "BY_NAME",
+    "DERIVED",
     "KINDS",
     "NOT_CRAWLED",
     "PAGE_BODY_PATH",

@@ -154,7 +154,7 @@ class Crawler:
             await self._walk(orgs, org)
             status = "partial" if self.stats.failed_listings else "complete"
             stats = self.stats.as_dict() | {"requests": self.client.stats.requests}
-            summary = self.mirror.finish_run(self._run, status, stats)
+            summary = self.mirror.finish_run(self._run, status, stats, quiet_kinds=catalog.DERIVED)
             finished = True
             return CrawlResult(self._run, status, summary, self.stats)
         finally:

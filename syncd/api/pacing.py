@@ -266,6 +266,13 @@ class Pacer:
             # What the anchor says is out of date: one probe at a time refreshes it.
             return None if self._in_flight else 0.0
         waits: list[float] = []
+        if self._rate is None and budget >= 1:
+            # No measured rate yet: spend the reserve on one lone request a little later,
+            # so that a pair of answers can measure the refill (or its absence).
+            probe_at = anchor.mono + 2 * _MIN_SPAN
+            if not self._in_flight and now >= probe_at:
+                return 0.0
+            waits.append(probe_at - now)
         if rate > 0 and tokens < capacity:
             waits.append((need - budget) / rate)
         if anchor.reset is not None:

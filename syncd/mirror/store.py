@@ -36,6 +36,7 @@ from typing import Any, Self
 
 from sqlite_utils import Database
 
+from syncd.ordering import moved_items
 from syncd.mirror.diff import ChangeSummary, compose, summarise
 from syncd.mirror.errors import MirrorError
 from syncd.mirror.lock import WriterLock
@@ -83,13 +84,13 @@ _MERGE_BEFORE_DELETIONS = (
        FROM staged s JOIN resources r ON r.tenant = s.tenant AND r.kind = s.kind AND r.id = s.id
        WHERE s.run = :run AND r.deleted_run IS NULL AND r.hash IS NOT s.hash
        ORDER BY s.kind, s.id""",
+    # Moves to another parent; moves among the same siblings are found by `_reorders`.
     _CHANGES_INSERT
     + f"""SELECT :run, s.tenant, s.kind, s.id, 'moved', r.hash, s.hash, r.parent_id, s.parent_id,
               r.position, s.position, {_TITLE.format(d="s.data")}
        FROM staged s JOIN resources r ON r.tenant = s.tenant AND r.kind = s.kind AND r.id = s.id
        WHERE s.run = :run AND r.deleted_run IS NULL
-         AND (r.parent_id IS NOT s.parent_id OR r.parent_kind IS NOT s.parent_kind
-              OR r.position IS NOT s.position)
+         AND (r.parent_id IS NOT s.parent_id OR r.parent_kind IS NOT s.parent_kind)
        ORDER BY s.kind, s.id""",
     # Everything seen becomes current (first_seen_run is kept for rows seen before).
     f"""INSERT INTO resources ({_COLUMNS}, first_seen_run, last_seen_run, deleted_run)
@@ -105,6 +106,25 @@ _MERGE_BEFORE_DELETIONS = (
            CROSS JOIN resources r ON r.tenant = l.tenant AND r.listing = l.listing AND r.deleted_run IS NULL
            WHERE l.run = :run AND l.tenant = :tenant AND l.status = 'ok' AND r.last_seen_run != :run)""",
 )
+
+# Sibling groups whose order changed: (kind, parent_kind, parent_id).
+_REORDERED_GROUPS = """
+SELECT DISTINCT s.kind, s.parent_kind, s.parent_id
+FROM staged s JOIN resources r ON r.tenant = s.tenant AND r.kind = s.kind AND r.id = s.id
+WHERE s.run = :run AND r.deleted_run IS NULL AND r.parent_id IS s.parent_id
+  AND r.parent_kind IS s.parent_kind AND r.position IS NOT s.position
+"""
+
+# The siblings of one group that kept their parent, in their new order, with both positions.
+_GROUP_SIBLINGS = f"""
+SELECT s.id, r.position AS old_position, s.position, r.hash, s.hash AS new_hash, s.parent_id,
+       {_TITLE.format(d="s.data")} AS title
+FROM staged s JOIN resources r ON r.tenant = s.tenant AND r.kind = s.kind AND r.id = s.id
+WHERE s.run = :run AND s.kind = :kind AND s.parent_kind IS :parent_kind AND s.parent_id IS :parent_id
+  AND r.deleted_run IS NULL AND r.parent_id IS s.parent_id AND r.parent_kind IS s.parent_kind
+  AND s.position IS NOT NULL AND r.position IS NOT NULL
+ORDER BY s.position, s.id
+"""
 
 # Children of a row deleted in this run are gone too, whatever happened to their lists.
 _CASCADE = """
@@ -300,13 +320,21 @@ class Mirror:
             )
             return cursor.rowcount
 
-    def finish_run(self, run: int, status: str = "complete", stats: Mapping[str, Any] | None = None) -> ChangeSummary:
+    def finish_run(
+        self,
+        run: int,
+        status: str = "complete",
+        stats: Mapping[str, Any] | None = None,
+        quiet_kinds: Iterable[str] = (),
+    ) -> ChangeSummary:
         """Make what `run` read current, in one transaction, and return its changes' totals.
 
         `status` is "complete" or "partial" (something was skipped); a run with a failed
         listing is recorded as partial whatever is asked. `stats` (JSON) is kept with the
-        run, plus a "mirror" entry with the counts of this merge.
+        run, plus a "mirror" entry with the counts of this merge. Rows of `quiet_kinds`
+        (views derived from other rows) are kept current but their changes are not logged.
         """
+        quiet_kinds = frozenset(quiet_kinds)
         if status not in FINISHED:
             raise MirrorError(f"a run finishes as one of {FINISHED}, not {status!r}")
         with self._lock:
@@ -321,12 +349,16 @@ class Mirror:
                 )
                 if listing_counts.get("failed"):
                     status = "partial"
+                self._reorders(params)
                 for sql in _MERGE_BEFORE_DELETIONS:
                     self.db.execute(sql, params)
                 while self.db.execute(_CASCADE, params).rowcount:
                     pass
                 for sql in _MERGE_AFTER_DELETIONS:
                     self.db.execute(sql, params)
+                if quiet_kinds:
+                    marks = ", ".join("?" * len(quiet_kinds))
+                    self.db.execute(f"DELETE FROM changes WHERE run = ? AND kind IN ({marks})", [run, *sorted(quiet_kinds)])
                 summary = self.summary(run)
                 self.db.execute("DELETE FROM staged WHERE run = ?", [run])
                 self.db.execute("DELETE FROM staged_scopes WHERE run = ?", [run])
@@ -346,6 +378,20 @@ class Mirror:
                 )
             self._end(run)
             return summary
+
+    def _reorders(self, params: Mapping[str, Any]) -> None:
+        """Log as moved only the fewest siblings whose moves explain a new order."""
+        for kind, parent_kind, parent_id in self.db.execute(_REORDERED_GROUPS, params).fetchall():
+            group = dict(params, kind=kind, parent_kind=parent_kind, parent_id=parent_id)
+            siblings = list(self.db.query(_GROUP_SIBLINGS, group))
+            moved = set(moved_items([r["id"] for r in siblings], {r["id"]: r["old_position"] for r in siblings}))
+            for r in siblings:
+                if r["id"] in moved:
+                    self.db.execute(
+                        _CHANGES_INSERT + "VALUES (?, ?, ?, ?, 'moved', ?, ?, ?, ?, ?, ?, ?)",
+                        [params["run"], params["tenant"], kind, r["id"], r["hash"], r["new_hash"],
+                         r["parent_id"], r["parent_id"], r["old_position"], r["position"], r["title"]],
+                    )
 
     def abandon_run(self, run: int, status: str = "cancelled", reason: str = "") -> None:
         """End `run` without merging: the previous snapshot stays current.
