@@ -42,6 +42,8 @@ def _register() -> None:
     app.command("sync")(read_cmds.sync)
     app.command("diff")(read_cmds.diff)
     app.command("status")(read_cmds.status)
+    app.command("backup")(read_cmds.backup)
+    app.command("export")(read_cmds.export)
     app.add_typer(config_cmd.app, name="config")
     app.add_typer(emulator_cmd.app, name="emulator")
 

@@ -175,3 +175,55 @@ def status(
     console.print(table)
     for tenant, kinds in counts.items():
         console.print(f"{tenant}: {sum(kinds.values())} current objects in {len(kinds)} kinds")
+
+
+def backup(
+    target: str = typer.Argument(..., metavar="TENANT[:ORG]", help="A configured tenant, optionally one organization."),
+    out: Path = typer.Option(..., "--out", "-o", help="The backup file to write (a syncd mirror file)."),
+    with_files: bool = typer.Option(False, "--with-files", help="Also download file binaries into OUT's .blobs folder."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace OUT if it exists."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """Back up everything the token sees (or one organization) into one SQLite file."""
+    from syncd.backup import backup as run_backup
+    from syncd.backup import blobs_dir
+
+    settings, ref = settings_and_ref(config, target)
+    with CrawlProgress(f"backup {ref}") as progress:
+        result = anyio.run(lambda: run_backup(settings, ref, out, with_files=with_files, overwrite=overwrite, on_progress=progress.update))
+    stats = result.crawl.stats
+    console.print(f"backup of {ref} written to {result.path}: {sum(stats.objects.values())} objects, {result.requests} requests")
+    code = 0
+    if result.crawl.status != "complete":
+        for error in stats.errors[:10]:
+            console.print(f"  [yellow]could not read[/yellow] {error}")
+        console.print("[yellow]the backup is partial: what could not be read is missing from it[/yellow]")
+        code = EXIT_PARTIAL
+    if result.files is not None:
+        files = result.files
+        console.print(
+            f"files: {files.downloaded} downloaded, {files.skipped} already present, {len(files.failed)} failed, "
+            f"{files.bytes} bytes in {blobs_dir(result.path)}"
+        )
+        for row_id, reason in list(files.failed.items())[:10]:
+            console.print(f"  [yellow]file {row_id}[/yellow]: {reason}")
+        if files.failed:
+            code = EXIT_PARTIAL
+    raise typer.Exit(code)
+
+
+def export(
+    source: Path = typer.Argument(..., metavar="FILE.db", help="A backup or mirror file."),
+    out_dir: Path = typer.Argument(..., metavar="DIR", help="The folder to write (created, or a previous export)."),
+    tenant: str | None = typer.Option(None, "--tenant", help="The tenant to export when the file holds several."),
+    org: str | None = typer.Option(None, "--org", help="Only this organization (id or exact title)."),
+) -> None:
+    """Export a backup to a readable folder: markdown pages, SUMMARY.md, JSON for the rest."""
+    from syncd.export import export_mirror
+
+    report = export_mirror(source, out_dir, tenant=tenant, org=org)
+    console.print(
+        f"exported {report.organizations} organization(s), {report.spaces} spaces, {report.pages} pages, "
+        f"{report.change_requests} change requests to {out_dir}: {report.files} files "
+        f"({report.written} written, {report.removed} removed)"
+    )

@@ -470,7 +470,9 @@ class Mirror:
                 params.append(value)
         cursor = self.db.conn.execute(
             f"SELECT {_COLUMNS}, first_seen_run, last_seen_run FROM resources WHERE {' AND '.join(where)} "
-            "ORDER BY kind, parent_kind, parent_id, position, id",
+            # `+kind`: let SQLite pick the index that filters (org, parent, scope), not the
+            # one that happens to match the ORDER BY, which would scan the whole tenant.
+            "ORDER BY +kind, parent_kind, parent_id, position, id",
             params,
         )
         names = [column[0] for column in cursor.description]
