@@ -54,6 +54,7 @@ class CrawlStats:
     listings: int = 0
     failed_listings: int = 0
     skipped_scopes: int = 0
+    """Spaces skipped (and carried forward) because their change token did not change."""
     crawled_scopes: int = 0
     errors: list[str] = field(default_factory=list)
     incomplete_scopes: set[str] = field(default_factory=set)
@@ -336,7 +337,8 @@ class Crawler:
 
     def _carry(self, scope: str) -> None:
         self.mirror.carry_scope(self._run, self.tenant, scope)
-        self.stats.skipped_scopes += 1
+        if scope.startswith("space:"):
+            self.stats.skipped_scopes += 1
 
     async def _scope_job(self, kind: Kind, row: Row, context: dict[str, str], outer: _Scope | None) -> None:
         """Everything inside one space or change request, in catalog order, by one worker."""

@@ -131,6 +131,10 @@ class TenantClient:
     `request` returns an `ApiResponse` or raises an `ApiError` subclass; `get_json` returns
     the parsed body of a GET; `paginate` yields the items of each page of a list. `stats`
     counts what happened. All tasks of the tenant share the session, limiter and pacer.
+
+    `pace=False` turns proactive pacing off (benchmark baselines); `pacer` shares one pacer
+    between clients that spend the same token's rate limit (its pacing counters then go to
+    the stats of the client that created it). `sleep` is the retry sleep (tests).
     """
 
     def __init__(
@@ -145,6 +149,7 @@ class TenantClient:
         retry: RetryConfig | None = None,
         sleep: Sleep = anyio.sleep,
         pace: bool = True,
+        pacer: Pacer | None = None,
         max_pages: int = DEFAULT_MAX_PAGES,
     ) -> None:
         secret = token if isinstance(token, SecretStr) else SecretStr(token)
@@ -158,7 +163,7 @@ class TenantClient:
         self.retry = retry if retry is not None else RetryConfig()
         self.max_pages = max_pages
         self.stats = ClientStats()
-        self.pacer = Pacer(enabled=pace, stats=self.stats, max_block=self.retry.max_wait)
+        self.pacer = pacer if pacer is not None else Pacer(enabled=pace, stats=self.stats, max_block=self.retry.max_wait)
         self._token = secret
         self._base = URL(self.base_url)
         self._origin = self._base.origin()

@@ -8,25 +8,30 @@ How (rclone's pacer, fed by the server's own numbers): every answer announces
 `X-RateLimit-Limit` (the bucket's size), `X-RateLimit-Remaining` and `X-RateLimit-Reset` (when
 the bucket is full again / the window restarts). The pacer keeps a model of that bucket:
 
-- **Anchor**: the newest observation (`Remaining` at the time of the answer, and the sequence
-  number of the request it answered). Every request sent after it, and every older one still
-  in flight (the server may have read it later), is assumed to have spent a token the anchor
-  does not show yet: requests in flight are accounted for.
-- **Refill rate**: measured from pairs of observations, `(R_b - R_a + requests between) /
-  (t_b - t_a)`, smoothed. A pair only counts when the bucket cannot have been full in between
-  (`t_b` before `Reset_a`), which also makes a fixed-window server measure ~0 (no refill
-  until the window restarts). Until a measurement exists, the anchor's own numbers give a
-  first guess for a token bucket, `(Limit - Remaining - 1) / (Reset - now)` (the bucket
-  refills at least that fast to be full by `Reset`); the margin token keeps that guess from
-  costing a 429 on a fixed-window server, where the next pair measures 0 and ends it.
+- **Anchor**: the freshest observation (`Remaining` when the answer arrived). Every request
+  sent since, and every other request in flight then (the server may have read it later),
+  is assumed to have spent a token the anchor does not show yet: requests in flight and
+  answers arriving out of order are accounted for.
+- **Refill rate**: measured from pairs of observations, `(R_b - R_a + requests between, less
+  those refused) / (t_b - t_a)`, smoothed. A pair only counts when the bucket cannot have been
+  full in between (`t_b` before `Reset_a`), which also makes a fixed-window server measure 0
+  (no refill until the window restarts). Until a measurement exists, the anchor gives a first
+  guess for a token bucket, `(Limit - Remaining - 1) / (Reset - now)` (it must refill at least
+  that fast to be full by `Reset`), and one lone request spends the reserve a little later so
+  that a pair can measure; when that reserve shows up spent, the guess is off until `Reset`.
 - **Reset**: once the anchor's `Reset` has passed, the whole `Limit` is available again
-  (token bucket: full; fixed window: a new window), minus what was sent since.
+  (token bucket: full; fixed window: a new window), less what was sent since; a lone probe
+  then refreshes the anchor.
 
-A request may go when the model shows at least `1 + margin` tokens; otherwise the task waits
-until refill or reset should provide them, or until a new answer changes the picture. Before
-the first answer only one request is in flight (a probe that learns the limits); an answer
-without rate-limit headers switches pacing off until they show up. After a 429 every task of
-the tenant waits until `Retry-After` (capped at `max_block`), and the rate estimate is cut.
+A request may go when the model shows at least `1 + margin` tokens (the margin absorbs floor
+rounding and reordering); otherwise the task waits until refill or reset should provide them,
+or until an answer changes the picture. Before the first answer only one request is in flight
+(a probe that learns the limits); a 2xx without rate-limit headers switches pacing off until
+they show up. After a 429 every task of the tenant waits until `Retry-After` (capped at
+`max_block`), the rate estimate is cut by a quarter and the reserve grows (it shrinks again
+slowly with clean answers: rclone's tighten fast, loosen slowly), which also copes with other
+clients spending the same token's bucket. Clients of one process that share a token should
+share one Pacer (`TenantClient(pacer=...)`).
 """
 
 from __future__ import annotations
@@ -140,7 +145,11 @@ class Slot:
 
 
 class Pacer:
-    """One tenant's model of the server's rate limit, shared by all of its tasks."""
+    """One tenant's model of the server's rate limit, shared by all of its tasks.
+
+    `enabled=False` turns it into a pass-through (no pacing, no blocking after a 429): the
+    naive client that benchmarks compare with.
+    """
 
     def __init__(
         self,
@@ -247,10 +256,12 @@ class Pacer:
 
     def _delay(self) -> float | None:
         """Seconds to wait before the next request may go; 0 now; None: until news arrives."""
+        if not self.enabled:
+            return 0.0
         now = self._clock()
         if now < self._blocked_until:
             return self._blocked_until - now
-        if not self.enabled or self._mode == "unlimited":
+        if self._mode == "unlimited":
             return 0.0
         anchor = self._anchor
         if anchor is None:

@@ -1,0 +1,205 @@
+"""The crawler against the emulator over loopback, into a real SQLite mirror."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import anyio
+import pytest
+
+from syncd.api import TenantClient
+from syncd.config import RetryConfig
+from syncd.crawl import Crawler, CrawlResult, UnknownOrganization
+from syncd.emulator.canonical import dump_org
+from syncd.emulator.generate import generate, parse_spec
+from syncd.emulator.server import RunningEmulator, serve_emulator
+from syncd.emulator.store import Store
+from syncd.mirror import Mirror
+from tests.conftest import ALL_TOKEN, Api
+
+FAST_RETRY = RetryConfig(max_attempts=12, initial_wait=0.01, max_wait=0.3)
+MEDIUM = "orgs=1,collections=6,spaces=60,pages=6,files=1,sites=2,sections=3,members=3,teams=2,comments=1,change_requests=1,integrations=1"
+
+
+async def crawl(
+    running: RunningEmulator,
+    db: Path,
+    *,
+    token: str = ALL_TOKEN,
+    tenant: str = "src",
+    org: str | None = None,
+    full: bool = False,
+    workers: int = 8,
+    on_progress: Any = None,
+) -> tuple[CrawlResult, int]:
+    """One crawl; returns the result and the number of requests the client sent."""
+    async with TenantClient(tenant, running.url, token, concurrency=workers, retry=FAST_RETRY) as client:
+        with Mirror(db) as mirror:
+            result = await Crawler(client, mirror, tenant, workers=workers, full=full, on_progress=on_progress).crawl(org)
+        return result, client.stats.requests
+
+
+def current(db: Path, tenant: str = "src") -> dict[tuple[str, str], tuple[Any, ...]]:
+    with Mirror(db) as mirror:
+        return {
+            (row["kind"], row["id"]): (row["hash"], row["parent_kind"], row["parent_id"], row["position"])
+            for row in mirror.current(tenant)
+        }
+
+
+def raw_ids(db: Path, kinds: tuple[str, ...], tenant: str = "src") -> set[str]:
+    with Mirror(db) as mirror:
+        return {row["id"].rsplit("/", 1)[-1] for kind in kinds for row in mirror.current(tenant, kind=kind)}
+
+
+@pytest.fixture
+async def medium() -> AsyncIterator[RunningEmulator]:
+    store = Store(seed=11)
+    generated = generate(store, parse_spec(MEDIUM), seed=11, all_token=ALL_TOKEN)
+    async with serve_emulator(store) as running:
+        running.generated = generated
+        yield running
+
+
+async def test_full_crawl_stores_every_object_of_the_canonical_dump(emulator: RunningEmulator, tmp_path: Path) -> None:
+    org = emulator.generated.org_ids[0]
+    db = tmp_path / "m.db"
+    result, _ = await crawl(emulator, db, token="org1-token", org=org)
+    assert result.status == "complete" and result.stats.errors == []
+    dump = dump_org(emulator.store, org)["kinds"]
+    same_name = (
+        "organization", "member", "team", "collection", "space", "page", "file", "change-request",
+        "saml-provider", "openapi-spec", "custom-field", "site", "site-section-group", "site-section",
+        "site-space", "integration", "integration-installation",
+    )
+    for kind in same_name:
+        expected = {row["id"].rsplit(":", 1)[-1] for row in dump[kind]}
+        assert raw_ids(db, (kind,)) == expected, kind
+    assert raw_ids(db, ("translation",)) == {row["id"] for row in dump["translation-settings"]}
+    assert raw_ids(db, ("comment", "change-request-comment")) == {row["id"] for row in dump["comment"]}
+    assert raw_ids(db, ("comment-reply", "change-request-comment-reply")) == {row["id"] for row in dump["comment-reply"]}
+    with Mirror(db) as mirror:
+        values = {f"{r['parent_id']}:{r['data']['customField']['id']}" for r in mirror.current("src", kind="space-custom-field-value")}
+        schemas = {r["id"].split("/")[0] for r in mirror.current("src", kind="site-adaptive-schema")}
+        pages = {r["id"].rsplit("/", 1)[-1]: r["data"] for r in mirror.current("src", kind="page")}
+    assert values == {row["id"] for row in dump["space-custom-field-value"]}
+    assert {row["id"] for row in dump["site-adaptive-schema"]} <= schemas
+    for row in dump["page"]:  # markdown kept whole
+        assert pages[row["id"].rsplit(":", 1)[-1]]["markdown"] == row["data"]["markdown"]
+
+
+async def test_faults_and_a_tight_rate_limit_give_an_identical_mirror(emulator: RunningEmulator, tmp_path: Path) -> None:
+    clean, faulty = tmp_path / "clean.db", tmp_path / "faulty.db"
+    result, _ = await crawl(emulator, clean)
+    assert result.status == "complete"
+    async with aiohttp.ClientSession() as session:
+        admin = Api(session, emulator.url, None)
+        await admin.put(emulator.url + "/_emulator/faults", {"5xx": 0.1, "drop": 0.05, "truncate": 0.05, "html502": 0.02})
+        await admin.put(emulator.url + "/_emulator/rate-limit", {"rate": 150, "burst": 15})
+        result, requests = await crawl(emulator, faulty)
+        await admin.put(emulator.url + "/_emulator/faults", {"reset": True})
+        status, stats = await admin.get(emulator.url + "/_emulator/stats")
+    assert result.status == "complete", result.stats.errors
+    assert current(faulty) == current(clean)
+    by_status = stats["by_status"]
+    assert by_status.get("fault-5xx", 0) > 0 and by_status.get("dropped", 0) > 0 and by_status.get("truncated", 0) > 0
+
+
+async def test_a_repeated_page_token_ends_the_listing_with_an_error_fast(emulator: RunningEmulator, tmp_path: Path) -> None:
+    async with aiohttp.ClientSession() as session:
+        admin = Api(session, emulator.url, None)
+        await admin.put(emulator.url + "/_emulator/page-cap", {"cap": 2})
+        await admin.put(emulator.url + "/_emulator/faults", {"repeat_page": 1.0})
+    result, requests = await crawl(emulator, tmp_path / "m.db", full=True)
+    assert result.status == "partial"
+    assert any("repeat" in error for error in result.stats.errors), result.stats.errors[:3]
+    assert requests < 3000  # stopped, not looping
+
+
+async def test_cancelling_halfway_keeps_the_previous_snapshot(emulator: RunningEmulator, tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    first, _ = await crawl(emulator, db)
+    before = current(db)
+    async with aiohttp.ClientSession() as session:
+        await Api(session, emulator.url, None).put(emulator.url + "/_emulator/faults", {"latency": 5})
+        with anyio.CancelScope() as scope:
+
+            def stop_halfway(stats: Any) -> None:
+                if sum(stats.objects.values()) > 300:
+                    scope.cancel()
+
+            await crawl(emulator, db, full=True, on_progress=stop_halfway)
+        assert scope.cancelled_caught
+        await Api(session, emulator.url, None).put(emulator.url + "/_emulator/faults", {"reset": True})
+    assert current(db) == before
+    with Mirror(db) as mirror:
+        runs = mirror.runs()
+        assert [r["status"] for r in runs] == ["complete", "cancelled"]
+        assert mirror.last_complete_run("src")["id"] == first.run
+    third, _ = await crawl(emulator, db, full=True)
+    assert third.status == "complete" and not third.summary
+    assert current(db) == before
+
+
+async def test_resync_of_an_unchanged_organization_is_cheap(medium: RunningEmulator, tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    org = medium.generated.org_ids[0]
+    async with aiohttp.ClientSession() as session:
+        admin = Api(session, medium.url, None)
+        await admin.delete(medium.url + "/_emulator/stats")
+        first, _ = await crawl(medium, db, org=org)
+        full = (await admin.get(medium.url + "/_emulator/stats"))[1]["total"]
+        await admin.delete(medium.url + "/_emulator/stats")
+        second, _ = await crawl(medium, db, org=org)
+        again = (await admin.get(medium.url + "/_emulator/stats"))[1]["total"]
+    assert first.status == second.status == "complete"
+    assert not second.summary
+    assert second.stats.skipped_scopes == 60
+    assert again <= 0.05 * full, (again, full)
+
+
+async def test_rename_new_page_moved_space_deleted_site_are_exactly_those_changes(
+    emulator: RunningEmulator, api: Api, tmp_path: Path
+) -> None:
+    org = emulator.generated.org_ids[0]
+    db = tmp_path / "m.db"
+    await crawl(emulator, db, org=org)
+    spaces = await api.all_items(f"/v1/orgs/{org}/spaces")
+    collections = await api.all_items(f"/v1/orgs/{org}/collections")
+    renamed, moved = spaces[0], next(s for s in spaces[1:] if s.get("parent"))
+    target = next(c for c in collections if c["id"] != moved["parent"])
+    site = (await api.all_items(f"/v1/orgs/{org}/sites"))[0]
+    await api.patch(f"/v1/spaces/{renamed['id']}", {"title": "Renamed space"})
+    status, page = await api.post(f"{emulator.url}/_emulator/spaces/{spaces[2]['id']}/pages", {"title": "Brand new", "markdown": "Plain text."})
+    assert status in (200, 201)
+    await api.post(f"/v1/spaces/{moved['id']}/move", {"parent": target["id"]})
+    assert (await api.delete(f"/v1/orgs/{org}/sites/{site['id']}"))[0] == 204
+
+    result, _ = await crawl(emulator, db, org=org)
+    with Mirror(db) as mirror:
+        changes = {(c["op"], c["kind"], c["id"].rsplit("/", 1)[-1]) for c in mirror.changes(result.run)}
+    site_children = {c for c in changes if c[0] == "deleted" and c[1].startswith("site-")}
+    assert changes - site_children == {
+        ("updated", "space", renamed["id"]),
+        ("created", "page", page["id"]),
+        ("moved", "space", moved["id"]),
+        ("deleted", "site", site["id"]),
+    }
+    assert site_children  # its sections and site-spaces went with it
+    with Mirror(db) as mirror:
+        assert mirror.current_value("src", "space", renamed["id"])["title"] == "Renamed space"
+
+
+async def test_unknown_organization_and_bad_token_are_clear_errors(emulator: RunningEmulator, tmp_path: Path) -> None:
+    with pytest.raises(UnknownOrganization, match="nope"):
+        await crawl(emulator, tmp_path / "m.db", org="nope")
+    from syncd.api import AuthError
+
+    with pytest.raises(AuthError) as caught:
+        await crawl(emulator, tmp_path / "m.db", token="wrong-token")
+    assert "wrong-token" not in str(caught.value)
+    with Mirror(tmp_path / "m.db") as mirror:
+        assert mirror.runs() == []  # nothing started, nothing to clean
