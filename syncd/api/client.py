@@ -384,17 +384,17 @@ class TenantClient:
         problem: str | None = None
         if not raw.strip():
             if not writes and status != 204:
-                problem = f"empty body in a {status} answer"
+                problem = "empty body"
         else:
             try:
                 data = jsonlib.loads(raw)
             except ValueError as exc:
-                problem = f"unparsable JSON in a {status} answer of {len(raw)} bytes ({exc})"
+                problem = f"unparsable JSON body ({len(raw)} bytes): {exc}"
         if problem is None and validate is not None:
             try:
                 validate(data)
             except (ValueError, TypeError) as exc:
-                problem = str(exc)
+                problem = f"unexpected answer: {exc}"
         if problem is None:
             return data
         self.stats.malformed += 1

@@ -45,13 +45,21 @@ __all__ = [
 
 _TAG_RE = re.compile(r"<(script|style)\b.*?</\1\s*>|<[^>]*>", re.IGNORECASE | re.DOTALL)
 _SPACE_RE = re.compile(r"\s+")
+_TITLE_RE = re.compile(r"<title[^>]*>(.*?)</title\s*>", re.IGNORECASE | re.DOTALL)
 _EXCERPT_CHARS = 160
 
 
 def excerpt(raw: bytes | str, limit: int = _EXCERPT_CHARS) -> str:
-    """A short, one-line, secret-free rendering of an unparsable body (HTML tags dropped)."""
+    """A short, one-line, secret-free rendering of an unparsable body.
+
+    An HTML page (a proxy's error page) is reduced to its title, or its text without tags.
+    """
     text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
-    text = html.unescape(_TAG_RE.sub(" ", text))
+    title = _TITLE_RE.search(text)
+    if title and title.group(1).strip():
+        text = "HTML page: " + title.group(1)
+    elif "<" in text and ">" in text:
+        text = html.unescape(_TAG_RE.sub(" ", text))
     text = _SPACE_RE.sub(" ", text).strip()
     text = "".join(ch if ch.isprintable() else "?" for ch in text)
     if len(text) > limit:

@@ -155,6 +155,9 @@ def status(
     if as_json:
         print(json.dumps({"runs": runs, "objects": counts}, indent=2, default=str))
         return
+    if not runs:
+        console.print(f"no runs yet in {db_path}")
+        return
     table = Table(title=f"runs in {db_path}")
     for column in ("run", "job", "scope", "started", "status", "objects", "requests", "changes", "errors"):
         table.add_column(column)

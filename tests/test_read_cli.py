@@ -1,0 +1,98 @@
+"""The read-side commands end to end: a real emulator process, the real CLI, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from syncd.cli import main
+from syncd.mirror import Mirror
+
+TOKEN = "cli-token"
+
+
+@pytest.fixture(scope="module")
+def emulator_url() -> Iterator[str]:
+    """`syncd emulator serve` as a subprocess on a free port."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "syncd.cli", "emulator", "serve", "--port", "0", "--json", "--token", TOKEN,
+         "--rate-limit", "0", "--generate", "orgs=2,collections=3,spaces=6,pages=4,files=1,sites=1,members=2,teams=1"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        report = json.loads(proc.stdout.readline())
+        yield report["url"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+def env(emulator_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SYNCD_TENANTS__SRC__BASE_URL", emulator_url)
+    monkeypatch.setenv("SYNCD_TENANTS__SRC__TOKEN", TOKEN)
+    monkeypatch.setenv("SYNCD_STATE_DIR", str(tmp_path / "state"))
+    return tmp_path
+
+
+def test_sync_twice_status_and_diff(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sync", "src"]) == 0
+    out = capsys.readouterr().out
+    assert "changes in run 1" in out and "complete" in out
+    assert main(["sync", "src"]) == 0
+    assert "no changes" in capsys.readouterr().out
+    assert main(["status", "--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    assert [r["status"] for r in runs] == ["complete", "complete"]
+    assert main(["diff", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"from": 1, "to": 2, "changes": []}
+    assert main(["diff", "--run", "7"]) == 2
+    assert "no run 7" in capsys.readouterr().err
+
+
+def test_clear_errors(env: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    assert main(["sync", "src:nope"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "organization 'nope' not found" in err
+    assert main(["sync", "other"]) == 2
+    assert "unknown tenant" in capsys.readouterr().err
+    monkeypatch.setenv("SYNCD_TENANTS__SRC__TOKEN", "a-bad-token")
+    assert main(["sync", "src"]) == 1
+    err = capsys.readouterr().err
+    assert "401" in err and "a-bad-token" not in err and "Traceback" not in err
+    assert main(["status"]) == 0  # the failed attempts started no run
+    assert "no runs yet" in capsys.readouterr().out
+    assert main(["diff", "--db", str(env / "missing.db")]) == 2
+    assert "no such mirror file" in capsys.readouterr().err
+
+
+def test_backup_with_files_then_export_round_trip(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = env / "backups" / "b.db"
+    assert main(["backup", "src", "--out", str(out), "--with-files"]) == 0
+    printed = capsys.readouterr().out
+    assert "0 failed" in printed
+    assert main(["backup", "src", "--out", str(out)]) == 2  # never overwritten silently
+    manifest = json.loads((env / "backups" / "b.blobs" / "manifest.json").read_text())
+    with Mirror(out) as mirror:
+        files = list(mirror.current("src", kind="file"))
+        pages = list(mirror.current("src", kind="page"))
+    assert files and all(manifest[f["id"]]["size"] == f["data"]["size"] for f in files)
+    assert main(["export", str(out), str(env / "export")]) == 0
+    capsys.readouterr()
+    exported = "\n".join(p.read_text() for p in (env / "export").rglob("*.md"))
+    assert pages and all(page["data"]["markdown"] in exported for page in pages)
+    before = {p: p.read_bytes() for p in (env / "export").rglob("*") if p.is_file()}
+    assert main(["export", str(out), str(env / "export")]) == 0
+    after = {p: p.read_bytes() for p in (env / "export").rglob("*") if p.is_file()}
+    assert before == after
+    assert not [p for p in out.parent.iterdir() if ".partial" in p.name]
+    assert os.path.getsize(out) > 0
