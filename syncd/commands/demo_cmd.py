@@ -1,47 +1,55 @@
 """`syncd demo`: the main job on the built-in emulator, no live account needed.
 
-Today it starts the emulator with generated organizations and prints what it serves, read
-back through the API the way any client sees it.
+It generates organizations, serves them over loopback with a rate limit and latency, then
+does what a user does with syncd: a one-shot backup with file binaries, an export to a
+readable folder, a mirror sync, a cheap re-sync of the unchanged tenant, and a sync that
+finds a rename. Everything it writes goes under `--out` (default `state/demo/`).
 """
 
 from __future__ import annotations
 
-import asyncio
+import shutil
 import time
+from pathlib import Path
 
 import aiohttp
+import anyio
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from syncd.errors import UsageError
 
 DEMO_TOKEN = "demo-token"
-ORG_LISTS = {
-    "collections": "/collections",
-    "spaces": "/spaces",
-    "sites": "/sites",
-    "members": "/members",
-    "teams": "/teams",
-    "saml": "/saml",
-    "openapi": "/openapi",
-    "translations": "/translations",
-    "custom fields": "/custom-fields",
-}
+DEMO_TENANT = "demo"
 
 
-async def _count(session: aiohttp.ClientSession, url: str) -> int | str:
-    async with session.get(url, params={"limit": "1"}) as resp:
-        if resp.status != 200:
-            return f"HTTP {resp.status}"
-        return int((await resp.json())["count"])
+def _write_config(out: Path, url: str) -> Path:
+    config = out / "syncd.toml"
+    config.write_text(
+        f'state_dir = "{out.as_posix()}"\n\n[tenants.{DEMO_TENANT}]\nbase_url = "{url}"\ntoken = "{DEMO_TOKEN}"\nconcurrency = 16\n'
+    )
+    return config
 
 
-async def _report(generate: str, seed: int, console: Console) -> None:
+async def _rename_a_space(url: str, org_id: str) -> str:
+    headers = {"Authorization": f"Bearer {DEMO_TOKEN}"}
+    async with aiohttp.ClientSession(url, headers=headers) as session:
+        async with session.get(f"/v1/orgs/{org_id}/spaces", params={"limit": "1"}) as resp:
+            space = (await resp.json())["items"][0]
+        async with session.patch(f"/v1/spaces/{space['id']}", json={"title": "Renamed by the demo"}) as resp:
+            resp.raise_for_status()
+    return str(space["title"])
+
+
+async def _run(generate: str, seed: int, out: Path, console: Console) -> None:
+    from syncd.backup import backup, blobs_dir
+    from syncd.config import load_settings, parse_target_ref
     from syncd.emulator.generate import generate as run_generate
     from syncd.emulator.generate import parse_spec
     from syncd.emulator.server import serve_emulator
     from syncd.emulator.store import Store
+    from syncd.export import export_mirror
+    from syncd.sync import sync_into
 
     try:
         params = parse_spec(generate)
@@ -49,30 +57,62 @@ async def _report(generate: str, seed: int, console: Console) -> None:
         raise UsageError(str(exc)) from None
     started = time.perf_counter()
     store = Store(seed=seed)
-    result = run_generate(store, params, seed=seed, all_token=DEMO_TOKEN)
-    console.print(f"generated {len(result.org_ids)} organization(s) in {time.perf_counter() - started:.2f}s (seed {seed})")
-    async with serve_emulator(store) as running:
-        console.print(f"emulator serving [bold]{running.url}/v1[/bold]; token [bold]{DEMO_TOKEN}[/bold] sees every organization")
-        headers = {"Authorization": f"Bearer {DEMO_TOKEN}"}
-        async with aiohttp.ClientSession(running.url, headers=headers) as session:
-            async with session.get("/v1/orgs", params={"limit": "1000"}) as resp:
-                orgs = (await resp.json())["items"]
-            table = Table(title="What the emulator serves (counts read through the API)")
-            table.add_column("list")
-            columns = []
-            for org in orgs:
-                table.add_column(f"{org['title']}\n{org['id']}", justify="right")
-                columns.append(await asyncio.gather(*(_count(session, f"/v1/orgs/{org['id']}{path}") for path in ORG_LISTS.values())))
-            for row, name in enumerate(ORG_LISTS):
-                table.add_row(name, *(str(column[row]) for column in columns))
-            console.print(table)
-        routes = sum(1 for _ in running.app.router.routes())
-        console.print(f"{routes} routes served; `syncd emulator routes` lists the API operations.")
+    generated = run_generate(store, params, seed=seed, all_token=DEMO_TOKEN)
+    org_id = generated.org_ids[0]
+    console.print(f"1. generated {len(generated.org_ids)} organization(s) in {time.perf_counter() - started:.2f}s (seed {seed})")
+    async with serve_emulator(store, rate_limit=300, burst=30, faults={"latency": 5}) as running:
+        console.print(f"2. emulator serving {running.url}/v1 (300 requests/s per token, 5 ms latency)")
+        settings = load_settings(_write_config(out, running.url))
+        whole, one_org = parse_target_ref(DEMO_TENANT, settings), parse_target_ref(f"{DEMO_TENANT}:{org_id}", settings)
+        steps = iter(range(3, 20))
+
+        def row(step: str, requests: str, objects: str, changes: str, seconds: str, note: str) -> None:
+            figures = ", ".join(
+                f"{value} {label}" for value, label in ((requests, "requests"), (objects, "objects"), (changes, "changes")) if value
+            )
+            console.print(f"{next(steps)}. {step}{': ' + figures if figures else ''} in {seconds}s\n   {note}")
+
+        clock = time.perf_counter()
+        bk = await backup(settings, one_org, out / "backup.db", with_files=True, overwrite=True)
+        files = bk.files
+        row(
+            f"backup {one_org}", str(bk.requests), str(sum(bk.crawl.stats.objects.values())), "",
+            f"{time.perf_counter() - clock:.1f}",
+            f"{out / 'backup.db'}; {files.downloaded if files else 0} files in {blobs_dir(out / 'backup.db')}",
+        )
+        clock = time.perf_counter()
+        report = await anyio.to_thread.run_sync(lambda: export_mirror(out / "backup.db", out / "export"))
+        row("export", "", "", "", f"{time.perf_counter() - clock:.1f}", f"{report.pages} pages as markdown, {report.files} files in {out / 'export'}")
+        db = out / "mirror.db"
+        full_requests = 0
+        for step, action in (("sync (first)", None), ("re-sync, nothing changed", None), ("sync after a rename", "rename")):
+            renamed = await _rename_a_space(running.url, org_id) if action else None
+            clock = time.perf_counter()
+            result, client = await sync_into(settings, whole, db)
+            full_requests = full_requests or client.stats.requests
+            note = f"{result.status}"
+            if step.startswith("re-sync"):
+                note += f"; {client.stats.requests / full_requests:.1%} of the first sync's requests"
+            if renamed:
+                found = [f"{k} {', '.join(f'{n} {op}' for op, n in ops.items())}" for k, ops in result.summary.to_dict().items()]
+                note += f"; after renaming space '{renamed}': {'; '.join(found)}"
+            row(
+                step, str(client.stats.requests), str(sum(result.stats.objects.values())), str(result.summary.total),
+                f"{time.perf_counter() - clock:.1f}", note,
+            )
+    console.print(f"done in {time.perf_counter() - started:.1f}s. Look around:")
+    console.print(f"   syncd status --db {db}\n   syncd diff --db {db}\n   ls {out / 'export'}")
 
 
 def demo(
     generate: str = typer.Option("orgs=2,collections=8,spaces=40,pages=10,sites=3", help="What to generate."),
     seed: int = typer.Option(0, help="Seed of the generator."),
+    out: Path = typer.Option(Path("state/demo"), help="Where the demo writes its files (replaced on each run)."),
 ) -> None:
     """Run the main job on the built-in emulator and print a report."""
-    asyncio.run(_report(generate, seed, Console()))
+    if out.exists():
+        if not (out / "syncd.toml").exists():
+            raise UsageError(f"{out} exists and was not made by `syncd demo`: choose another --out")
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    anyio.run(_run, generate, seed, out, Console())

@@ -1,0 +1,384 @@
+"""The API client against the emulator over loopback: errors, retries, pacing, limits, redirects.
+
+Counts, never timings: the emulator's statistics and the client's own say what happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import anyio
+import pytest
+from aiohttp import web
+
+from syncd.api import (
+    ApiError,
+    AuthError,
+    MalformedResponse,
+    NotFound,
+    RateLimited,
+    ServerError,
+    TenantClient,
+    TransportError,
+    make_global_limiter,
+    parse_rate_headers,
+)
+from syncd.config import RetryConfig, Settings
+from syncd.errors import SyncdError
+from syncd.logging import configure_logging
+from tests.conftest import ALL_TOKEN
+
+FAST = RetryConfig(max_attempts=8, initial_wait=0.001, max_wait=0.01)
+
+
+def client(emulator: Any, token: str = ALL_TOKEN, **options: Any) -> TenantClient:
+    options.setdefault("retry", FAST)
+    return TenantClient("src", emulator.url, token, **options)
+
+
+async def admin(emulator: Any, method: str, path: str, body: Any = None) -> Any:
+    """Call an `/_emulator` admin route (no auth)."""
+    async with aiohttp.ClientSession() as session:
+        async with session.request(method, emulator.url + "/_emulator" + path, json=body) as resp:
+            assert resp.status < 300, await resp.text()
+            return await resp.json() if resp.status != 204 else None
+
+
+def route_count(stats: dict[str, Any], method: str, route: str) -> dict[str, int]:
+    """Requests the emulator saw for one route, by status."""
+    return {r["status"]: r["count"] for r in stats["routes"] if r["method"] == method and r["route"] == route}
+
+
+@contextlib.asynccontextmanager
+async def serve(app: web.Application) -> AsyncIterator[str]:
+    """A tiny aiohttp server on a free loopback port, for answers the emulator never gives."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+def app_with(*routes: tuple[str, str, Callable[[web.Request], Awaitable[web.StreamResponse]]]) -> web.Application:
+    app = web.Application()
+    for method, path, handler in routes:
+        app.router.add_route(method, path, handler)
+    return app
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+async def test_bad_token_is_an_auth_error_that_never_shows_the_token(emulator: Any) -> None:
+    token = "wrong-secret-token-4711"
+    async with client(emulator, token) as api:
+        with pytest.raises(AuthError) as caught:
+            await api.get_json("/v1/orgs")
+    error = caught.value
+    assert isinstance(error, ApiError) and isinstance(error, SyncdError)
+    assert (error.status, error.code, error.method, error.path) == (401, 401, "GET", "/v1/orgs")
+    assert "invalid API token" in str(error) and "token" in error.hint()
+    assert error.may_have_applied is False and error.attempts == 1
+    for text in (str(error), repr(error), repr(api), str(error.args)):
+        assert token not in text
+    stats = await admin(emulator, "GET", "/stats")
+    assert route_count(stats, "GET", "/v1/orgs") == {"401": 1}  # an auth error is not retried
+
+
+async def test_not_found_and_other_client_errors_are_typed_and_not_retried(emulator: Any, org_id: str) -> None:
+    async with client(emulator) as api:
+        with pytest.raises(NotFound) as caught:
+            await api.get_json("/v1/orgs/no-such-org", params={"verbose": True})
+        assert caught.value.status == 404 and caught.value.path == "/v1/orgs/no-such-org"
+        assert "no-such-org" in caught.value.message and "verbose" not in str(caught.value)
+        with pytest.raises(ApiError) as bad:
+            await api.request("GET", f"/v1/orgs/{org_id}/collections", params={"limit": 5000})
+        assert bad.value.status == 400 and "limit" in bad.value.message
+        assert type(bad.value) is ApiError and bad.value.may_have_applied is False
+        assert api.stats.retries == 0 and api.stats.responses == {404: 1, 400: 1}
+
+
+async def test_reads_survive_5xx_html_drops_and_truncated_bodies(emulator: Any, org_id: str) -> None:
+    paths = ["/v1/orgs", f"/v1/orgs/{org_id}", f"/v1/orgs/{org_id}/collections", f"/v1/orgs/{org_id}/members"]
+    retry = RetryConfig(max_attempts=25, initial_wait=0.001, max_wait=0.005)
+    async with client(emulator, retry=retry) as api:
+        expected = {path: await api.get_json(path) for path in paths}
+        await admin(emulator, "PUT", "/faults", {"5xx": 0.3, "html502": 0.05, "drop": 0.1, "truncate": 0.1})
+        got: list[tuple[str, Any]] = []
+        jobs = iter(itertools.islice(itertools.cycle(paths), 240))
+
+        async def worker() -> None:
+            for path in jobs:
+                got.append((path, await api.get_json(path)))
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(8):
+                tg.start_soon(worker)
+    assert len(got) == 240
+    assert all(data == expected[path] for path, data in got)
+    assert api.stats.retries > 0 and api.stats.transport_errors > 0 and api.stats.malformed > 0
+    assert api.stats.responses[500] + api.stats.responses[503] > 0 and api.stats.responses[502] > 0
+    by_status = (await admin(emulator, "GET", "/stats"))["by_status"]
+    assert by_status["dropped"] > 0 and by_status["truncated"] > 0 and by_status["fault-502"] > 0
+
+
+async def test_a_post_whose_answer_is_lost_is_not_retried(emulator: Any, org_id: str) -> None:
+    route = "/v1/orgs/{organizationId}/collections"
+    async with client(emulator) as api:
+        await admin(emulator, "PUT", "/faults", {"lost": 1.0})
+        with pytest.raises(TransportError) as caught:
+            await api.request("POST", f"/v1/orgs/{org_id}/collections", json={"title": "Once only"})
+        assert caught.value.may_have_applied is True and caught.value.attempts == 1
+        assert "may have taken effect" in str(caught.value)
+        assert route_count(await admin(emulator, "GET", "/stats"), "POST", route) == {"lost-answer": 1}
+        await admin(emulator, "PUT", "/faults", {"reset": True})
+        titles = [c["title"] async for page in api.paginate(f"/v1/orgs/{org_id}/collections") for c in page]
+    assert titles.count("Once only") == 1  # it did take effect: the write side must reconcile
+
+
+async def test_a_post_answered_5xx_is_not_retried_but_idempotent_writes_are(emulator: Any, org_id: str) -> None:
+    async with client(emulator, retry=RetryConfig(max_attempts=25, initial_wait=0.001, max_wait=0.005)) as api:
+        collection = (await api.request("POST", f"/v1/orgs/{org_id}/collections", json={"title": "Before"})).data
+        await admin(emulator, "PUT", "/faults", {"5xx": 1.0})
+        with pytest.raises(ServerError) as caught:
+            await api.request("POST", f"/v1/orgs/{org_id}/collections", json={"title": "Never"})
+        assert caught.value.may_have_applied is True and caught.value.attempts == 1
+        with pytest.raises(ServerError) as also:
+            await api.request("PATCH", f"/v1/collections/{collection['id']}", json={"title": "X"}, idempotent=False)
+        assert also.value.attempts == 1
+        await admin(emulator, "PUT", "/faults", {"reset": True, "5xx": 0.3, "lost": 0.3})
+        for n in range(10):
+            answer = await api.request("PATCH", f"/v1/collections/{collection['id']}", json={"title": f"After {n}"})
+            assert answer.status == 200 and answer.data["title"] == f"After {n}"
+        assert api.stats.retries > 0
+    stats = await admin(emulator, "GET", "/stats")
+    assert route_count(stats, "POST", "/v1/orgs/{organizationId}/collections") == {"201": 1, "fault-5xx": 1}
+
+
+async def test_a_post_that_never_left_is_retried(unused_tcp_port: int) -> None:
+    retry = RetryConfig(max_attempts=3, initial_wait=0.001, max_wait=0.005)
+    async with TenantClient("src", f"http://127.0.0.1:{unused_tcp_port}", ALL_TOKEN, retry=retry) as api:
+        with pytest.raises(TransportError) as caught:
+            await api.request("POST", "/v1/orgs/x/collections", json={"title": "t"})
+    assert caught.value.may_have_applied is False and caught.value.sent is False
+    assert caught.value.attempts == 3 and "gave up after 3 attempts" in str(caught.value)
+
+
+async def test_a_malformed_write_answer_is_not_retried_and_may_have_applied() -> None:
+    calls = 0
+
+    async def created(request: web.Request) -> web.Response:
+        nonlocal calls
+        calls += 1
+        return web.Response(status=201, text='{"id": "abc", "tit', content_type="application/json")
+
+    async with serve(app_with(("POST", "/v1/things", created))) as url:
+        async with TenantClient("t", url, "tok-123456", retry=FAST) as api:
+            with pytest.raises(MalformedResponse) as caught:
+                await api.request("POST", "/v1/things", json={})
+    assert caught.value.may_have_applied is True and calls == 1
+
+
+async def test_timeouts_retry_reads_and_flag_writes() -> None:
+    calls: dict[str, int] = {"GET": 0, "POST": 0}
+
+    async def slow(request: web.Request) -> web.Response:
+        calls[request.method] += 1
+        await asyncio.sleep(0.4)
+        return web.json_response({})
+
+    retry = RetryConfig(max_attempts=2, initial_wait=0.001, max_wait=0.005)
+    async with serve(app_with(("GET", "/v1/slow", slow), ("POST", "/v1/slow", slow))) as url:
+        async with TenantClient("t", url, "tok-123456", retry=retry, timeout=0.1) as api:
+            with pytest.raises(TransportError) as read:
+                await api.get_json("/v1/slow")
+            with pytest.raises(TransportError) as write:
+                await api.request("POST", "/v1/slow", json={})
+    assert "timed out" in str(read.value) and read.value.may_have_applied is False
+    assert read.value.attempts == 2 and calls["GET"] == 2
+    assert write.value.may_have_applied is True and write.value.attempts == 1 and calls["POST"] == 1
+
+
+# ----------------------------------------------------------------------------- rate limits
+
+
+async def test_a_post_answered_429_is_retried_after_retry_after(emulator: Any, org_id: str) -> None:
+    await admin(emulator, "PUT", "/rate-limit", {"rate": 2, "burst": 1})
+    retry = RetryConfig(max_attempts=4, initial_wait=0.001, max_wait=2)
+    async with client(emulator, retry=retry, pace=False) as api:
+        await api.get_json(f"/v1/orgs/{org_id}")  # spends the only token
+        created = await api.request("POST", f"/v1/orgs/{org_id}/collections", json={"title": "After 429"})
+    assert created.status == 201
+    # Retry-After (1 s) was honoured: one 429, then success; a retry after the bare backoff
+    # (1 ms) would have been refused again.
+    assert api.stats.rate_limited == 1 and api.stats.retries == 1
+    stats = await admin(emulator, "GET", "/stats")
+    assert route_count(stats, "POST", "/v1/orgs/{organizationId}/collections") == {"429": 1, "201": 1}
+
+
+async def test_pacing_keeps_sequential_calls_under_a_tiny_limit(emulator: Any, org_id: str) -> None:
+    await admin(emulator, "PUT", "/rate-limit", {"rate": 2, "burst": 1})
+    async with client(emulator) as api:
+        for _ in range(3):
+            await api.get_json(f"/v1/orgs/{org_id}")
+    assert api.stats.rate_limited == 0 and api.stats.requests == 3
+    assert (await admin(emulator, "GET", "/stats"))["by_status"] == {"200": 3}
+
+
+async def test_pacing_keeps_a_concurrent_crawl_at_the_limit_under_one_percent_429(emulator: Any, org_id: str) -> None:
+    await admin(emulator, "PUT", "/rate-limit", {"rate": 50, "burst": 10})
+    await admin(emulator, "DELETE", "/stats")
+    paths = itertools.cycle([f"/v1/orgs/{org_id}", f"/v1/orgs/{org_id}/collections", "/v1/orgs"])
+    jobs = iter(itertools.islice(paths, 250))
+    async with client(emulator, concurrency=8) as api:
+
+        async def worker() -> None:
+            for path in jobs:
+                await api.get_json(path)
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(8):
+                tg.start_soon(worker)
+    by_status = (await admin(emulator, "GET", "/stats"))["by_status"]
+    served = sum(by_status.values())
+    assert by_status["200"] == 250
+    assert by_status.get("429", 0) < 0.01 * served
+    assert api.stats.rate_limited == by_status.get("429", 0)
+    assert api.stats.paced_waits > 0 and api.stats.server_rate is not None
+    assert 25 < api.stats.server_rate < 75  # the measured refill rate is about the real one
+
+
+def test_rate_headers_are_read_leniently() -> None:
+    info = parse_rate_headers(
+        {"X-RateLimit-Limit": "10", "X-RateLimit-Remaining": "3", "X-RateLimit-Reset": "1700000005", "Retry-After": "2"},
+        wall_now=1_700_000_000.0,
+    )
+    assert (info.limit, info.remaining, info.reset, info.retry_after) == (10, 3, 1_700_000_005.0, 2.0)
+    date = "Wed, 21 Oct 2015 07:28:00 GMT"  # = 1445412480 epoch seconds
+    delta = parse_rate_headers({"X-RateLimit-Reset": "30", "Retry-After": date}, wall_now=1_445_412_475.0)
+    assert delta.reset == 1_445_412_505.0 and delta.retry_after == 5.0
+    assert parse_rate_headers({"X-RateLimit-Remaining": "many", "Retry-After": "soon"}) == parse_rate_headers({})
+
+
+# ----------------------------------------------------------------------------- limits
+
+
+async def test_tenant_and_global_limiters_bound_requests_in_flight() -> None:
+    state = {"now": 0, "peak": 0}
+
+    async def busy(request: web.Request) -> web.Response:
+        state["now"] += 1
+        state["peak"] = max(state["peak"], state["now"])
+        await asyncio.sleep(0.01)
+        state["now"] -= 1
+        return web.json_response({"ok": True})
+
+    async def crawl(api: TenantClient, n: int) -> None:
+        async with anyio.create_task_group() as tg:
+            for _ in range(n):
+                tg.start_soon(api.get_json, "/v1/busy")
+
+    async with serve(app_with(("GET", "/v1/busy", busy))) as url:
+        async with TenantClient("a", url, "tok-123456", concurrency=3) as api:
+            await crawl(api, 30)
+        assert state["peak"] == 3
+        state["peak"] = 0
+        shared = make_global_limiter(Settings(concurrency=5))
+        async with (
+            TenantClient("a", url, "tok-123456", concurrency=4, global_limiter=shared) as a,
+            TenantClient("b", url, "tok-654321", concurrency=4, global_limiter=shared) as b,
+        ):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(crawl, a, 30)
+                tg.start_soon(crawl, b, 30)
+        assert state["peak"] == 5
+
+
+# ----------------------------------------------------------------------------- urls, settings, redirects
+
+
+async def test_base_url_ending_in_v1_and_query_values(emulator: Any, org_id: str) -> None:
+    async with TenantClient("src", emulator.url + "/v1/", ALL_TOKEN) as api:
+        orgs = await api.get_json("/v1/orgs")
+        nested = await api.get_json(f"/v1/orgs/{org_id}/collections", params={"nested": False, "page": None})
+    assert {o["id"] for o in orgs["items"]} >= {org_id}
+    assert isinstance(nested["items"], list)
+
+
+async def test_absolute_urls_to_another_origin_are_refused(emulator: Any) -> None:
+    async with client(emulator) as api:
+        same = await api.get_json(emulator.url + "/v1/orgs")
+        assert same["items"]
+        with pytest.raises(ApiError, match="another origin"):
+            await api.get_json("http://example.invalid/v1/orgs")
+    assert api.stats.requests == 1
+
+
+async def test_from_settings_uses_the_tenant_configuration(emulator: Any, org_id: str) -> None:
+    settings = Settings.model_validate(
+        {
+            "tenants": {"SRC": {"base_url": emulator.url, "token": ALL_TOKEN, "concurrency": 3}},
+            "request_timeout": "5s",
+            "retry": {"max_attempts": 2, "initial_wait": 0.01, "max_wait": 0.02},
+        }
+    )
+    async with TenantClient.from_settings(settings, "src", make_global_limiter(settings)) as api:
+        assert (api.name, api.concurrency, api.timeout, api.retry.max_attempts) == ("src", 3, 5.0, 2)
+        assert (await api.get_json(f"/v1/orgs/{org_id}"))["id"] == org_id
+    with pytest.raises(RuntimeError, match="closed"):
+        await api.get_json("/v1/orgs")
+
+
+async def test_redirects_never_carry_the_token_to_another_host() -> None:
+    async def echo(request: web.Request) -> web.Response:
+        return web.json_response({"authorization": request.headers.get("Authorization")})
+
+    async with serve(app_with(("GET", "/v1/echo", echo))) as other:
+
+        async def away(request: web.Request) -> web.Response:
+            raise web.HTTPFound(other + "/v1/echo")
+
+        async def home(request: web.Request) -> web.Response:
+            raise web.HTTPTemporaryRedirect("/v1/echo")
+
+        routes = (("GET", "/v1/away", away), ("GET", "/v1/home", home), ("GET", "/v1/echo", echo))
+        async with serve(app_with(*routes)) as url:
+            async with TenantClient("t", url, "tok-redirect-secret") as api:
+                assert await api.get_json("/v1/away") == {"authorization": None}
+                assert await api.get_json("/v1/home") == {"authorization": "Bearer tok-redirect-secret"}
+
+
+async def test_the_token_never_reaches_the_logs(emulator: Any) -> None:
+    token = "log-secret-token-99"
+    buffer = io.StringIO()
+    configure_logging("json", "debug", stream=buffer)
+    try:
+        await admin(emulator, "PUT", "/faults", {"5xx": 1.0})
+        async with client(emulator, token, retry=RetryConfig(max_attempts=3, initial_wait=0.001, max_wait=0.002)) as api:
+            with pytest.raises(ServerError):
+                await api.get_json("/v1/orgs")
+    finally:
+        configure_logging()
+    text = buffer.getvalue()
+    assert "api.retry" in text and token not in text
+
+
+async def test_rate_limited_error_after_the_budget(emulator: Any) -> None:
+    await admin(emulator, "PUT", "/rate-limit", {"rate": 0.5, "burst": 1})
+    retry = RetryConfig(max_attempts=2, initial_wait=0.001, max_wait=0.005)
+    async with client(emulator, retry=retry, pace=False) as api:
+        await api.get_json("/v1/orgs")
+        with pytest.raises(RateLimited) as caught:
+            await api.get_json("/v1/orgs")
+    assert caught.value.retry_after is not None and caught.value.retry_after >= 1
+    assert caught.value.attempts == 2 and caught.value.may_have_applied is False
