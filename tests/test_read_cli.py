@@ -96,3 +96,15 @@ def test_backup_with_files_then_export_round_trip(env: Path, capsys: pytest.Capt
     assert before == after
     assert not [p for p in out.parent.iterdir() if ".partial" in p.name]
     assert os.path.getsize(out) > 0
+
+
+def test_demo_runs_the_main_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "demo"
+    assert main(["demo", "--generate", "orgs=1,collections=2,spaces=4,pages=3,sites=1", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "backup" in printed and "re-sync, nothing changed" in printed and "after renaming space" in printed
+    assert (out / "backup.db").exists() and (out / "export" / ".syncd-export").exists()
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "x").write_text("keep me")
+    assert main(["demo", "--out", str(tmp_path / "foreign")]) == 2
+    assert (tmp_path / "foreign" / "x").read_text() == "keep me"

@@ -1,0 +1,175 @@
+"""Benchmark of the crawler: prints figures and ratios, asserts nothing about time.
+
+Target from the read-side issue, on a generated tenant of at least 20,000 objects served by
+the emulator with 20 ms latency and a rate limit R:
+  (a) wall time / (requests / R)                      <= 1.15
+  (b) speed-up over a plain sequential crawler         (bench/baseline.py; printed)
+  (c) requests of a no-change re-sync / full crawl     <= 0.05
+  (d) peak RSS                                         < 200 MB
+
+The emulator runs in a process of its own (its memory and CPU are not syncd's). The run is:
+a full crawl into a fresh mirror, a no-change re-sync into the same mirror, then the baseline
+for at most --baseline-seconds; its throughput (requests/s) extrapolates its wall time over
+the full crawl's requests when it does not finish in time.
+
+Run: .venv/bin/python bench/crawl.py [--rate 200] [--spec ...] [--workers 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _util import emulator_process, emulator_stats, peak_rss_mb, reset_emulator_stats, target  # noqa: E402
+from baseline import BaselineStats, run_baseline  # noqa: E402
+
+from syncd.api import TenantClient  # noqa: E402
+from syncd.config import RetryConfig  # noqa: E402
+from syncd.crawl import Crawler, CrawlResult  # noqa: E402
+from syncd.mirror import Mirror  # noqa: E402
+
+DEFAULT_SPEC = (
+    "orgs=1,collections=20,spaces=800,pages=20,files=2,sites=4,sections=3,members=20,teams=4,"
+    "comments=2,change_requests=1,integrations=2"
+)
+TOKEN = "bench-token"
+TENANT = "bench"
+
+
+@dataclass
+class CrawlRun:
+    """One crawl as the benchmark sees it."""
+
+    result: CrawlResult
+    wall: float
+    requests: int
+    rate_limited: int
+    retries: int
+    server_429: int
+    paced_seconds: float
+    client: dict[str, Any]
+
+
+async def crawl_once(url: str, db: Path, *, workers: int, full: bool) -> CrawlRun:
+    """One crawl of the whole tenant with syncd's crawler, counted on both sides."""
+    await reset_emulator_stats(url)
+    retry = RetryConfig()
+    async with TenantClient(TENANT, url, TOKEN, concurrency=workers, retry=retry) as client:
+        with Mirror(db) as mirror:
+            started = time.perf_counter()
+            result = await Crawler(client, mirror, TENANT, workers=workers, full=full).crawl()
+            wall = time.perf_counter() - started
+    server = await emulator_stats(url)
+    stats = client.stats
+    return CrawlRun(
+        result=result,
+        wall=wall,
+        requests=stats.requests,
+        rate_limited=stats.rate_limited,
+        retries=stats.retries,
+        server_429=int(server["by_status"].get("429", 0)),
+        paced_seconds=stats.paced_seconds,
+        client=stats.as_dict(),
+    )
+
+
+def stored_objects(db: Path) -> dict[str, int]:
+    with Mirror(db) as mirror:
+        return mirror.counts(TENANT)
+
+
+async def bench(args: argparse.Namespace) -> None:
+    print(f"spec: {args.spec}  seed: 1")
+    print(f"emulator: rate limit R = {args.rate:g} req/s, burst {args.burst or args.rate:g}, latency {args.latency_ms:g} ms (separate process)")
+    print(f"syncd: {args.workers} workers, tenant concurrency {args.workers}")
+    started = time.perf_counter()
+    with emulator_process(
+        token=TOKEN, spec=args.spec, seed=1, rate=args.rate, burst=args.burst, latency_ms=args.latency_ms
+    ) as emulator, tempfile.TemporaryDirectory(prefix="syncd-bench-") as tmp:
+        print(f"emulator ready in {time.perf_counter() - started:.1f} s at {emulator.url}")
+        db = Path(tmp) / "mirror.db"
+
+        full = await crawl_once(emulator.url, db, workers=args.workers, full=True)
+        counts = stored_objects(db)
+        rss_full = peak_rss_mb()
+        objects = sum(counts.values())
+        lower = full.requests / args.rate
+        ratio_a = full.wall / lower
+        print()
+        print(f"objects stored: {objects:,} ({'>= 20,000' if objects >= 20_000 else 'FEWER than 20,000'}) in {len(counts)} kinds")
+        print(f"full crawl: status {full.result.status}, {full.result.stats.listings:,} listings")
+        print(f"  requests     {full.requests:,}")
+        print(f"  429s         {full.rate_limited} (client)  {full.server_429} (emulator)")
+        print(f"  retries      {full.retries}")
+        print(f"  paced        {full.paced_seconds:.1f} s waited by tasks in the pacer (summed over tasks)")
+        print(f"  wall time    {full.wall:.2f} s  ({full.requests / full.wall:.1f} req/s)")
+        print(f"  lower bound  requests / R = {lower:.2f} s (the bucket's first {args.burst or args.rate:g} tokens ignored)")
+        print(f"  (a) wall / lower bound = {ratio_a:.3f} {target(ratio_a, 1.15)}")
+
+        resync = await crawl_once(emulator.url, db, workers=args.workers, full=False)
+        rss_resync = peak_rss_mb()
+        ratio_c = resync.requests / full.requests
+        print(f"no-change re-sync: status {resync.result.status}, skipped spaces {resync.result.stats.skipped_scopes:,}, "
+              f"changes {resync.result.summary.total}")
+        print(f"  requests     {resync.requests:,}  429s {resync.rate_limited}  retries {resync.retries}  wall {resync.wall:.2f} s")
+        print(f"  (c) re-sync / full requests = {ratio_c:.4f} {target(ratio_c, 0.05)}")
+
+        base = await run_baseline(emulator.url, TOKEN, args.baseline_seconds)
+        report_baseline(base, full, args.baseline_seconds)
+
+    rss = max(rss_full, rss_resync)
+    print(f"peak RSS: {rss:.0f} MB during the crawls (process peak incl. baseline {peak_rss_mb():.0f} MB)")
+    print(f"  (d) {target(rss, 200, below=True)}")
+    print(f"benchmark total {time.perf_counter() - started:.0f} s")
+
+
+def report_baseline(base: BaselineStats, full: CrawlRun, budget: float) -> None:
+    syncd_rate = full.requests / full.wall
+    print("baseline (bench/baseline.py: sequential, one request at a time, no pacing, stores nothing):")
+    if base.finished:
+        print(f"  finished: {base.requests:,} requests, {base.items:,} items, {base.rate_limited} 429s, "
+              f"{base.failed} failed listings, wall {base.wall:.2f} s ({base.throughput:.1f} req/s)")
+        estimated = base.wall
+        how = "measured wall times"
+    else:
+        estimated = full.requests / base.throughput if base.throughput else float("inf")
+        print(f"  stopped after {budget:g} s: {base.requests:,} requests, {base.items:,} items, {base.rate_limited} 429s, "
+              f"{base.failed} failed listings ({base.throughput:.1f} req/s)")
+        print(f"  estimated wall for the full crawl's {full.requests:,} requests: {estimated:.1f} s")
+        how = "syncd wall vs the baseline's estimated wall at its measured throughput"
+    print(f"  (b) speed-up, throughput: {syncd_rate / base.throughput if base.throughput else float('inf'):.1f}x "
+          f"({syncd_rate:.1f} vs {base.throughput:.1f} req/s)")
+    print(f"      speed-up, wall: {estimated / full.wall:.1f}x ({how})")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=float, default=200.0, help="the emulator's rate limit R (requests/s)")
+    parser.add_argument("--burst", type=float, default=0.0, help="the bucket size (default: R, one second's worth)")
+    parser.add_argument("--latency-ms", type=float, default=20.0, help="latency the emulator adds to every request")
+    parser.add_argument("--spec", default=DEFAULT_SPEC, help="what the emulator generates")
+    parser.add_argument("--workers", type=int, default=16, help="crawler workers = the tenant's concurrency")
+    parser.add_argument("--baseline-seconds", type=float, default=60.0, help="the most the baseline may run")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    try:
+        anyio.run(bench, args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+
+
+if __name__ == "__main__":
+    main()
