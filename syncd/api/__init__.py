@@ -7,7 +7,12 @@ Public names are re-exported here; the modules behind them are private details::
         sso = await api.get_json(f"/v1/orgs/{org_id}/sso")
 """
 
-from syncd.api.client import IDEMPOTENT_METHODS, ApiResponse, TenantClient, make_global_limiter
+from syncd.api.client import (
+    IDEMPOTENT_METHODS,
+    ApiResponse,
+    TenantClient,
+    make_global_limiter,
+)
 from syncd.api.errors import (
     ApiError,
     AuthError,
@@ -20,7 +25,14 @@ from syncd.api.errors import (
     TransportError,
 )
 from syncd.api.pacing import Pacer, RateInfo, parse_rate_headers
-from syncd.api.paging import DEFAULT_MAX_PAGES, PAGE_LIMIT, Paginator, check_envelope, next_token, paginate
+from syncd.api.paging import (
+    DEFAULT_MAX_PAGES,
+    PAGE_LIMIT,
+    Paginator,
+    check_envelope,
+    next_token,
+    paginate,
+)
 from syncd.api.stats import ClientStats
 
 __all__ = [

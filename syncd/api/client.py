@@ -27,12 +27,17 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import aiohttp
 import anyio
 from pydantic import SecretStr
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+)
 from yarl import URL
 
 from syncd import __version__ as _version
@@ -201,7 +206,7 @@ class TenantClient:
 
     # ----------------------------------------------------------------- lifecycle
 
-    async def __aenter__(self) -> TenantClient:
+    async def __aenter__(self) -> Self:
         self._open()
         return self
 

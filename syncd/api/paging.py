@@ -32,7 +32,7 @@ def next_token(data: Any) -> str | None:
 
     Liberal in what it takes: `next: {page: "..."}` (the documented shape), a number as
     token, `next` absent/null/empty, or `next` given directly as a string. Anything else
-    raises ValueError (the client turns it into a MalformedResponse and retries).
+    raises TypeError (the client turns it into a MalformedResponse and retries).
     """
     nxt = data.get("next") if isinstance(data, Mapping) else None
     if nxt is None or nxt == "" or nxt == {}:
@@ -41,20 +41,20 @@ def next_token(data: Any) -> str | None:
     if page is None or page == "":
         return None
     if isinstance(page, bool) or not isinstance(page, str | int | float):
-        raise ValueError(f"list envelope: next.page must be a string, got {type(page).__name__}")
+        raise TypeError(f"list envelope: next.page must be a string, got {type(page).__name__}")
     if isinstance(page, float) and page.is_integer():
         return str(int(page))
     return str(page)
 
 
 def check_envelope(data: Any) -> None:
-    """Raise ValueError unless `data` is a list envelope: an object with an `items` array."""
+    """Raise ValueError/TypeError unless `data` is a list envelope: an object with an `items` array."""
     if not isinstance(data, Mapping):
-        raise ValueError(f"list envelope: expected an object, got {type(data).__name__}")
+        raise TypeError(f"list envelope: expected an object, got {type(data).__name__}")
     if "items" not in data:
         raise ValueError("list envelope: no 'items'")
     if not isinstance(data["items"], list):
-        raise ValueError(f"list envelope: 'items' must be an array, got {type(data['items']).__name__}")
+        raise TypeError(f"list envelope: 'items' must be an array, got {type(data['items']).__name__}")
     next_token(data)
 
 
