@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import resource
 import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -28,6 +30,14 @@ class EmulatorProcess:
     @property
     def url(self) -> str:
         return str(self.report["url"])
+
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds (user + system) the emulator used so far; None off Linux."""
+        try:
+            fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     @property
     def objects(self) -> int:

@@ -195,18 +195,18 @@ class Crawler:
         send, receive = anyio.create_memory_object_stream[Any](math.inf)
         self._send = send
         org_kind = catalog.BY_NAME["organization"]
-        rows = []
+        rows, malformed = [], []
         for listing, data in orgs:
-            if not isinstance(data, dict) or not isinstance(data.get("id"), str):
-                self.stats.error(f"{listing}: malformed organization skipped", None)
-                continue
-            row = self._row(org_kind, data, {"org": data["id"]}, None, listing, None)
+            org_id = data.get("id") if isinstance(data, dict) else None
+            row = self._row(org_kind, data, {"org": str(org_id)}, None, listing, None, malformed)
             if row is not None:
                 rows.append(row)
         self._stage(rows)
         listing = catalog.fill(org_kind.path, {"org": only_org}) if only_org else ORGS_LISTING
         known = sum(1 for _ in self.mirror.current(self.tenant, kind="organization"))
-        if not rows and known:
+        if malformed:
+            self._listed(listing, ok=False, scope=None, error=f"{len(malformed)} malformed organization(s) skipped")
+        elif not rows and known:
             # A token that suddenly sees nothing is far likelier revoked than the tenant empty.
             self._listed(listing, ok=False, scope=None, error=f"the token sees no organization (the mirror has {known}); kept them")
         else:
@@ -274,17 +274,22 @@ class Crawler:
         for path, query in kind.list_paths(context):
             key = catalog.listing_key(path, query)
             positions: Counter[tuple[str, str] | None] = Counter()
+            malformed: list[str] = []
             try:
                 async for page in self._items(kind, path, query):
                     if kind.name in catalog.PAGE_BODY_PATH:
                         page = await self._with_bodies(kind, page, context)
-                    rows = self._rows(kind, page, context, job.parent, key, positions, scope)
+                    rows = self._rows(kind, page, context, job.parent, key, positions, malformed, scope)
                     self._stage(rows)
                     yield key, rows
             except (ApiError, MalformedAnswer) as exc:
                 self._listed(key, ok=False, scope=scope, error=str(exc))
                 continue
-            self._listed(key, ok=True, scope=scope)
+            if malformed:
+                # Rows that cannot be identified may be any of the previous ones: delete none.
+                self._listed(key, ok=False, scope=scope, error=f"{len(malformed)} malformed item(s) skipped: {malformed[0]}")
+            else:
+                self._listed(key, ok=True, scope=scope)
 
     async def _list_job(self, job: _Job) -> None:
         kind = job.kind
@@ -427,15 +432,17 @@ class Crawler:
         parent: tuple[str, str] | None,
         listing: str,
         positions: Counter[tuple[str, str] | None],
+        malformed: list[str],
         scope: str | None,
     ) -> list[Row]:
-        """Rows of one page of a listing; tree pages hang under their parent page."""
+        """Rows of one page of a listing; tree pages hang under their parent page; what
+        cannot be a row is described in `malformed`."""
         owner = parent[1] if kind.id_is_local and parent else None
         rows: list[Row] = []
         pairs = _flatten(items) if kind.shape == "tree" else ((item, None) for item in items)
         for item, parent_page in pairs:
             row_parent = (kind.name, _qualified(owner, parent_page)) if parent_page else parent
-            row = self._row(kind, item, context, row_parent, listing, positions, scope, owner)
+            row = self._row(kind, item, context, row_parent, listing, positions, malformed, owner, scope)
             if row is not None:
                 rows.append(row)
         return rows
@@ -448,17 +455,18 @@ class Crawler:
         parent: tuple[str, str] | None,
         listing: str,
         positions: Counter[tuple[str, str] | None] | None,
-        scope: str | None = None,
+        malformed: list[str],
         owner: str | None = None,
+        scope: str | None = None,
     ) -> Row | None:
         """One Row; `owner` qualifies ids that are only unique under their container."""
         if not isinstance(item, dict):
-            self.stats.error(f"{listing}: malformed item skipped (not an object)", scope)
+            malformed.append(f"a {type(item).__name__} instead of an object")
             return None
         if kind.id_field:
             raw_id = catalog.dotted(item, kind.id_field)
             if not isinstance(raw_id, (str, int)) or raw_id == "":
-                self.stats.error(f"{listing}: malformed {kind.name} skipped (no {kind.id_field})", scope)
+                malformed.append(f"a {kind.name} without {kind.id_field}")
                 return None
             raw_id = str(raw_id)
         elif kind.shape == "object":

@@ -203,3 +203,27 @@ async def test_unknown_organization_and_bad_token_are_clear_errors(emulator: Run
     assert "wrong-token" not in str(caught.value)
     with Mirror(tmp_path / "m.db") as mirror:
         assert mirror.runs() == []  # nothing started, nothing to clean
+
+
+async def test_forbidden_sub_resource_and_malformed_object_make_a_partial_run(emulator: RunningEmulator, tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    org = emulator.generated.org_ids[0]
+    first, _ = await crawl(emulator, db, org=org)
+    before = current(db)
+    teams_before = {k for k in before if k[0] == "team"}
+    async with aiohttp.ClientSession() as session:
+        admin = Api(session, emulator.url, None)
+        assert (await admin.put(emulator.url + "/_emulator/forbidden", {"patterns": [r"/teams$"]}))[0] == 200
+        assert (await admin.put(emulator.url + "/_emulator/corrupt", {"patterns": [r"/collections$"]}))[0] == 200
+        result, _ = await crawl(emulator, db, org=org)
+        await admin.put(emulator.url + "/_emulator/forbidden", {"patterns": []})
+        await admin.put(emulator.url + "/_emulator/corrupt", {"patterns": []})
+    assert result.status == "partial"
+    assert any(f"/v1/orgs/{org}/teams" in e and "403" in e for e in result.stats.errors), result.stats.errors
+    assert any("/collections" in e and "malformed" in e for e in result.stats.errors), result.stats.errors
+    after = current(db)
+    assert {k for k in after if k[0] == "team"} == teams_before  # unknown, not deleted
+    assert {k for k in after if k[0] == "collection"} == {k for k in before if k[0] == "collection"}
+    assert result.stats.objects["space"] > 0  # the rest went on
+    healed, _ = await crawl(emulator, db, org=org)
+    assert healed.status == "complete" and current(db) == before

@@ -4,6 +4,7 @@ meant for loopback."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from aiohttp import web
@@ -55,6 +56,33 @@ async def put_faults(request: web.Request) -> web.Response:
     except ValueError as exc:
         raise bad_request(str(exc)) from None
     return h.json_answer(emu.faults.as_dict())
+
+
+@routes.put(ADMIN_PREFIX + "/forbidden")
+async def put_forbidden(request: web.Request) -> web.Response:
+    """`{"patterns": [regex, ...]}`: API paths answered 403 from now on (`[]` clears)."""
+    _emulator(request).forbidden[:] = await _patterns(request)
+    return h.json_answer({"patterns": _emulator(request).forbidden})
+
+
+@routes.put(ADMIN_PREFIX + "/corrupt")
+async def put_corrupt(request: web.Request) -> web.Response:
+    """`{"patterns": [regex, ...]}`: list paths whose first item comes back malformed."""
+    _emulator(request).corrupt[:] = await _patterns(request)
+    return h.json_answer({"patterns": _emulator(request).corrupt})
+
+
+async def _patterns(request: web.Request) -> list[str]:
+    body = await h.json_body(request)
+    patterns = body.get("patterns")
+    if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+        raise bad_request("patterns: must be an array of regular expressions")
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise bad_request(f"patterns: {pattern!r} is not a regular expression ({exc})") from None
+    return patterns
 
 
 @routes.put(ADMIN_PREFIX + "/rate-limit")

@@ -7,9 +7,11 @@ import asyncio
 import json
 import logging
 import random
+import re
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiohttp import web
 
@@ -59,6 +61,10 @@ class Emulator:
     faults: Faults = field(default_factory=Faults)
     stats: Stats = field(default_factory=Stats)
     rng: random.Random = field(default_factory=lambda: random.Random(0))
+    forbidden: list[str] = field(default_factory=list)
+    """Regexes of paths answered 403 (a sub-resource the token may not read)."""
+    corrupt: list[str] = field(default_factory=list)
+    """Regexes of list paths whose first item is answered as a malformed object."""
 
 
 EMULATOR: web.AppKey[Emulator] = web.AppKey("emulator", Emulator)
@@ -120,6 +126,9 @@ async def fault_middleware(request: web.Request, handler: Handler) -> web.Stream
     delay = faults.delay_seconds(rng)
     if delay:
         await asyncio.sleep(delay)
+    if any(re.search(pattern, request.path) for pattern in emu.forbidden):
+        request[FAULT_STATUS] = "forbidden"
+        return error_response(403, "you do not have access to this resource (injected)")
     if faults.drop and rng.random() < faults.drop:
         return _drop(request, "dropped")
     if faults.error_5xx and rng.random() < faults.error_5xx:
@@ -130,6 +139,8 @@ async def fault_middleware(request: web.Request, handler: Handler) -> web.Stream
         request[FAULT_STATUS] = "fault-502"
         return web.Response(status=502, text=HTML_502, content_type="text/html")
     response = await handler(request)
+    if request.method == "GET" and any(re.search(pattern, request.path) for pattern in emu.corrupt):
+        response = _corrupt_first_item(request, response)
     if faults.repeat_page and request.query.get("page") and rng.random() < faults.repeat_page:
         response = _repeat_page_token(request, response)
     if request.method in WRITE_METHODS and faults.lost_write and response.status < 400 and rng.random() < faults.lost_write:
@@ -149,14 +160,29 @@ async def fault_middleware(request: web.Request, handler: Handler) -> web.Stream
     return response
 
 
+def _rewrite_json(response: web.StreamResponse) -> Any:
+    """The JSON of a 200 answer, or None when it has none."""
+    if not isinstance(response, web.Response) or response.status != 200 or not response.body:
+        return None
+    try:
+        return json.loads(bytes(response.body))  # type: ignore[arg-type]
+    except ValueError:
+        return None
+
+
+def _corrupt_first_item(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
+    """Replace the first item of a list answer by an object without an id."""
+    data = _rewrite_json(response)
+    if not isinstance(data, dict) or not isinstance(data.get("items"), list) or not data["items"]:
+        return response
+    data["items"][0] = {"object": "unknown", "garbled": True}
+    request[FAULT_STATUS] = "corrupted"
+    return web.Response(status=200, body=json.dumps(data).encode(), content_type="application/json")
+
+
 def _repeat_page_token(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
     """Answer a list page with `next.page` equal to the token it was asked with."""
-    if not isinstance(response, web.Response) or response.status != 200 or not response.body:
-        return response
-    try:
-        data = json.loads(bytes(response.body))  # type: ignore[arg-type]
-    except ValueError:
-        return response
+    data = _rewrite_json(response)
     if not isinstance(data, dict) or "next" not in data:
         return response
     data["next"] = {"page": request.query["page"]}
