@@ -63,7 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; a SyncdError becomes one line on stderr and its exit code."""
     _register()
     try:
-        app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False)
+        if code == 130:  # typer turns Ctrl-C into this status
+            raise KeyboardInterrupt
+        if isinstance(code, int):
+            return code
     except SyncdError as exc:
         print(f"syncd: error: {exc}", file=sys.stderr)
         return exc.exit_code

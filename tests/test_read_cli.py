@@ -108,3 +108,36 @@ def test_demo_runs_the_main_job(tmp_path: Path, capsys: pytest.CaptureFixture[st
     (tmp_path / "foreign" / "x").write_text("keep me")
     assert main(["demo", "--out", str(tmp_path / "foreign")]) == 2
     assert (tmp_path / "foreign" / "x").read_text() == "keep me"
+
+
+def test_ctrl_c_during_sync_keeps_the_previous_snapshot(env: Path, emulator_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    import signal
+    import time
+    import urllib.request
+
+    assert main(["sync", "src"]) == 0
+    capsys.readouterr()
+
+    def faults(body: bytes) -> None:
+        request = urllib.request.Request(emulator_url + "/_emulator/faults", data=body, method="PUT")
+        urllib.request.urlopen(request).read()
+
+    faults(b'{"latency": 40}')
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "syncd.cli", "sync", "src", "--full"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        time.sleep(2.0)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        faults(b'{"reset": true}')
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    assert main(["status", "--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    assert [r["status"] for r in runs] == ["complete", "cancelled"]
+    assert main(["sync", "src"]) == 0
+    assert "no changes" in capsys.readouterr().out
