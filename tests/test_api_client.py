@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import io
 import itertools
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -30,6 +30,7 @@ from syncd.api import (
     parse_rate_headers,
 )
 from syncd.config import RetryConfig, Settings
+from syncd.emulator.server import serve_app
 from syncd.errors import SyncdError
 from syncd.logging import configure_logging
 from tests.conftest import ALL_TOKEN
@@ -55,18 +56,9 @@ def route_count(stats: dict[str, Any], method: str, route: str) -> dict[str, int
     return {r["status"]: r["count"] for r in stats["routes"] if r["method"] == method and r["route"] == route}
 
 
-@contextlib.asynccontextmanager
-async def serve(app: web.Application) -> AsyncIterator[str]:
+def serve(app: web.Application) -> contextlib.AbstractAsyncContextManager[str]:
     """A tiny aiohttp server on a free loopback port, for answers the emulator never gives."""
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
+    return serve_app(app)
 
 
 def app_with(*routes: tuple[str, str, Callable[[web.Request], Awaitable[web.StreamResponse]]]) -> web.Application:

@@ -6,8 +6,8 @@ import asyncio
 import hashlib
 import json
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -16,6 +16,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from syncd.emulator.server import serve_app
 from syncd.blobs import BlobError, BlobStore, download_files
 from syncd.emulator import revisions
 from tests.conftest import Api
@@ -84,19 +85,11 @@ async def test_downloads_every_file_once_and_verifies_it(api: Api, org_id: str, 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-@asynccontextmanager
-async def file_server(handler: Handler) -> AsyncIterator[str]:
+def file_server(handler: Handler) -> AbstractAsyncContextManager[str]:
+    """A file server on a free loopback port answering every path with `handler`."""
     app = web.Application()
     app.router.add_get("/{tail:.*}", handler)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
+    return serve_app(app)
 
 
 def payload(name: str, size: int = 5000) -> bytes:

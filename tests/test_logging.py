@@ -13,6 +13,7 @@ import pytest
 import structlog
 from aiohttp import web
 
+from syncd.emulator.server import serve_app
 from syncd.logging import (
     MASK,
     LogFormat,
@@ -109,13 +110,6 @@ def test_exceptions_and_tracebacks_are_scrubbed(fmt: LogFormat, capture: Callabl
     assert "Traceback" in text and "RuntimeError" in text and "ConnectionError" in text
 
 
-async def _serve(app: web.Application) -> tuple[web.AppRunner, str]:
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, f"http://127.0.0.1:{port}"
 
 
 async def _unauthorized(request: web.Request) -> web.Response:
@@ -141,10 +135,9 @@ async def test_failed_http_request_never_leaks_the_token(
     app = web.Application()
     app.router.add_get("/v1/user", _unauthorized)
     app.router.add_get("/drop", _hang_up)
-    runner, base = await _serve(app)
-    log = get_logger("syncd.api")
-    headers = {"Authorization": f"Bearer {header_token}"}
-    try:
+    async with serve_app(app) as base:
+        log = get_logger("syncd.api")
+        headers = {"Authorization": f"Bearer {header_token}"}
         async with aiohttp.ClientSession(headers=headers) as session:
             with pytest.raises(aiohttp.ClientError) as info:
                 async with session.get(f"{base}{route}", params={"q": url_secret}) as response:
@@ -167,8 +160,6 @@ async def test_failed_http_request_never_leaks_the_token(
                 else:
                     log.exception("request failed", url=f"{base}{route}?q={url_secret}", headers=headers, error=exc)
                     logging.getLogger("aiohttp.client").error("failed %s with %r", route, headers, exc_info=True)
-    finally:
-        await runner.cleanup()
     text = buffer.getvalue()
     check_output(fmt, text, header_token, url_secret)
     assert "request failed" in text
