@@ -31,6 +31,7 @@ DEFAULTS: dict[str, int] = {
     "comments": 2,
     "change_requests": 1,
     "integrations": 2,
+    "empty_orgs": 0,
 }
 GENERATION_EPOCH = datetime(2025, 1, 6, 9, 0, 0, tzinfo=UTC)
 
@@ -62,7 +63,8 @@ def parse_spec(spec: str | None) -> dict[str, int]:
 
 def generate(store: Store, params: dict[str, int], seed: int = 0, all_token: str | None = None) -> Generated:
     """Fill `store`: per organization an owner with token `org<N>-token`, plus `all_token`
-    (when given) for a user who is admin of every generated organization."""
+    (when given) for a user who is admin of every generated organization. `empty_orgs`
+    more organizations follow the generated ones with nothing in them (copy targets)."""
     from syncd.emulator.routes import FAMILIES
     from syncd.emulator.routes.orgs import new_org
 
@@ -72,7 +74,7 @@ def generate(store: Store, params: dict[str, int], seed: int = 0, all_token: str
     everyone = store.add_user("Emulator Admin", "admin@emulator.test", all_token) if all_token else None
     try:
         offset = len(store.orgs)
-        for index in range(offset + 1, offset + params["orgs"] + 1):
+        for index in range(offset + 1, offset + params["orgs"] + params["empty_orgs"] + 1):
             org = new_org(store, f"Organization {index}", emailDomains=[f"org{index}.example.com"])
             owner = store.add_user(f"Owner {index}", f"owner@org{index}.example.com", f"org{index}-token")
             store.add_member(org["id"], owner["id"], "admin")
@@ -80,6 +82,8 @@ def generate(store: Store, params: dict[str, int], seed: int = 0, all_token: str
             if everyone is not None:
                 store.add_member(org["id"], everyone["id"], "admin")
             result.org_ids.append(org["id"])
+            if index > offset + params["orgs"]:
+                continue  # an empty organization: a target to copy into
             for family in FAMILIES:
                 family_seed = getattr(family, "seed", None)
                 if family_seed is not None:

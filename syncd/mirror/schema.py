@@ -150,6 +150,33 @@ CREATE VIEW current_resources AS
     FROM resources WHERE deleted_run IS NULL;
 """
 
+_IDMAP_PER_ORG = """
+-- The id map is per (source organization, target organization) pair, and remembers whether
+-- syncd created the target object (only those may be deleted by a mirror) or adopted it.
+CREATE TABLE idmap_new (
+    source_tenant TEXT NOT NULL,
+    source_org TEXT NOT NULL DEFAULT '',
+    kind TEXT NOT NULL,
+    source_id TEXT NOT NULL,
+    target_tenant TEXT NOT NULL,
+    target_org TEXT NOT NULL DEFAULT '',
+    target_id TEXT NOT NULL,
+    origin TEXT NOT NULL DEFAULT 'created' CHECK (origin IN ('created', 'adopted')),
+    run INTEGER,
+    PRIMARY KEY (source_tenant, source_org, kind, source_id, target_tenant, target_org)
+);
+INSERT INTO idmap_new (source_tenant, kind, source_id, target_tenant, target_id, run)
+    SELECT source_tenant, kind, source_id, target_tenant, target_id, run FROM idmap;
+DROP TABLE idmap;
+ALTER TABLE idmap_new RENAME TO idmap;
+CREATE INDEX idmap_by_target ON idmap (target_tenant, target_org, kind, target_id);
+ALTER TABLE journal ADD COLUMN op_key TEXT;
+ALTER TABLE journal ADD COLUMN target_org TEXT;
+ALTER TABLE journal ADD COLUMN source_org TEXT;
+ALTER TABLE journal ADD COLUMN source_tenant TEXT;
+CREATE INDEX journal_by_key ON journal (target_tenant, target_org, op_key);
+"""
+
 _REPLICATION = """
 -- Source id -> target id of everything syncd created or matched on a target.
 CREATE TABLE idmap (
@@ -194,6 +221,7 @@ def _script(sql: str) -> Callable[[Database], None]:
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_snapshots", _script(_SNAPSHOTS)),
     Migration("0002_replication", _script(_REPLICATION)),
+    Migration("0003_idmap_per_organization", _script(_IDMAP_PER_ORG)),
 )
 
 
