@@ -8,6 +8,7 @@ saved and journaled.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -41,6 +42,18 @@ class Target:
 
 Value = Any
 """JSON values, where any value may also be a Ref or a Target."""
+
+PATH_REF = re.compile(r"\{ref:([^:{}]+):([^{}]+)\}")
+"""`{ref:KIND:SOURCE_ID}` in an op's path: the target id of that source object."""
+
+
+def path_ref(kind: str, source_id: str) -> str:
+    """A path segment naming a source object, resolved through the id map by apply."""
+    return f"{{ref:{kind}:{source_id}}}"
+
+
+def path_refs(path: str) -> list[Ref]:
+    return [Ref(kind, source_id) for kind, source_id in PATH_REF.findall(path)]
 
 
 @dataclass(frozen=True)
@@ -83,6 +96,8 @@ class Op:
     match: Match | None = None
     produces: list[tuple[str, str, str]] = field(default_factory=list)
     client: Literal["target", "source"] = "target"
+    result_id_field: str = "id"
+    """Field of the answer holding the new object's id (what the id map records)."""
     note: str = ""
 
 
@@ -157,7 +172,8 @@ def op_to_json(op: Op) -> dict[str, Any]:
         "key": op.key, "action": op.action, "kind": op.kind, "source_id": op.source_id,
         "target_id": op.target_id, "method": op.method, "path": op.path,
         "params": encode(op.params), "body": encode(op.body), "after": list(op.after),
-        "title": op.title, "produces": [list(p) for p in op.produces], "client": op.client, "note": op.note,
+        "title": op.title, "produces": [list(p) for p in op.produces], "client": op.client,
+        "result_id_field": op.result_id_field, "note": op.note,
     }
     if op.match is not None:
         data["match"] = {
@@ -176,5 +192,6 @@ def op_from_json(data: Mapping[str, Any]) -> Op:
         title=data.get("title", ""),
         match=Match(match["path"], decode(match.get("params") or {}), match["field"], decode(match["value"]),
                     match.get("parent_field"), decode(match.get("parent"))) if match else None,
-        produces=[tuple(p) for p in data.get("produces") or []], client=data.get("client", "target"), note=data.get("note", ""),
+        produces=[tuple(p) for p in data.get("produces") or []], client=data.get("client", "target"),
+        result_id_field=data.get("result_id_field", "id"), note=data.get("note", ""),
     )
