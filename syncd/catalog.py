@@ -49,6 +49,16 @@ class Writes:
     patch_fields: frozenset[str] = frozenset()
     move_ref: tuple[str, str] | None = None
     """(type, key) of a `position.before/after` reference to a sibling of this kind."""
+    calls: tuple[tuple[str, Call], ...] = ()
+    """Other write calls on this kind, by name (a space's duplicate, transfer and content
+    import; a section group's section membership)."""
+
+    def call(self, name: str) -> Call | None:
+        """The named call: create/patch/move/delete or one of `calls`."""
+        if name in ("create", "patch", "move", "delete"):
+            found: Call | None = getattr(self, name)
+            return found
+        return dict(self.calls).get(name)
 
 
 @dataclass(frozen=True)
@@ -359,6 +369,11 @@ KINDS: tuple[Kind, ...] = (
             create_fields=frozenset({"title", "emoji", "parent", "editMode", "language"}),
             patch_fields=frozenset({"title", "emoji", "editMode", "defaultLevel"}),
             move_ref=_SPACE_REF,
+            calls=(
+                ("duplicate", Call("POST", "/v1/spaces/{id}/duplicate")),
+                ("transfer", Call("POST", "/v1/spaces/{id}/transfer")),
+                ("import", Call("POST", "/v1/spaces/{id}/content/import")),
+            ),
         ),
     ),
     Kind(
@@ -570,7 +585,9 @@ KINDS: tuple[Kind, ...] = (
             patch=Call("PATCH", "/v1/orgs/{org}/sites/{id}"),
             delete=Call("DELETE", "/v1/orgs/{org}/sites/{id}"),
             create_fields=frozenset({"type", "title", "visibility"}),
-            patch_fields=frozenset({"title", "visibility", "basename", "adaptiveContent", "proxy"}),
+            patch_fields=frozenset(
+                {"title", "visibility", "basename", "adaptiveContent", "proxy", "defaultSiteSpace", "defaultSiteSection"}
+            ),
         ),
     ),
     Kind(
@@ -587,6 +604,10 @@ KINDS: tuple[Kind, ...] = (
             create_fields=frozenset({"title", "icon", "sections"}),
             patch_fields=frozenset({"title", "icon"}),
             move_ref=("site-section", "id"),
+            calls=(
+                ("add-section", Call("POST", "/v1/orgs/{org}/sites/{site}/section-groups/{id}/sections")),
+                ("remove-section", Call("DELETE", "/v1/orgs/{org}/sites/{site}/section-groups/{id}/sections/{section}")),
+            ),
         ),
     ),
     Kind(

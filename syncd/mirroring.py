@@ -18,7 +18,7 @@ from syncd.crawl import CrawlResult
 from syncd.errors import UsageError
 from syncd.mirror import Mirror
 from syncd.mirror.replication import load_idmap
-from syncd.replay.apply import ApplyResult, apply_plan
+from syncd.replay.apply import ApplyResult, apply_plan, reconcile_intents
 from syncd.replay.ops import Plan
 from syncd.replay.plan import ContentStrategy, plan
 from syncd.replay.snapshot import IdMap, Snapshot
@@ -80,6 +80,7 @@ async def prepare(settings: Settings, src: TargetRef, dst: TargetRef, db: Path, 
     require_org(dst, "the target")
     if (src.tenant, src.org) == (dst.tenant, dst.org):
         raise UsageError("the source and the target are the same organization")
+    await settle_open_intents(settings, src, dst, db, settings.tenant(src.tenant).name)
     source = await read_side(settings, src, db, on_progress)
     target = await read_side(settings, dst, db, on_progress)
     return _prepared(settings, source, target, db, same_credentials(settings, src.tenant, dst.tenant))
@@ -105,8 +106,40 @@ async def prepare_restore(
             raise UsageError(f"{backup} has no organization {src_org!r} (it has: {', '.join(orgs)})")
         snapshot = Snapshot.from_mirror(mirror, tenant, src_org)
     source = Side(f"backup:{backup.name}", src_org, snapshot, None, 0, f"{backup}:{src_org}")
+    await settle_open_intents(settings, None, dst, db, source.tenant, src_org)
     target = await read_side(settings, dst, db, on_progress)
     return _prepared(settings, source, target, db, False)
+
+
+async def settle_open_intents(
+    settings: Settings, src: TargetRef | None, dst: TargetRef, db: Path, source_tenant: str, source_org: str | None = None
+) -> ApplyResult | None:
+    """Settle calls an interrupted apply left with an unknown effect, before anything is
+    read: a lost duplicate must be found (and moved on) before the source is crawled, or it
+    would be read as a space of the source."""
+    limiter = make_global_limiter(settings)
+    target = TenantClient.from_settings(settings, dst.tenant, limiter)
+    source = TenantClient.from_settings(settings, src.tenant, limiter) if src else None
+    with Mirror(db) as mirror:
+        async with target:
+            if source is None:
+                return await _settle(mirror, target, None, source_tenant, source_org or "", settings, dst)
+            async with source:
+                return await _settle(mirror, target, source, source_tenant, src.org or "", settings, dst)  # type: ignore[union-attr]
+
+
+async def _settle(
+    mirror: Mirror, target: TenantClient, source: TenantClient | None, source_tenant: str, source_org: str, settings: Settings, dst: TargetRef
+) -> ApplyResult | None:
+    return await reconcile_intents(
+        target=target,
+        source=source,
+        mirror=mirror,
+        source_tenant=source_tenant,
+        source_org=source_org,
+        target_tenant=settings.tenant(dst.tenant).name,
+        target_org=dst.org or "",
+    )
 
 
 def _prepared(settings: Settings, source: Side, target: Side, db: Path, same_creds: bool) -> Prepared:

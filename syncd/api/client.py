@@ -248,6 +248,11 @@ class TenantClient:
                 # (or clash with) the Bearer token.
                 trust_env=False,
             )
+            # aiohttp silently re-sends a PUT or DELETE (and GETs) once when a reused
+            # connection drops. This API has a PUT that creates (teams): a hidden re-send
+            # after a lost answer would create it twice. Every retry is decided above
+            # (tenacity, `may_have_applied`), so aiohttp must not retry on its own.
+            self._session._retry_connection = False
         return self._session
 
     # ----------------------------------------------------------------- calls

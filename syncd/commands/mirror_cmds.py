@@ -91,8 +91,10 @@ def print_plan(the_plan: Plan, warnings: list[str]) -> None:
 
 
 def print_verification(result: Verification) -> None:
-    for line in result.lines():
-        console.print(line)
+    from syncd.replay.verify import render
+
+    for line in render(result, limit=50):
+        console.print(line, markup=False, highlight=False)
 
 
 @app.command("plan")

@@ -177,6 +177,12 @@ ALTER TABLE journal ADD COLUMN source_tenant TEXT;
 CREATE INDEX journal_by_key ON journal (target_tenant, target_org, op_key);
 """
 
+_JOURNAL_OP = """
+-- The whole op (ops.op_to_json) of each intent: a later run reconciles an intent whose effect
+-- is unknown with the op's `match`, even when its new plan no longer holds that op.
+ALTER TABLE journal ADD COLUMN op TEXT CHECK (op IS NULL OR json_valid(op));
+"""
+
 _REPLICATION = """
 -- Source id -> target id of everything syncd created or matched on a target.
 CREATE TABLE idmap (
@@ -222,6 +228,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_snapshots", _script(_SNAPSHOTS)),
     Migration("0002_replication", _script(_REPLICATION)),
     Migration("0003_idmap_per_organization", _script(_IDMAP_PER_ORG)),
+    Migration("0004_journal_op", _script(_JOURNAL_OP)),
 )
 
 

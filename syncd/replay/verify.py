@@ -1,0 +1,266 @@
+"""Compare a source and a target organization through the id map, the way a plan sees them.
+
+Pure: two snapshots and the id map in, a `Verification` out. Like `rclone check
+--combined`, every object of a copied kind lands in one bucket: identical, missing on the
+target (only in the source), extra on the target (a target object no source object maps
+to), different (with the fields that differ, references mapped through the id map), or an
+error (an id map that cannot be right). Order counts: an object not where the source has it
+among its mapped siblings is different in `position`; a space whose pages (titles,
+markdown, order) or files (by name) differ is different in `pages` / `files`.
+
+Compared fields are those a copy writes (rules.py): fields the API does not let a client
+write (a space's visibility, a site's hostname) are reported by the plan as skips, not here.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from syncd.ordering import moved_items
+from syncd.replay.rules import (
+    COPIED_KINDS,
+    RULES,
+    SnapshotView,
+    canonical,
+    comparable,
+    container_site_spaces,
+    content_difference,
+    site_of,
+    space_content,
+    title_of,
+    tree_parent,
+    unmapped,
+)
+from syncd.replay.snapshot import IdMap, Node, Snapshot
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One object in one bucket; `fields` maps a differing field to (source, target)."""
+
+    kind: str
+    source_id: str | None
+    target_id: str | None
+    title: str
+    fields: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    note: str = ""
+
+
+@dataclass
+class Verification:
+    identical: list[Entry] = field(default_factory=list)
+    missing: list[Entry] = field(default_factory=list)
+    extra: list[Entry] = field(default_factory=list)
+    different: list[Entry] = field(default_factory=list)
+    errors: list[Entry] = field(default_factory=list)
+
+    @property
+    def equal(self) -> bool:
+        """Nothing missing, extra or different (errors are reported, and also make it unequal)."""
+        return not (self.missing or self.extra or self.different or self.errors)
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "identical": len(self.identical),
+            "missing": len(self.missing),
+            "extra": len(self.extra),
+            "different": len(self.different),
+            "errors": len(self.errors),
+        }
+
+
+def compare(source: Snapshot, target: Snapshot, idmap: IdMap, kinds: Iterable[str] = COPIED_KINDS) -> Verification:
+    """Source and target, object by object, through the id map (see the module docstring)."""
+    return _Comparer(source, target, idmap).run(tuple(kinds))
+
+
+SYMBOLS = {"identical": "=", "missing": "+", "extra": "-", "different": "*", "errors": "!"}
+"""rclone check --combined: `+` only in the source, `-` only in the target."""
+
+
+def render(verification: Verification, *, identical: bool = False, limit: int | None = None) -> list[str]:
+    """Text lines: one per object (identical ones only when asked), the differing fields
+    under each different one, then a summary line."""
+    lines: list[str] = []
+    for bucket in ("missing", "extra", "different", "errors", "identical"):
+        if bucket == "identical" and not identical:
+            continue
+        entries: list[Entry] = getattr(verification, bucket)
+        shown = entries if limit is None else entries[:limit]
+        for entry in shown:
+            label = f"{SYMBOLS[bucket]} {entry.kind} {entry.title!r}"
+            ids = entry.source_id if entry.source_id else ""
+            if entry.target_id:
+                ids += f" -> {entry.target_id}" if ids else entry.target_id
+            line = f"{label} ({ids})" if ids else label
+            if bucket == "missing":
+                line += ": missing on the target"
+            elif bucket == "extra":
+                line += ": only on the target"
+            if entry.note:
+                line += f": {entry.note}"
+            lines.append(line)
+            for name, (src, tgt) in entry.fields.items():
+                lines.append(f"    {name}: source {_short(src)}, target {_short(tgt)}")
+        if limit is not None and len(entries) > limit:
+            lines.append(f"  ... and {len(entries) - limit} more {bucket}")
+    c = verification.counts()
+    lines.append(
+        f"{c['identical']} identical, {c['missing']} missing on target, {c['extra']} extra on target, "
+        f"{c['different']} different, {c['errors']} errors"
+        + (": equal" if verification.equal else "")
+    )
+    return lines
+
+
+def _short(value: Any, width: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+class _Comparer:
+    def __init__(self, source: Snapshot, target: Snapshot, idmap: IdMap) -> None:
+        self.source, self.target, self.idmap = source, target, idmap
+        self.src, self.tgt = SnapshotView(source), SnapshotView(target)
+        self.result = Verification()
+        self.rev: dict[str, dict[str, str]] = defaultdict(dict)
+        self.duplicates = {m.target_id for (kind, _), m in idmap.entries.items() if kind == "space-duplicate"}
+        for (kind, source_id), entry in idmap.entries.items():
+            if kind == "space-duplicate":
+                continue
+            other = self.rev[kind].get(entry.target_id)
+            if other is not None:
+                self.result.errors.append(
+                    Entry(kind, source_id, entry.target_id, source_id, note=f"the id map gives this target object to {other} too")
+                )
+            self.rev[kind][entry.target_id] = source_id
+        self.out_of_order: dict[tuple[str, str], tuple[int, int]] = {}
+
+    def tid(self, kind: str, source_id: str | None) -> str | None:
+        if source_id is None:
+            return None
+        if kind == "organization":
+            return self.target.org if source_id == self.source.org else None
+        return self.idmap.target(kind, source_id)
+
+    def to_source(self, kind: str, target_id: str) -> str:
+        if kind == "organization" and target_id == self.target.org:
+            return self.source.org
+        return self.rev.get(kind, {}).get(target_id) or unmapped(kind, target_id)
+
+    def comparable(self, kind: str, node: Node, view: SnapshotView, side: str) -> dict[str, Any]:
+        canon = canonical(kind, node, view)
+        return comparable(kind, canon, (lambda k, i: i) if side == "source" else self.to_source)
+
+    def run(self, kinds: tuple[str, ...]) -> Verification:
+        self.orders()
+        for kind in kinds:
+            if kind not in RULES:
+                continue
+            if kind == "organization":
+                self.organization()
+            elif kind == "site-adaptive-schema":
+                self.schemas()
+            else:
+                self.kind(kind)
+        return self.result
+
+    def organization(self) -> None:
+        node, other = self.src.get("organization", self.source.org), self.tgt.get("organization", self.target.org)
+        if node is None:
+            return
+        if other is None:
+            self.result.missing.append(Entry("organization", node.id, None, title_of("organization", node)))
+            return
+        self.judge("organization", node, other)
+
+    def schemas(self) -> None:
+        for node in self.src.of_kind("site-adaptive-schema"):
+            site = site_of(node)
+            target_site = self.tid("site", site)
+            if target_site is None:
+                continue  # its site is reported missing
+            other = self.tgt.get("site-adaptive-schema", f"{target_site}/site-adaptive-schema")
+            title = f"adaptive schema of {title_of('site', self.src.get('site', site))}"
+            if other is None:
+                self.result.missing.append(Entry("site-adaptive-schema", node.id, None, title))
+            else:
+                self.judge("site-adaptive-schema", node, other, title=title)
+
+    def kind(self, kind: str) -> None:
+        for node in self.src.of_kind(kind):
+            if kind == "space" and node.id in self.duplicates:
+                continue
+            target_id = self.tid(kind, node.id)
+            other = self.tgt.get(kind, target_id)
+            if other is None:
+                note = f"the id map names {target_id}, which is not there" if target_id else ""
+                self.result.missing.append(Entry(kind, node.id, target_id, title_of(kind, node), note=note))
+                continue
+            self.judge(kind, node, other)
+        mapped = self.rev.get(kind, {})
+        for other in self.tgt.of_kind(kind):
+            source_id = mapped.get(other.id)
+            if source_id is None or self.src.get(kind, source_id) is None:
+                note = f"its source {source_id} is gone" if source_id else ""
+                self.result.extra.append(Entry(kind, source_id, other.id, title_of(kind, other), note=note))
+
+    def judge(self, kind: str, node: Node, other: Node, title: str | None = None) -> None:
+        want = self.comparable(kind, node, self.src, "source")
+        have = self.comparable(kind, other, self.tgt, "target")
+        fields = {name: (want.get(name), have.get(name)) for name in RULES[kind].fields if want.get(name) != have.get(name)}
+        if (kind, node.id) in self.out_of_order:
+            fields["position"] = self.out_of_order[(kind, node.id)]
+        if kind == "space":
+            fields.update(content_difference(space_content(self.src, node.id), space_content(self.tgt, other.id)))
+        entry = Entry(kind, node.id, other.id, title or title_of(kind, node), fields)
+        (self.result.different if fields else self.result.identical).append(entry)
+
+    # ----- order --------------------------------------------------------------------------
+
+    def orders(self) -> None:
+        """(kind, source id) -> (position in the source, position in the target) of objects
+        that are not where the source has them among their mapped siblings."""
+        for kind in ("collection", "space"):
+            parents: dict[str | None, list[Node]] = defaultdict(list)
+            for node in self.src.of_kind(kind):
+                parents[tree_parent(node)].append(node)
+            targets: dict[str | None, list[Node]] = defaultdict(list)
+            for node in self.tgt.of_kind(kind):
+                targets[tree_parent(node)].append(node)
+            for parent, nodes in parents.items():
+                target_parent = self.tid("collection", parent) if parent else None
+                if parent and target_parent is None:
+                    continue
+                self.check_order(kind, [n.id for n in nodes], [n.id for n in targets.get(target_parent, [])])
+        for site in self.src.of_kind("site"):
+            target_site = self.tid("site", site.id)
+            if target_site is None:
+                continue
+            for kind in ("site-section", "site-section-group"):
+                self.check_order(kind, [n.id for n in self.src.children(kind, ("site", site.id))], [n.id for n in self.tgt.children(kind, ("site", target_site))])
+            for section in [None, *self.src.children("site-section", ("site", site.id))]:
+                section_id = section.id if section else None
+                target_section = self.tid("site-section", section_id) if section_id else None
+                if section_id and target_section is None:
+                    continue
+                self.check_order(
+                    "site-space",
+                    [n.id for n in container_site_spaces(self.src, site.id, section_id)],
+                    [n.id for n in container_site_spaces(self.tgt, target_site, target_section)],
+                )
+
+    def check_order(self, kind: str, source_ids: list[str], target_ids: list[str]) -> None:
+        mapped = self.rev.get(kind, {})
+        in_target = [mapped[t] for t in target_ids if t in mapped]
+        position = {source_id: float(index) for index, source_id in enumerate(in_target)}
+        common = [s for s in source_ids if s in position]
+        for source_id in moved_items(common, position):
+            self.out_of_order[(kind, source_id)] = (source_ids.index(source_id), int(position[source_id]))
+
+
+__all__ = ["Entry", "SYMBOLS", "Verification", "compare", "render"]
+
