@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from syncd.api import TenantClient, make_global_limiter
+from syncd.api import ApiError, TenantClient, make_global_limiter
 from syncd.config import Settings, TargetRef
 from syncd.crawl import CrawlResult
 from syncd.errors import UsageError
@@ -83,7 +83,9 @@ async def prepare(settings: Settings, src: TargetRef, dst: TargetRef, db: Path, 
     await settle_open_intents(settings, src, dst, db, settings.tenant(src.tenant).name)
     source = await read_side(settings, src, db, on_progress)
     target = await read_side(settings, dst, db, on_progress)
-    return _prepared(settings, source, target, db, same_credentials(settings, src.tenant, dst.tenant))
+    same = same_credentials(settings, src.tenant, dst.tenant)
+    readable = same or await target_reads_source(settings, dst.tenant, source.org)
+    return _prepared(settings, source, target, db, same, readable)
 
 
 async def prepare_restore(
@@ -108,7 +110,7 @@ async def prepare_restore(
     source = Side(f"backup:{backup.name}", src_org, snapshot, None, 0, f"{backup}:{src_org}")
     await settle_open_intents(settings, None, dst, db, source.tenant, src_org)
     target = await read_side(settings, dst, db, on_progress)
-    return _prepared(settings, source, target, db, False)
+    return _prepared(settings, source, target, db, False, await target_reads_source(settings, dst.tenant, src_org))
 
 
 async def settle_open_intents(
@@ -142,10 +144,21 @@ async def _settle(
     )
 
 
-def _prepared(settings: Settings, source: Side, target: Side, db: Path, same_creds: bool) -> Prepared:
+async def target_reads_source(settings: Settings, target_tenant: str, source_org: str) -> bool:
+    """Whether the target's token can read the source organization: then it can import the
+    content of any of its spaces, not only the publicly shared ones."""
+    async with TenantClient.from_settings(settings, target_tenant, make_global_limiter(settings)) as client:
+        try:
+            await client.get_json(f"/v1/orgs/{source_org}")
+        except ApiError:
+            return False
+    return True
+
+
+def _prepared(settings: Settings, source: Side, target: Side, db: Path, same_creds: bool, readable: bool = False) -> Prepared:
     with Mirror(db) as mirror:
         idmap = load_idmap(mirror, source.tenant, source.org, target.tenant, target.org)
-    strategy = ContentStrategy(same_credentials=same_creds)
+    strategy = ContentStrategy(same_credentials=same_creds, importable=(lambda space: True) if readable and not same_creds else None)
     return Prepared(source, target, idmap, strategy)
 
 

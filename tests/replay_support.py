@@ -146,7 +146,9 @@ def copy_once(
 
 
 def check_dependency_order(the_plan: Plan) -> None:
-    """Every op's `after` names ops listed before it, and keys are unique."""
+    """Every op's `after` names ops listed before it, keys are unique, and no step of the
+    planner failed."""
+    assert not [s for s in the_plan.skips if s.reason.startswith("cannot plan this")], the_plan.skips
     seen: set[str] = set()
     for op in the_plan.ops:
         assert op.key not in seen, f"repeated key {op.key}"
@@ -155,9 +157,10 @@ def check_dependency_order(the_plan: Plan) -> None:
         seen.add(op.key)
 
 
-def equal_except(verification: Verification, allowed_extra: set[tuple[str, str]]) -> list[str]:
-    """Problems besides extras that were on the target before (unrelated objects)."""
-    problems = [f"missing {e.kind} {e.title}" for e in verification.missing]
+def equal_except(verification: Verification, allowed_extra: set[tuple[str, str]], allowed_missing: frozenset[tuple[str, str | None]] = frozenset()) -> list[str]:
+    """Problems besides extras that were on the target before (unrelated objects) and
+    objects the plan said it cannot copy."""
+    problems = [f"missing {e.kind} {e.title}" for e in verification.missing if (e.kind, e.source_id) not in allowed_missing]
     problems += [f"different {e.kind} {e.title}: {e.fields}" for e in verification.different]
     problems += [f"error {e.kind} {e.title}: {e.note}" for e in verification.errors]
     problems += [f"extra {e.kind} {e.title}" for e in verification.extra if (e.kind, e.target_id) not in allowed_extra]

@@ -13,7 +13,14 @@ from syncd.replay.ops import Op, Plan, Ref, op_from_json, op_to_json
 from syncd.replay.plan import ContentStrategy, plan
 from syncd.replay.simulate import ModelError, apply_to_model
 from syncd.replay.snapshot import IdMap, Snapshot
-from tests.replay_support import OrgMaker, check_dependency_order, copy_once, empty_target, equal_except, verify
+from tests.replay_support import (
+    OrgMaker,
+    check_dependency_order,
+    copy_once,
+    empty_target,
+    equal_except,
+    verify,
+)
 
 ALWAYS_IMPORT = ContentStrategy(importable=lambda space: True)
 
@@ -173,7 +180,7 @@ def test_adoption_of_equivalent_objects() -> None:
     the_plan = plan(snapshot, target_snapshot, idmap, content=ALWAYS_IMPORT)
     assert sorted((op.kind, op.target_id) for op in the_plan.ops) == [("collection", t_guides), ("space", t_intro), ("team", target_snapshot.of_kind("team")[0].id)]
     assert all(op.action == "adopt" and op.method == "" for op in the_plan.ops)
-    after, mapped = apply_to_model(the_plan, target_snapshot, idmap, snapshot)
+    _, mapped = apply_to_model(the_plan, target_snapshot, idmap, snapshot)
     assert mapped.origin("space", intro) == "adopted"
     no_adopt = plan(snapshot, target_snapshot, IdMap(), adopt=False, content=ALWAYS_IMPORT)
     assert keys(no_adopt, "adopt") == [] and f"create:collection:{guides}" in keys(no_adopt)
@@ -271,7 +278,8 @@ def test_mirror_deletes_only_what_syncd_created_and_copy_never_deletes() -> None
     the_plan = plan(source, target, idmap, "mirror", content=ALWAYS_IMPORT)
     deletes = keys(the_plan, "delete")
     assert f"delete:space:{ids['Delta']}" in deletes and f"delete:space:{ids['Gamma']}" not in deletes
-    assert deletes.index(f"delete:site-space:{[s for s in source_before.of_kind('site-space') if s.data['space']['id'] == ids['Delta']][0].id}") < deletes.index(f"delete:space:{ids['Delta']}")
+    delta_site_space = next(s for s in source_before.of_kind("site-space") if s.data["space"]["id"] == ids["Delta"])
+    assert deletes.index(f"delete:site-space:{delta_site_space.id}") < deletes.index(f"delete:space:{ids['Delta']}")
     assert the_plan.refused is None
     assert by_key(the_plan, f"delete:space:{ids['Delta']}").path == f"/v1/spaces/{idmap.target('space', ids['Delta'])}"
     after, mapped = apply_to_model(the_plan, target, idmap, source)
@@ -332,6 +340,20 @@ def test_what_cannot_be_copied_is_a_skip_with_its_reason() -> None:
     assert f"create:space:{private}" in keys(the_plan) and f"content:space:{private}" not in keys(the_plan)
 
 
+def test_a_root_site_space_is_not_created_in_a_target_site_with_sections() -> None:
+    source = OrgMaker()
+    space = source.space("Alone")
+    site = source.site("Flat")
+    root = source.site_space(site, space)
+    target = OrgMaker("TORG", "dst", "t")
+    t_space = target.space("Alone")
+    t_site = target.site("Flat")
+    target.section(t_site, t_space, "Extra")
+    the_plan = plan(source.snapshot(), target.snapshot(), IdMap())
+    assert f"create:site-space:{root}" not in keys(the_plan)
+    assert any(s.source_id == root and "at its root" in s.reason for s in the_plan.skips)
+
+
 def test_odd_data_is_skipped_not_raised() -> None:
     org = ("organization", "SORG")
     rows = [
@@ -354,8 +376,27 @@ def test_odd_data_is_skipped_not_raised() -> None:
     assert "its space is not copied" in reasons
     assert "source text could not be read" in reasons
     assert "defaultTeam names a team that is not copied" in reasons
-    assert "a section is created with a space" in reasons
-    apply_to_model(the_plan, empty_target(), IdMap(), source)
+    assert "create:site-section:Y1" in keys(the_plan) and "delete:site-space:Y1#seed" in keys(the_plan)  # an empty section
+    after, _ = apply_to_model(the_plan, empty_target(), IdMap(), source)
+    assert [n.data["title"] for n in after.of_kind("site-section")] == ["Empty"] and not after.of_kind("site-space")
+
+
+def test_malformed_values_never_crash_a_plan() -> None:
+    org = ("organization", "SORG")
+    rows = [
+        row("organization", "SORG", {"emailDomains": "not a list", "defaultContent": "weird"}),
+        row("collection", "C1", {"title": ["x"], "parent": {"id": None}}, org, 0),
+        row("space", "S1", {"title": None, "emoji": 5, "parent": 7, "urls": "x"}, org, 1),
+        row("site", "W1", {"title": "Tt", "proxy": 5, "adaptiveContent": "yes"}, org),
+        row("site-section", "Y1", {"title": None, "path": None, "sectionGroup": {"id": "G"}}, ("site", "W1"), 0),
+        row("site-section-group", "G", {"title": None}, ("site", "W1"), 0),
+        row("custom-field", "F", {"name": "f", "type": None, "options": "a"}, org),
+        row("page", "S1/P", {"title": None}, ("space", "S1"), 0),
+        row("space-custom-field-value", "S1/f", {"value": {"a": 1}}, ("space", "S1")),
+    ]
+    source = Snapshot.from_rows("src", "SORG", rows)
+    the_plan = plan(source, empty_target(), IdMap(), "mirror")
+    assert the_plan.skips and "create:collection:C1" in keys(the_plan)
 
 
 # ----- content strategies ---------------------------------------------------------------------
@@ -370,6 +411,7 @@ def test_same_credentials_duplicate_then_transfer() -> None:
     the_plan = plan(source, empty_target(), IdMap(), content=strategy)
     dup = by_key(the_plan, f"content:space-duplicate:{private}:duplicate")
     assert (dup.client, dup.method, dup.path, dup.kind) == ("source", "POST", f"/v1/spaces/{private}/duplicate", "space-duplicate")
+    assert dup.match is not None and (dup.match.path, dup.match.value, dup.match.parent) == ("/v1/orgs/SORG/spaces", "Secret", ids["guides"])
     transfer = by_key(the_plan, f"create:space:{private}")
     assert transfer.path == f"/v1/spaces/{{ref:space-duplicate:{private}}}/transfer"
     assert transfer.body == {"organization": "TORG", "collection": Ref("collection", ids["guides"])}
@@ -421,7 +463,7 @@ def test_a_stale_id_map_entry_is_replaced() -> None:
 
 # ----- properties -------------------------------------------------------------------------------
 
-WORDS = "Alpha Beta Gamma Delta Omega Kappa Sigma Theta".split()
+WORDS = ["Alpha", "Beta", "Gamma", "Delta", "Omega", "Kappa", "Sigma", "Theta"]
 
 
 def random_org(rng: random.Random, *, org: str = "SORG", tenant: str = "src", prefix: str = "s", words: list[str] = WORDS, unique: bool = False) -> OrgMaker:
@@ -515,7 +557,8 @@ def shuffle_site(m: OrgMaker, rng: random.Random, site: str) -> None:
         sections = m.model._site_sections(site)
         section = rng.choice(sections)
         container = m.model.container_order(site, section)
-        m.call("site-section.patch", {"site": site, "id": section}, defaultSiteSpace=rng.choice(container))
+        if container:
+            m.call("site-section.patch", {"site": site, "id": section}, defaultSiteSpace=rng.choice(container))
         m.call("site.patch", {"site": site}, defaultSiteSection=rng.choice(sections))
 
 
@@ -556,7 +599,7 @@ def mutate(m: OrgMaker, rng: random.Random) -> None:
             elif choice == 7 and model.of_kind("site-section-group"):
                 group = rng.choice(model.of_kind("site-section-group"))
                 m.call("site-section-group.delete", {"site": group.parent[1] if group.parent else "", "id": group.id})
-            elif choice == 8 and model.of_kind("site"):
+            elif choice == 8 and model.of_kind("site") and model.of_kind("space"):
                 site = rng.choice(model.of_kind("site")).id
                 space = rng.choice(model.of_kind("space")).id
                 sections = model._site_sections(site)
@@ -577,12 +620,15 @@ def copied(source: Snapshot, target: Snapshot, idmap: IdMap, rng: random.Random,
     return the_plan, after, mapped
 
 
-PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SEEDS = st.integers(min_value=0, max_value=2**32 - 1)
+"""Organizations come from a seeded Random: fast to draw (a failure names its seed)."""
 
 
 @PROPERTY
-@given(st.randoms(use_true_random=False), st.sampled_from(["empty", "partial", "unrelated"]), st.booleans())
-def test_property_copy_makes_the_target_equal_and_then_nothing_is_left(rng: random.Random, start: str, same: bool) -> None:
+@given(SEEDS, st.sampled_from(["empty", "partial", "unrelated"]), st.booleans())
+def test_property_copy_makes_the_target_equal_and_then_nothing_is_left(seed: int, start: str, same: bool) -> None:
+    rng = random.Random(seed)
     source = random_org(rng).snapshot()
     content = ContentStrategy(same_credentials=True) if same else ALWAYS_IMPORT
     target, idmap = empty_target(), IdMap()
@@ -600,24 +646,31 @@ def test_property_copy_makes_the_target_equal_and_then_nothing_is_left(rng: rand
 
 
 @PROPERTY
-@given(st.randoms(use_true_random=False))
-def test_property_mirror_follows_source_changes(rng: random.Random) -> None:
+@given(SEEDS)
+def test_property_mirror_follows_source_changes(seed: int) -> None:
+    rng = random.Random(seed)
     maker = random_org(rng)
     _, target, idmap = copied(maker.snapshot(), empty_target(), IdMap(), rng)
     changed = OrgMaker.of(maker.snapshot(), "n")
     mutate(changed, rng)
     source = changed.snapshot()
+    if not source.of_kind("space") and not source.of_kind("collection"):
+        refused = plan(source, target, idmap, "mirror", max_delete=10_000)
+        assert refused.refused is not None and "looks empty" in refused.refused
+        return
     the_plan, after, mapped = copied(source, target, idmap, rng, mode="mirror")
     assert the_plan.refused is None
-    problems = equal_except(verify(source, after, mapped), set())
+    spaceless = frozenset((s.kind, s.source_id) for s in the_plan.skips if "no space is copied" in s.reason)
+    problems = equal_except(verify(source, after, mapped), set(), spaceless)
     assert not problems, problems
     again = plan(source, after, mapped, "mirror")
     assert again.ops == [], [op.key for op in again.ops]
 
 
-@settings(max_examples=30, deadline=None)
-@given(st.randoms(use_true_random=False))
-def test_property_an_identical_copy_is_adopted_without_writes(rng: random.Random) -> None:
+@settings(max_examples=100, deadline=None)
+@given(SEEDS)
+def test_property_an_identical_copy_is_adopted_without_writes(seed: int) -> None:
+    rng = random.Random(seed)
     source = random_org(rng, unique=True).snapshot()
     _, copy_of_source, _ = copied(source, empty_target(), IdMap(), rng)
     the_plan = plan(source, copy_of_source, IdMap(), content=ALWAYS_IMPORT)

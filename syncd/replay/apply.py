@@ -25,7 +25,7 @@ The rules, in the order they act:
    is recorded as 'created' and the intent is done. Not found: the call is sent once more,
    then looked for again; still nothing: the op fails. When the target cannot be listed the
    intent stays open for the next run. Patch, move, delete and other content calls are
-   idempotent: the client retries them itself; a DELETE answered 404 counts as done.
+   idempotent: the client retries them itself; any DELETE answered 404 counts as done.
 5. Restart. Before running the plan, intents of earlier runs of the same (source, target)
    pair left 'sent' are reconciled the same way (with the op as journaled): found -> mapped;
    not found -> closed as not applied, and the plan's op sends it again; cannot tell -> the
@@ -543,7 +543,9 @@ class _Runner:
             try:
                 response = await client.request(op.method, path, params=params or None, json=body, idempotent=not creating)
             except ApiError as exc:
-                if op.action == "delete" and isinstance(exc, NotFound):
+                # A DELETE (an object's, or a membership's) that finds nothing left is done:
+                # it is what a retry after a lost answer sees.
+                if op.method == "DELETE" and isinstance(exc, NotFound):
                     await self._complete(self.run, seq, None, [], drops)
                     return self._outcome(op, "done", "already gone (404)")
                 if not (creating and exc.may_have_applied):

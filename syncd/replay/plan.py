@@ -147,6 +147,7 @@ class _Planner:
         self.producer: dict[tuple[str, str], str] = {}
         self.tail: dict[tuple[str, ...], str] = {}
         self.moved_by: dict[tuple[str, str], str] = {}
+        self.deferred: list[tuple[str, Node, Node, str, str, str]] = []
         self.duplicate_of: dict[str, str] = {}
         for (kind, source_id), entry in idmap.entries.items():
             if kind == "space-duplicate":
@@ -254,26 +255,34 @@ class _Planner:
 
     def run(self) -> Plan:
         self.report_uncopied()
-        self.organization()
+        self.safely("organization", None, self.organization)
         for kind in ("team", "custom-field", "translation", "openapi-spec", "saml-provider"):
             for node in self.created_order(kind):
-                self.flat(kind, node)
+                self.safely(kind, node, self.flat, kind, node)
         tree_order = self.collections()
         self.spaces(tree_order)
         for node in self.source_spaces():
-            self.custom_field_values(node)
+            self.safely("space", node, self.custom_field_values, node)
         for node in self.source_spaces():
-            self.space_content(node)
+            self.safely("space", node, self.space_content, node)
         for site in self.created_order("site"):
-            self.site(site)
-        self.default_content()
-        self.tree_moves(tree_order)
+            self.safely("site", site, self.site, site)
+        self.safely("organization", None, self.default_content)
+        self.safely("collection", None, self.tree_moves, tree_order)
         for site in self.src.of_kind("site"):
-            self.site_moves(site)
+            self.safely("site", site, self.site_moves, site)
         if self.mode == "mirror":
-            self.deletes()
+            self.safely("organization", None, self.deletes)
         self.plan.skips = list(dict.fromkeys(self.plan.skips))
         return self.plan
+
+    def safely(self, kind: str, node: Node | None, step: Callable[..., Any], *args: Any) -> None:
+        """One step of the plan; odd data it cannot handle becomes a skip, never a crash."""
+        try:
+            step(*args)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            title = self.rule_title(kind, node) if node is not None else kind
+            self.skip(kind, node.id if node is not None else None, title, f"cannot plan this: {type(exc).__name__}: {exc}")
 
     def created_order(self, kind: str) -> list[Node]:
         """Objects of an unordered kind in creation order: their listings answer in that order,
@@ -370,6 +379,8 @@ class _Planner:
                 continue
             value = desired.get(name)
             if name not in rule.patch:
+                if value is None:
+                    continue  # the source says nothing about it
                 self.skip(kind, node.id, title, f"{name} cannot be changed after creation (source {value!r}, target {current.get(name)!r})")
                 continue
             if value is None and name not in rule.nullable:
@@ -500,7 +511,9 @@ class _Planner:
                 if node.id in seen:
                     continue
                 seen.add(node.id)
-                if self.collection(node, parent):
+                done: list[bool] = []
+                self.safely("collection", node, self.collection, node, parent, done)
+                if done:
                     order.append(node.id)
         for node in self.src.of_kind("collection"):
             if node.id not in seen:
@@ -521,10 +534,11 @@ class _Planner:
             return False, None
         return True, target_parent
 
-    def collection(self, node: Node, parent: str | None) -> bool:
+    def collection(self, node: Node, parent: str | None, done: list[bool]) -> None:
+        """Adopt, create or patch one collection; `done` gets True when it is on the target."""
         ok, target_parent = self.tree_parent_target("collection", node, parent)
         if not ok:
-            return False
+            return
         values = self.desired("collection", node)
         chain = ("tree", target_parent or "")
 
@@ -534,12 +548,12 @@ class _Planner:
             op = self.create_op("collection", node, self.path("collection", "create"), body, match)
             return self.created(op, self.emit(op, chain=chain))
 
-        siblings = lambda: self.model.children("collection", self.tree_key(self.org, target_parent))  # noqa: E731
+        siblings = lambda: self.model.children("collection", self.tree_key(self.org, target_parent))
         target_id = self.ensure("collection", node, siblings, create)
         if target_id is None:
-            return False
+            return
+        done.append(True)
         self.sync_fields("collection", node, target_id, self.path("collection", "patch", id=self.seg("collection", node.id)))
-        return True
 
     def source_spaces(self) -> list[Node]:
         return [n for n in self.src.of_kind("space") if n.id not in self.pending_duplicates]
@@ -549,7 +563,7 @@ class _Planner:
         for parent in parents:
             for node in self.src.children("space", self.tree_key(self.source.org, parent)):
                 if node.id not in self.pending_duplicates:
-                    self.space(node, parent)
+                    self.safely("space", node, self.space, node, parent)
         for node in self.source_spaces():
             parent = tree_parent(node)
             if parent is not None and parent not in reachable:
@@ -571,7 +585,7 @@ class _Planner:
             op = self.create_op("space", node, self.path("space", "create"), body, match)
             return self.created(op, self.emit(op, chain=chain))
 
-        siblings = lambda: self.model.children("space", self.tree_key(self.org, target_parent))  # noqa: E731
+        siblings = lambda: self.model.children("space", self.tree_key(self.org, target_parent))
         target_id = self.ensure("space", node, siblings, create)
         if target_id is None:
             return
@@ -580,9 +594,13 @@ class _Planner:
     def duplicate_and_transfer(self, node: Node, parent_ref: Ref | None, match: Match, chain: tuple[str, ...]) -> str | None:
         title = self.rule_title("space", node)
         if self.tid("space-duplicate", node.id) is None:
+            parent = tree_parent(node)
             dup = Op(
                 key=f"content:space-duplicate:{node.id}:duplicate", action="content", kind="space-duplicate", source_id=node.id,
                 target_id=None, method="POST", path=f"/v1/spaces/{_seg(node.id)}/duplicate", title=title, client="source",
+                # After a lost answer: the space of the source's listing with the same title and
+                # parent that is neither the original nor one a crawl saw before (apply checks).
+                match=Match(f"/v1/orgs/{_seg(self.source.org)}/spaces", {}, "title", node.data.get("title"), "parent", parent),
                 note="a copy in the source organization, transferred to the target by the next op",
             )
             answer = self.emit(dup)
@@ -711,10 +729,14 @@ class _Planner:
                 (ss for ss in container_site_spaces(self.src, site.id, node.id) if self.tid("space", ref_id(ss.data.get("space"))) is not None),
                 None,
             )
-            if first is None:
-                self.skip("site-section", node.id, title, "a section is created with a space, and none of its site-spaces' spaces is copied: not copied")
-                return None
-            space_id = ref_id(first.data.get("space"))
+            if first is not None:
+                made_for, space_id = first.id, ref_id(first.data.get("space"))
+            else:  # an empty section: made with any copied space, whose site-space then goes
+                made_for = f"{node.id}#seed"
+                space_id = next((n.id for n in self.source_spaces() if self.tid("space", n.id) is not None), None)
+                if space_id is None:
+                    self.skip("site-section", node.id, title, "a section is created with a space, and no space is copied: not copied")
+                    return None
             assert space_id is not None
             sent_title = str(values.get("title") or "")[:SECTION_CREATE_TITLE_MAX]
             ctx = self.site_ctx(site.id)
@@ -729,10 +751,19 @@ class _Planner:
                 return None
             for index, made in enumerate(answer.get("siteSpaces") or []):
                 if ("site-space", made.get("id")) not in before and ref_id(made.get("space")) == self.tid("space", space_id):
-                    op.produces.append(("site-space", first.id, f"siteSpaces.{index}.id"))
-                    self._map("site-space", first.id, made["id"])
-                    self.producer[("site-space", first.id)] = op.key
+                    op.produces.append(("site-space", made_for, f"siteSpaces.{index}.id"))
+                    self._map("site-space", made_for, made["id"])
+                    self.producer[("site-space", made_for)] = op.key
                     break
+            if first is None and self.tid("site-space", made_for) is not None:
+                self.emit(
+                    Op(
+                        key=f"delete:site-space:{made_for}", action="delete", kind="site-space", source_id=made_for, target_id=None,
+                        method="DELETE", path=self.path("site-space", "delete", **self.site_ctx(site.id, "site-space", made_for)),
+                        title=title, note="the site-space a section is created with; the source's section has none",
+                    ),
+                    chain=("ss", target_site, new_id),
+                )
             return new_id
 
         target_id = self.ensure("site-section", node, self.site_children(target_site, "site-section"), create)
@@ -794,6 +825,9 @@ class _Planner:
         target_section = self.tid("site-section", section_id) if section_id else None
         if section_id and target_section is None:
             self.skip("site-space", node.id, title, "its section is not copied")
+            return
+        if section_id is None and self.tid("site-space", node.id) is None and self.model.default_section.get(target_site):
+            self.skip("site-space", node.id, title, "the target site has sections, so a site-space cannot be added at its root")
             return
         container = target_section or ""
         chain = ("ss", target_site, container)
@@ -862,7 +896,10 @@ class _Planner:
                 if blocker is None or blocker == target_id:
                     patch(target_id, node, wanted, "path")
                 elif blocker not in pending:
-                    self.skip(kind, node.id, self.rule_title(kind, node), f"path {wanted!r} is used by another {kind} on the target")
+                    if self.doomed(kind, blocker):
+                        self.deferred.append((kind, site, node, target_id, wanted, blocker))
+                    else:
+                        self.skip(kind, node.id, self.rule_title(kind, node), f"path {wanted!r} is used by another {kind} on the target")
                 else:
                     continue
                 del pending[target_id]
@@ -955,13 +992,17 @@ class _Planner:
             if desired[index] in moving:
                 move(desired[index], ("after", desired[index - 1]))
 
-    def move_op(self, kind: str, target_id: str, path: str, body: dict[str, Any], anchor: tuple[str, str] | None, after: Iterable[str | None] = ()) -> None:
+    def move_op(
+        self, kind: str, target_id: str, path: str, body: dict[str, Any], anchor: tuple[str, str] | None, after: Iterable[str | None] = (), *, chain: tuple[str, ...]
+    ) -> None:
+        """A move (after the creates and membership changes of its list, and after the move
+        of the sibling it names)."""
         source_id = self.to_source(kind, target_id)
         op = Op(
             key=f"move:{kind}:{source_id}", action="move", kind=kind, source_id=source_id, target_id=self.literal(target_id),
             method="POST", path=path, body=body, title=self.rule_title(kind, self.src.get(kind, source_id) or Node(kind, source_id, None, None, {})),
         )
-        waits = [*after, self.moved_by.get(anchor) if anchor else None]
+        waits = [*after, self.moved_by.get(anchor) if anchor else None, self.tail.get(chain)]
         if self.emit(op, after=waits) is not None:
             self.moved_by[(kind, target_id)] = op.key
 
@@ -993,7 +1034,8 @@ class _Planner:
                     if node is not None and ref_id(node.data.get("parent")) != target_parent:
                         body["parent"] = Ref("collection", parent) if parent else None
                     body.update(self.position(anchor, "space", "space"))
-                    self.move_op(item[0], item[1], self.path(item[0], "move", id=self.seg(item[0], self.to_source(*item))), body, anchor[1] if anchor else None, ancestors)
+                    path = self.path(item[0], "move", id=self.seg(item[0], self.to_source(*item)))
+                    self.move_op(item[0], item[1], path, body, anchor[1] if anchor else None, ancestors, chain=("tree", target_parent or ""))
 
                 self.order(desired, current, move)
 
@@ -1020,24 +1062,24 @@ class _Planner:
             target_id = self.tid(kind, source_id)
             return (kind, target_id) if target_id is not None and (kind, target_id) in self.model.nodes else None
 
-        def move_item(item: tuple[str, str], anchor: tuple[str, tuple[str, str]] | None) -> None:
-            kind, target_id = item
-            path = self.path(kind, "move", **self.site_ctx(site.id, kind, self.to_source(kind, target_id)))
-            self.move_op(kind, target_id, path, self.position(anchor, "site-section", move_ref[kind]), anchor[1] if anchor else None)
+        def mover(chain: tuple[str, ...]) -> Callable[[tuple[str, str], tuple[str, tuple[str, str]] | None], None]:
+            def move_item(item: tuple[str, str], anchor: tuple[str, tuple[str, str]] | None) -> None:
+                kind, target_id = item
+                path = self.path(kind, "move", **self.site_ctx(site.id, kind, self.to_source(kind, target_id)))
+                body = self.position(anchor, "site-section", move_ref[kind])
+                self.move_op(kind, target_id, path, body, anchor[1] if anchor else None, chain=chain)
+
+            return move_item
 
         top = [m for k, i in site_top_order(self.src, site.id) if (m := mapped(k, i))]
-        self.order(top, self.model.top_order(target_site), move_item)
+        self.order(top, self.model.top_order(target_site), mover(("top", target_site)))
         for group in self.src.children("site-section-group", ("site", site.id)):
             target_group = self.tid("site-section-group", group.id)
             if target_group is None:
                 continue
             desired = [m for s in group_sections(self.src, site.id, group.id) if (m := mapped("site-section", s))]
             current = [("site-section", s) for s in self.model.group_order(target_group)]
-            self.order([d for d in desired if d in current], current, move_item)
-
-        def move_site_space(item: tuple[str, str], anchor: tuple[str, tuple[str, str]] | None) -> None:
-            path = self.path("site-space", "move", **self.site_ctx(site.id, "site-space", self.to_source(*item)))
-            self.move_op("site-space", item[1], path, self.position(anchor, "site-space", "siteSpace"), anchor[1] if anchor else None)
+            self.order([d for d in desired if d in current], current, mover(("group", target_group)))
 
         for section in [None, *self.src.children("site-section", ("site", site.id))]:
             target_section = self.tid("site-section", section.id) if section else None
@@ -1045,6 +1087,12 @@ class _Planner:
                 continue
             current = [("site-space", i) for i in self.model.container_order(target_site, target_section)]
             desired = [m for n in container_site_spaces(self.src, site.id, section.id if section else None) if (m := mapped("site-space", n.id))]
+            chain = ("ss", target_site, target_section or "")
+
+            def move_site_space(item: tuple[str, str], anchor: tuple[str, tuple[str, str]] | None, chain: tuple[str, ...] = chain) -> None:
+                path = self.path("site-space", "move", **self.site_ctx(site.id, "site-space", self.to_source(*item)))
+                self.move_op("site-space", item[1], path, self.position(anchor, "site-space", "siteSpace"), anchor[1] if anchor else None, chain=chain)
+
             self.order([d for d in desired if d in current], current, move_site_space)
 
     # ----- deletes ------------------------------------------------------------------------
@@ -1067,7 +1115,7 @@ class _Planner:
         doomed_ids = {(kind, t) for kind, items in doomed.items() for _, t in items}
         doomed["collection"].sort(key=lambda item: -self.depth(item[1]))
         doomed["space"].sort(key=lambda item: -self.depth(item[1]))
-        tree_moves = [key for (kind, _), key in self.moved_by.items() if kind in ("collection", "space")]
+        moves = [op.key for op in self.plan.ops if op.action == "move"]  # deletes go last
         contents = {(kind, t): self.inside(kind, t) for kind, items in doomed.items() for _, t in items}
         delete_key: dict[tuple[str, str], str] = {}
         count = 0
@@ -1089,17 +1137,54 @@ class _Planner:
                     key=f"delete:{kind}:{source_id}", action="delete", kind=kind, source_id=source_id, target_id=target_id,
                     method="DELETE", path=self.path(kind, "delete", **ctx), title=title, note="created by syncd; gone from the source",
                 )
-                waits = [delete_key.get(item) for item in inside]
-                if kind == "collection":
-                    waits += tree_moves
+                waits = [delete_key.get(item) for item in inside] + moves + [self.tail.get(c) for c in self.chains_of(kind, node)]
                 if self.emit(op, after=waits) is not None:
                     delete_key[(kind, target_id)] = op.key
                     count += 1
+        self.deferred_paths(delete_key)
         if count > self.max_delete and self.plan.refused is None:
             self.plan.refused = (
                 f"{count} deletes exceed --max-delete {self.max_delete}; nothing was applied. "
                 "Check the source, then re-run with a higher --max-delete if they are intended"
             )
+
+    def doomed(self, kind: str, target_id: str) -> bool:
+        """Whether the object goes in this plan's deletes (mirror mode: created by syncd, and
+        its source is gone)."""
+        source_id = self.rev.get(kind, {}).get(target_id)
+        return (
+            self.mode == "mirror"
+            and source_id is not None
+            and self.src.get(kind, source_id) is None
+            and self.idmap.origin(kind, source_id) == "created"
+        )
+
+    def deferred_paths(self, delete_key: dict[tuple[str, str], str]) -> None:
+        """Paths held by objects this plan deletes: set once they are gone."""
+        for kind, site, node, target_id, wanted, blocker in self.deferred:
+            if (kind, blocker) in self.model.nodes:
+                self.skip(kind, node.id, self.rule_title(kind, node), f"path {wanted!r} is used by another {kind} on the target")
+                continue
+            self.emit(
+                Op(
+                    key=f"patch:{kind}:{node.id}:path", action="patch", kind=kind, source_id=node.id, target_id=self.literal(target_id),
+                    method="PATCH", path=self.path(kind, "patch", **self.site_ctx(site.id, kind, node.id)), body={"path": wanted},
+                    title=self.rule_title(kind, node), note="after the delete of the object that held this path",
+                ),
+                after=[delete_key.get((kind, blocker))],
+            )
+
+    def chains_of(self, kind: str, node: Node) -> list[tuple[str, ...]]:
+        """The sibling lists an object is in (a delete waits for their creates: a create
+        that ran after the delete could take the path or place it frees)."""
+        if kind in ("collection", "space"):
+            return [("tree", ref_id(node.data.get("parent")) or "")]
+        site = node.parent[1] if node.parent else ""
+        if kind == "site-space":
+            return [("ss", site, ref_id(node.data.get("section")) or "")]
+        if kind in ("site-section", "site-section-group"):
+            return [("top", site)] + ([("ss", site, node.id)] if kind == "site-section" else [("group", node.id)])
+        return []
 
     def depth(self, target_id: str) -> int:
         depth, seen = 0, set()
@@ -1120,6 +1205,8 @@ class _Planner:
             node = self.model.nodes.get(("site-section", target_id))
             site = node.parent[1] if node and node.parent else ""
             return [("site-space", i) for i in self.model.container_order(site, target_id)]
+        if kind == "space":  # its site-spaces disappear with it
+            return [(n.kind, n.id) for n in self.model.of_kind("site-space") if ref_id(n.data.get("space")) == target_id]
         return []
 
     def delete_ctx(self, kind: str, node: Node) -> dict[str, str]:

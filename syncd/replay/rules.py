@@ -376,14 +376,8 @@ def canonical(kind: str, node: Node, view: View) -> dict[str, Any]:
             value = tree_parent(node)
         elif name == "customFields":
             value = custom_field_values(node, view)
-        elif kind == "saml-provider" and name == "defaultTeam":
-            value = ref_id(value)
-        elif kind == "site-space" and name == "space":
-            value = ref_id(value)
-        elif kind == "site-space" and name == "section":
-            value = ref_id(value)
-        elif kind == "site-section" and name == "sectionGroup":
-            value = ref_id(value)
+        elif name in rule.refs and "." not in name and kind not in ("collection", "space"):
+            value = ref_id(value)  # an id, or an embedded object (a site-space's space)
         elif name == "default":
             value = bool(value)
         elif kind == "site" and name == "proxy":
@@ -532,7 +526,7 @@ def page_tree(view: View, space_id: str) -> PageTree:
 
 def file_list(view: View, space_id: str) -> tuple[tuple[Any, ...], ...]:
     """A space's files by name (ids differ between copies)."""
-    return tuple(sorted((tuple(str(f.data.get(k)) for k in FILE_FIELDS) for f in view.children("file", ("space", space_id)))))
+    return tuple(sorted(tuple(str(f.data.get(k)) for k in FILE_FIELDS) for f in view.children("file", ("space", space_id))))
 
 
 def space_content(view: View, space_id: str) -> tuple[PageTree, tuple[tuple[Any, ...], ...]]:
@@ -599,8 +593,8 @@ __all__ = [
     "NOT_COPIED",
     "ORDERED_KINDS",
     "RULES",
-    "Rule",
     "SHAREABLE",
+    "Rule",
     "SnapshotView",
     "View",
     "as_view",

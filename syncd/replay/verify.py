@@ -212,12 +212,26 @@ class _Comparer:
         want = self.comparable(kind, node, self.src, "source")
         have = self.comparable(kind, other, self.tgt, "target")
         fields = {name: (want.get(name), have.get(name)) for name in RULES[kind].fields if want.get(name) != have.get(name)}
+        if "default" in fields and self.without_default(kind, node):
+            del fields["default"]  # no API call clears a default: only a source default is copied
         if (kind, node.id) in self.out_of_order:
             fields["position"] = self.out_of_order[(kind, node.id)]
         if kind == "space":
             fields.update(content_difference(space_content(self.src, node.id), space_content(self.tgt, other.id)))
         entry = Entry(kind, node.id, other.id, title or title_of(kind, node), fields)
         (self.result.different if fields else self.result.identical).append(entry)
+
+    def without_default(self, kind: str, node: Node) -> bool:
+        """Whether the source container of a section or site-space shows no default (the
+        service leaves none while the default's space is deleted)."""
+        site = site_of(node)
+        if site is None:
+            return False
+        if kind == "site-section":
+            siblings = self.src.children("site-section", ("site", site))
+        else:
+            siblings = container_site_spaces(self.src, site, canonical(kind, node, self.src).get("section"))
+        return not any(n.data.get("default") for n in siblings)
 
     # ----- order --------------------------------------------------------------------------
 
@@ -262,5 +276,5 @@ class _Comparer:
             self.out_of_order[(kind, source_id)] = (source_ids.index(source_id), int(position[source_id]))
 
 
-__all__ = ["Entry", "SYMBOLS", "Verification", "compare", "render"]
+__all__ = ["SYMBOLS", "Entry", "Verification", "compare", "render"]
 

@@ -1,0 +1,624 @@
+"""Benchmark of copying an organization: prints figures and ratios, asserts nothing about time.
+
+Target from the write-side issue, on a generated organization of at least 2,000 objects
+served by the emulator with 20 ms latency and a rate limit R (per token):
+  (a) apply wall time / (writes / R)                  <= 1.2
+  (b) write calls of a second prepare + plan + apply  == 0
+
+The emulator runs in a process of its own. By default the source is read with the owner
+token of organization 1 and the target (an empty organization 2) is written with the owner
+token of organization 2: two tokens, no organization visible to both, so space content is
+copied through `content/import`. `--same-token` gives both tenants one token that sees both
+organizations (content by duplicate + transfer, and source and target share one bucket).
+
+Phases, each with its own figures: (1) prepare = read both sides into a fresh state file,
+(2) plan, (3) apply (the library calls the CLI uses; the clients are built here, as in
+`syncd.mirroring.apply_between`, so their counters can be printed), (4) re-read and verify,
+(5) a second prepare + plan + apply, whose write calls are counted by the emulator.
+
+Besides ratio (a) it prints what bounds the apply's wall time: the longest dependency chain
+of the plan, a list-scheduling simulation of the plan's graph under the same concurrency,
+rate and measured round trip, the concurrency actually reached and the pacer's holds.
+
+Run: /tmp/venv/bin/python bench/mirror.py [--rate 100] [--spec ...] [--same-token]
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import re
+import resource
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _util import (
+    EmulatorProcess,
+    emulator_process,
+    emulator_stats,
+    peak_rss_mb,
+    reset_emulator_stats,
+    target,
+)
+
+from syncd.api import TenantClient, make_global_limiter
+from syncd.api.client import ApiResponse
+from syncd.config import Settings, TargetRef, load_settings
+from syncd.mirror import Mirror
+from syncd.mirroring import Prepared, plan_between, prepare, verify_prepared
+from syncd.replay.apply import ApplyResult, apply_plan, dependencies
+from syncd.replay.ops import ACTIONS, Plan
+from syncd.replay.rules import COPIED_KINDS
+from syncd.replay.verify import render
+
+DEFAULT_SPEC = (
+    "orgs=1,empty_orgs=1,collections=20,spaces=200,pages=8,files=1,sites=6,sections=4,members=5,teams=5,"
+    "saml=1,openapi=2,translations=1,custom_fields=4,comments=1,change_requests=1,integrations=1"
+)
+ALL_TOKEN = "bench-token"
+"""Sees every organization (--same-token); org N's owner token is `org<N>-token`."""
+WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+
+
+# -- an instrumented client: in-flight calls over time, round trips ------------------------
+
+
+@dataclass
+class Flight:
+    """Calls of one client over time: how many were in flight, how long each took."""
+
+    started: float = field(default_factory=time.perf_counter)
+    in_flight: int = 0
+    peak: int = 0
+    area: float = 0.0
+    """Integral of in-flight calls over time (call-seconds)."""
+    busy: float = 0.0
+    """Seconds with at least one call in flight."""
+    last: float = field(default_factory=time.perf_counter)
+    durations: dict[str, list[float]] = field(default_factory=dict)
+
+    def _tick(self) -> float:
+        now = time.perf_counter()
+        self.area += self.in_flight * (now - self.last)
+        if self.in_flight:
+            self.busy += now - self.last
+        self.last = now
+        return now
+
+    def enter(self) -> float:
+        now = self._tick()
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        return now
+
+    def leave(self, method: str, since: float) -> None:
+        now = self._tick()
+        self.in_flight -= 1
+        self.durations.setdefault(method, []).append(now - since)
+
+    def reset(self) -> None:
+        self.__init__()  # type: ignore[misc]
+
+    def mean_in_flight(self, wall: float) -> float:
+        self._tick()
+        return self.area / wall if wall else 0.0
+
+
+class CountingClient(TenantClient):
+    """TenantClient that measures its calls (with retries and pacing: what an op waits)."""
+
+    flight: Flight
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> ApiResponse:
+        since = self.flight.enter()
+        try:
+            return await super().request(method, path, **kwargs)
+        finally:
+            self.flight.leave(method.upper(), since)
+
+
+def counting_client(settings: Settings, tenant: str, limiter: anyio.CapacityLimiter) -> CountingClient:
+    config = settings.tenant(tenant)
+    client = CountingClient(
+        config.name, config.base_url, config.resolved_token(), concurrency=config.concurrency, global_limiter=limiter,
+        timeout=settings.request_timeout, retry=settings.retry,
+    )
+    client.flight = Flight()
+    return client
+
+
+# -- settings --------------------------------------------------------------------------------
+
+
+def bench_settings(url: str, state: Path, *, same_token: bool, concurrency: int | None) -> Settings:
+    """Two tenants on the emulator: `src` (org 1's owner) and `dst` (org 2's owner), or one
+    token that sees both. No config file is read (the working directory's is ignored)."""
+    src_token, dst_token = (ALL_TOKEN, ALL_TOKEN) if same_token else ("org1-token", "org2-token")
+    env = {
+        "SYNCD_STATE_DIR": str(state),
+        "SYNCD_TENANTS__SRC__BASE_URL": url,
+        "SYNCD_TENANTS__SRC__TOKEN": src_token,
+        "SYNCD_TENANTS__DST__BASE_URL": url,
+        "SYNCD_TENANTS__DST__TOKEN": dst_token,
+        "SYNCD_LOG_LEVEL": "error",
+    }
+    if concurrency:
+        env["SYNCD_TENANTS__SRC__CONCURRENCY"] = env["SYNCD_TENANTS__DST__CONCURRENCY"] = str(concurrency)
+        env["SYNCD_CONCURRENCY"] = str(max(16, 2 * concurrency))
+    empty = state / "no-config.toml"
+    empty.write_text("")
+    return load_settings(empty, env)
+
+
+# -- the emulator's counters -------------------------------------------------------------------
+
+
+@dataclass
+class ServerCounts:
+    total: int
+    writes: int
+    status_429: int
+    by_route: Counter[str]
+
+    @classmethod
+    def of(cls, stats: dict[str, Any]) -> ServerCounts:
+        routes: Counter[str] = Counter()
+        for row in stats["routes"]:
+            routes[f"{row['method']} {row['route']} {row['status']}"] += int(row["count"])
+        writes = sum(int(r["count"]) for r in stats["routes"] if r["method"] in WRITE_METHODS)
+        return cls(int(stats["total"]), writes, int(stats["by_status"].get("429", 0)), routes)
+
+    def writes_by_route(self) -> list[tuple[str, int]]:
+        return [(route, n) for route, n in self.by_route.most_common() if route.split(" ", 1)[0] in WRITE_METHODS]
+
+
+# -- the phases ------------------------------------------------------------------------------
+
+
+@dataclass
+class PrepareRun:
+    prepared: Prepared
+    wall: float
+    server: ServerCounts
+
+
+async def run_prepare(settings: Settings, src: TargetRef, dst: TargetRef, db: Path, url: str) -> PrepareRun:
+    await reset_emulator_stats(url)
+    started = time.perf_counter()
+    prepared = await prepare(settings, src, dst, db)
+    wall = time.perf_counter() - started
+    return PrepareRun(prepared, wall, ServerCounts.of(await emulator_stats(url)))
+
+
+@dataclass
+class ApplyRun:
+    result: ApplyResult
+    wall: float
+    cpu: float
+    server_cpu: float | None
+    server: ServerCounts
+    target: CountingClient
+    source: CountingClient
+    timeline: list[tuple[float, int, int]]
+    """(seconds since start, ops finished, writes sent) after each op."""
+
+
+async def run_apply(settings: Settings, prepared: Prepared, the_plan: Plan, db: Path, emulator: EmulatorProcess) -> ApplyRun:
+    """`syncd.mirroring.apply_between`, with clients whose counters stay readable."""
+    url = emulator.url
+    await reset_emulator_stats(url)
+    limiter = make_global_limiter(settings)
+    target_client = counting_client(settings, "dst", limiter)
+    source_client = counting_client(settings, "src", limiter)
+    timeline: list[tuple[float, int, int]] = []
+    server_started = emulator.cpu_seconds()
+    cpu_started = _cpu()
+    started = time.perf_counter()
+
+    def progress(p: Any) -> None:
+        timeline.append((time.perf_counter() - started, p.done, p.writes))
+
+    with Mirror(db) as mirror:
+        async with target_client, source_client:
+            target_client.flight.reset()
+            source_client.flight.reset()
+            result = await apply_plan(
+                the_plan,
+                target=target_client,
+                source=source_client,
+                mirror=mirror,
+                source_tenant=prepared.source.tenant,
+                source_org=prepared.source.org,
+                target_tenant=prepared.target.tenant,
+                target_org=prepared.target.org,
+                concurrency=settings.tenant("dst").concurrency,
+                on_progress=progress,
+            )
+    wall = time.perf_counter() - started
+    cpu = _cpu() - cpu_started
+    server_now = emulator.cpu_seconds()
+    server_cpu = None if server_now is None or server_started is None else server_now - server_started
+    server = ServerCounts.of(await emulator_stats(url))
+    return ApplyRun(result, wall, cpu, server_cpu, server, target_client, source_client, timeline)
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+# -- what bounds the apply: the plan's graph ---------------------------------------------------
+
+
+@dataclass
+class GraphBounds:
+    ops: int
+    edges: int
+    depth: int
+    """Ops on the longest dependency chain."""
+    widths: list[int]
+    """Ops per level (level = length of the longest chain ending at the op)."""
+    simulated: float
+    """List-scheduling time of the graph with `concurrency` slots, `rate` starts/s and
+    `round_trip` per op (adopts take no time)."""
+
+
+def graph_bounds(the_plan: Plan, concurrency: int, rate: float, round_trip: float) -> GraphBounds:
+    deps, _ = dependencies(the_plan)
+    order = [op.key for op in the_plan.ops]
+    costly = {op.key: op.action != "adopt" for op in the_plan.ops}
+    level: dict[str, int] = {}
+    followers: dict[str, list[str]] = {key: [] for key in order}
+    waiting = {key: len(before) for key, before in deps.items()}
+    for key, before in deps.items():
+        for dep in before:
+            followers[dep].append(key)
+    ready = [key for key in order if not waiting[key]]
+    topo: list[str] = []
+    while ready:
+        key = ready.pop()
+        topo.append(key)
+        for f in followers[key]:
+            waiting[f] -= 1
+            if not waiting[f]:
+                ready.append(f)
+    for key in topo:
+        level[key] = max((level[d] for d in deps[key]), default=0) + 1
+    widths = Counter(level.values())
+    return GraphBounds(
+        ops=len(order),
+        edges=sum(len(v) for v in deps.values()),
+        depth=max(level.values(), default=0),
+        widths=[widths[i] for i in range(1, max(widths, default=0) + 1)],
+        simulated=_simulate(order, deps, followers, costly, concurrency, rate, round_trip),
+    )
+
+
+def _simulate(
+    order: list[str], deps: dict[str, list[str]], followers: dict[str, list[str]], costly: dict[str, bool],
+    concurrency: int, rate: float, round_trip: float,
+) -> float:
+    """Event simulation: an op starts when its dependencies are done, a slot is free and (with
+    a rate) the next start time of an evenly spaced sender has come; plan order breaks ties."""
+    rank = {key: i for i, key in enumerate(order)}
+    waiting = {key: len(deps[key]) for key in order}
+    ready: list[tuple[int, str]] = [(rank[k], k) for k in order if not waiting[k]]
+    heapq.heapify(ready)
+    running: list[tuple[float, str]] = []
+    now, next_start, free = 0.0, 0.0, concurrency
+    spacing = 1.0 / rate if rate > 0 else 0.0
+    finished = 0
+    while finished < len(order):
+        while ready and free:
+            _, key = heapq.heappop(ready)
+            if costly[key]:
+                start = max(now, next_start)
+                next_start = start + spacing
+                free -= 1
+                heapq.heappush(running, (start + round_trip, key))
+            else:
+                heapq.heappush(running, (now, key))
+                free -= 1
+        end, key = heapq.heappop(running)
+        now = max(now, end)
+        free += 1
+        finished += 1
+        for f in followers[key]:
+            waiting[f] -= 1
+            if not waiting[f]:
+                heapq.heappush(ready, (rank[f], f))
+    return now
+
+
+# -- printing --------------------------------------------------------------------------------
+
+
+def print_counts(title: str, counts: Counter[str] | dict[str, int], limit: int = 40) -> None:
+    items = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = ", ".join(f"{k} {n:,}" for k, n in items[:limit])
+    more = f", ... {len(items) - limit} more" if len(items) > limit else ""
+    print(f"{title}{shown}{more}")
+
+
+def report_prepare(label: str, run: PrepareRun) -> None:
+    p = run.prepared
+    statuses = ", ".join(f"{side.label} {side.crawl.status if side.crawl else 'file'}" for side in (p.source, p.target))
+    print(f"{label}: wall {run.wall:.2f} s; requests: source {p.source.requests:,}, target {p.target.requests:,} "
+          f"(emulator {run.server.total:,}, 429s {run.server.status_429}); reads {statuses}")
+    for warning in p.warnings:
+        print(f"  warning: {warning}")
+
+
+def report_plan(the_plan: Plan, wall: float) -> None:
+    actions: Counter[str] = Counter(op.action for op in the_plan.ops)
+    print(f"plan: {len(the_plan.ops):,} ops in {wall:.2f} s, by action: "
+          + ", ".join(f"{a} {actions[a]:,}" for a in ACTIONS if actions[a]))
+    by_kind = {f"{kind}:{action}": n for kind, c in the_plan.counts().items() for action, n in c.items()}
+    print_counts("  by kind: ", by_kind)
+    by_call: Counter[str] = Counter(f"{op.method.upper()} {_shape(op.path)}" for op in the_plan.ops if op.action != "adopt")
+    print_counts("  by call: ", by_call, 25)
+    if the_plan.skips:
+        reasons = Counter(s.kind + ": " + _QUOTED.sub("'…'", s.reason) for s in the_plan.skips)
+        print(f"  skips: {len(the_plan.skips)}")
+        for reason, n in reasons.most_common(12):
+            print(f"    {n:>4} x {reason[:200]}")
+    if the_plan.refused:
+        print(f"  REFUSED: {the_plan.refused}")
+
+
+_QUOTED = re.compile(r"'[^']*'")
+
+
+def content_skipped(the_plan: Plan) -> set[str]:
+    """Source ids of spaces whose content the plan says it cannot copy."""
+    return {s.source_id for s in the_plan.skips if s.kind == "space" and s.source_id and "content cannot be copied" in s.reason}
+
+
+def _shape(path: str) -> str:
+    """`/v1/spaces/{ref:space:abc}/content/import` -> `/v1/spaces/{}/content/import`."""
+    return re.sub(r"\{ref:[^}]*\}|(?<=/)[A-Za-z0-9_-]{12,}(?=/|$)", "{}", path)
+
+
+def report_apply(run: ApplyRun, rate: float, burst: float, concurrency: int, bounds: GraphBounds | None) -> float | None:
+    r = run.result
+    stats = r.stats()
+    t, s = run.target.stats, run.source.stats
+    print(f"apply: {r.summary(limit=15)}")
+    print(f"  outcomes     " + ", ".join(f"{k} {v}" for k, v in stats.items() if k not in ("ops", "writes", "reads", "reconciled")))
+    print(f"  writes       {r.writes:,} (ApplyResult.writes)  {run.server.writes:,} (emulator: POST/PUT/PATCH/DELETE answered)")
+    print(f"  reads        {r.reads} reconciliation pages (ApplyResult.reads); "
+          f"client GETs: target {len(run.target.flight.durations.get('GET', []))}, source {len(run.source.flight.durations.get('GET', []))}")
+    print(f"  requests     target client {t.requests:,}, source client {s.requests:,}, emulator {run.server.total:,}")
+    print(f"  429s         {t.rate_limited + s.rate_limited} (clients)  {run.server.status_429} (emulator)")
+    print(f"  retries      {t.retries + s.retries}  transport errors {t.transport_errors + s.transport_errors}")
+    print(f"  wall time    {run.wall:.2f} s  ({r.writes / run.wall:.1f} writes/s)")
+    server_cpu = "" if run.server_cpu is None else f", emulator {run.server_cpu:.1f} s ({run.server_cpu / run.wall:.0%})"
+    print(f"  CPU          syncd {run.cpu:.1f} s ({run.cpu / run.wall:.0%} of a core){server_cpu}")
+    flight = run.target.flight
+    mean = flight.mean_in_flight(run.wall) + run.source.flight.mean_in_flight(run.wall)
+    print(f"  concurrency  limit {concurrency}; calls in flight: mean {mean:.2f}, peak {max(flight.peak, run.source.flight.peak)}; "
+          f"target idle {max(0.0, run.wall - flight.busy):.2f} s of the wall")
+    for method, durations in sorted({**run.source.flight.durations, **flight.durations}.items()):
+        ds = sorted(durations)
+        print(f"  call time    {method:<6} n={len(ds):>5}  median {1000 * ds[len(ds) // 2]:.0f} ms  "
+              f"p90 {1000 * ds[int(len(ds) * 0.9)]:.0f} ms  max {1000 * ds[-1]:.0f} ms")
+    print(f"  paced        held back by the pacer {t.paced_waits + s.paced_waits} times, {t.paced_seconds + s.paced_seconds:.1f} s in total; "
+          f"server rate estimate {t.server_rate}")
+    for route, n in run.server.writes_by_route()[:12]:
+        print(f"    {n:>5}  {route}")
+    _report_timeline(run)
+    if bounds is not None:
+        print(f"  plan graph   {bounds.ops:,} ops, {bounds.edges:,} dependencies, longest chain {bounds.depth} ops; "
+              f"ops per level: {bounds.widths[:12]}{' ...' if len(bounds.widths) > 12 else ''}")
+        print(f"  simulated    {bounds.simulated:.2f} s for this graph with {concurrency} slots, R = {rate:g}/s and the measured median round trip")
+    if rate <= 0:
+        print("  (a) n/a: the emulator has no rate limit")
+        return None
+    if not r.writes:
+        print("  (a) n/a: no writes")
+        return None
+    lower = r.writes / rate
+    ratio = run.wall / lower
+    print(f"  lower bound  writes / R = {lower:.2f} s")
+    print(f"  (a) wall / (writes / R) = {ratio:.3f} {target(ratio, 1.2)}")
+    if r.writes > burst:
+        tight = (r.writes - burst) / rate
+        print(f"      (with the first {burst:g} writes free from the full bucket: {tight:.2f} s, ratio {run.wall / tight:.3f})")
+    return ratio
+
+
+def _report_timeline(run: ApplyRun) -> None:
+    """When the writes happened: a slow tail means a dependency chain, a flat start a slow start."""
+    if not run.timeline or not run.result.writes:
+        return
+    total = run.result.writes
+    marks = []
+    for share in (0.25, 0.5, 0.75, 0.9, 1.0):
+        at = next((t for t, _, w in run.timeline if w >= share * total), run.timeline[-1][0])
+        marks.append(f"{share:.0%} at {at:.1f} s")
+    print(f"  writes done  {', '.join(marks)}; last op finished at {run.timeline[-1][0]:.1f} s")
+    steps = max(1, int(run.wall))
+    writes_at: list[int] = []
+    previous = 0
+    for second in range(steps + 1):
+        upto = [w for t, _, w in run.timeline if int(t) <= second]
+        current = upto[-1] if upto else 0
+        writes_at.append(current - previous)
+        previous = current
+    if len(writes_at) <= 80:
+        print(f"  writes/s     {writes_at}")
+    else:
+        print(f"  writes/s     first 40 s {writes_at[:40]} ... last 20 s {writes_at[-20:]}")
+
+
+def report_verify(run: PrepareRun, skipped: set[str]) -> tuple[bool, int]:
+    """Print the verification; (equal, differences the plan did not announce as skips).
+
+    A space whose pages/files differ and whose content the plan reported it cannot copy
+    (a private space, two tokens) is an announced difference, counted apart."""
+    verification = verify_prepared(run.prepared)
+    counts = verification.counts()
+    if verification.equal:
+        print(f"verify: EQUAL ({counts['identical']:,} objects identical)")
+        return True, 0
+    announced = [e for e in verification.different if e.source_id in skipped and set(e.fields) <= {"pages", "files"}]
+    unexplained = len(verification.missing) + len(verification.extra) + len(verification.errors) + len(verification.different) - len(announced)
+    print(f"verify: NOT EQUAL {counts}")
+    print(f"  {len(announced)} of the differences are spaces whose content the plan reported it cannot copy (skips); "
+          f"{unexplained} differences unexplained")
+    if unexplained:
+        rest = replace(verification, different=[e for e in verification.different if e not in announced], identical=[])
+        for line in render(rest, limit=40):
+            print(f"  {line}")
+    return False, unexplained
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+
+async def bench(args: argparse.Namespace) -> None:
+    burst = args.burst or args.rate
+    mode = "one token for both (duplicate + transfer)" if args.same_token else "two tokens (org1-token -> org2-token, content by import)"
+    print(f"spec: {args.spec}  seed: {args.seed}")
+    print(f"emulator: rate limit R = {args.rate:g} req/s per token, burst {burst:g}, latency {args.latency_ms:g} ms (separate process)")
+    print(f"tenants: {mode}")
+    started = time.perf_counter()
+    with emulator_process(
+        token=ALL_TOKEN, spec=args.spec, seed=args.seed, rate=args.rate, burst=args.burst, latency_ms=args.latency_ms
+    ) as emulator, tempfile.TemporaryDirectory(prefix="syncd-bench-mirror-") as tmp:
+        print(f"emulator ready in {time.perf_counter() - started:.1f} s at {emulator.url} ({emulator.objects:,} rows in its tables)")
+        orgs = [o["id"] for o in emulator.report["organizations"]]
+        if len(orgs) < 2:
+            print("the spec must generate an empty organization to copy into (empty_orgs=1)")
+            return
+        settings = bench_settings(emulator.url, Path(tmp), same_token=args.same_token, concurrency=args.concurrency)
+        concurrency = settings.tenant("dst").concurrency
+        print(f"syncd: tenant concurrency {concurrency}, process-wide limit {settings.concurrency}")
+        src, dst = TargetRef("src", orgs[0]), TargetRef("dst", orgs[1])
+        db = Path(tmp) / "state.db"
+
+        # (1) prepare
+        print()
+        first = await run_prepare(settings, src, dst, db, emulator.url)
+        source_kinds = Counter(kind for kind, _ in first.prepared.source.snapshot.nodes)
+        objects = sum(source_kinds.values())
+        copied = sum(n for kind, n in source_kinds.items() if kind in COPIED_KINDS or kind in ("page", "file"))
+        print(f"source objects: {objects:,} ({'>= 2,000' if objects >= 2000 else 'FEWER than 2,000'}) in {len(source_kinds)} kinds, "
+              f"{copied:,} of kinds a copy writes or compares (incl. pages and files); target objects before: {len(first.prepared.target.snapshot.nodes):,}")
+        print_counts("  ", source_kinds)
+        report_prepare("(1) prepare", first)
+
+        # (2) plan
+        t0 = time.perf_counter()
+        the_plan = plan_between(first.prepared, "copy", args.max_delete)
+        report_plan(the_plan, time.perf_counter() - t0)
+
+        # (3) apply
+        print()
+        ratio: float | None = None
+        run: ApplyRun | None = None
+        if the_plan.refused:
+            print("(3) apply: not run, the plan is refused")
+        else:
+            try:
+                run = await run_apply(settings, first.prepared, the_plan, db, emulator)
+            except Exception as exc:  # a benchmark reports, it does not stop
+                print(f"(3) apply FAILED: {type(exc).__name__}: {exc}")
+        rss_apply = peak_rss_mb()
+        if run is not None:
+            durations = run.target.flight.durations
+            writes = sorted(d for m, ds in durations.items() if m in WRITE_METHODS for d in ds)
+            round_trip = writes[len(writes) // 2] if writes else args.latency_ms / 1000
+            try:
+                bounds: GraphBounds | None = graph_bounds(the_plan, concurrency, args.rate, round_trip)
+            except ValueError as exc:
+                print(f"  plan graph: {exc}")
+                bounds = None
+            print("(3) apply")
+            ratio = report_apply(run, args.rate, burst, concurrency, bounds)
+
+        # (4) verify after re-reading
+        print()
+        again = await run_prepare(settings, src, dst, db, emulator.url)
+        report_prepare("(4) re-read", again)
+        equal, unexplained = report_verify(again, content_skipped(the_plan))
+
+        # (5) second prepare + plan + apply
+        print()
+        second_writes: int | None = None
+        await reset_emulator_stats(emulator.url)
+        t0 = time.perf_counter()
+        second = await run_prepare(settings, src, dst, db, emulator.url)
+        second_plan = plan_between(second.prepared, "copy", args.max_delete)
+        print(f"(5) second run: prepare {second.wall:.2f} s ({second.server.total:,} requests), plan {len(second_plan.ops)} ops "
+              + (", ".join(f"{op.key}" for op in second_plan.ops[:10]) + (" ..." if len(second_plan.ops) > 10 else "")))
+        if second_plan.ops and not second_plan.refused:
+            try:
+                second_run = await run_apply(settings, second.prepared, second_plan, db, emulator)
+                second_writes = second_run.server.writes
+                print(f"  apply: {second_run.result.summary(limit=10)}")
+                for route, n in second_run.server.writes_by_route()[:10]:
+                    print(f"    {n:>5}  {route}")
+            except Exception as exc:
+                print(f"  apply FAILED: {type(exc).__name__}: {exc}")
+        else:
+            second_writes = ServerCounts.of(await emulator_stats(emulator.url)).writes
+        print(f"  write calls of the second run: {second_writes} (emulator) in {time.perf_counter() - t0:.2f} s "
+              f"{'(target == 0)' if second_writes == 0 else '(target == 0: MISSED)'}")
+
+    rss = max(rss_apply, peak_rss_mb())
+    print()
+    print(f"source objects                 {objects:,} ({copied:,} copied: structure, pages, files)")
+    if run is not None:
+        r = run.result
+        t, s = run.target.stats, run.source.stats
+        print(f"apply writes / reads / 429s    {r.writes:,} / {r.reads} reconciliation pages, {t.requests + s.requests - r.writes} client requests other than writes / "
+              f"{run.server.status_429} (emulator), {t.rate_limited + s.rate_limited} (clients)")
+        print(f"apply wall time                {run.wall:.2f} s (prepare {first.wall:.2f} s, re-read {again.wall:.2f} s)")
+    print(f"(a) wall / (writes / R)        {'n/a' if ratio is None else f'{ratio:.3f} {target(ratio, 1.2)}'}")
+    print(f"verify                         {'equal' if equal else f'NOT EQUAL ({unexplained} differences beyond the skips the plan announced)'}")
+    print(f"(b) second run write calls     {second_writes} {'(target == 0)' if second_writes == 0 else '(target == 0: MISSED)'}")
+    print(f"peak RSS                       {rss:.0f} MB")
+    print(f"benchmark total {time.perf_counter() - started:.0f} s")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=float, default=100.0, help="the emulator's rate limit R (requests/s per token)")
+    parser.add_argument("--burst", type=float, default=0.0, help="the bucket size (default: R, one second's worth)")
+    parser.add_argument("--latency-ms", type=float, default=20.0, help="latency the emulator adds to every request")
+    parser.add_argument("--spec", default=DEFAULT_SPEC, help="what the emulator generates (needs empty_orgs >= 1)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--same-token", action="store_true", help="one token for both tenants (duplicate + transfer)")
+    parser.add_argument("--concurrency", type=int, default=0, help="the tenants' concurrency (default: the settings' default)")
+    parser.add_argument("--max-delete", type=int, default=10)
+    return parser.parse_args(argv)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM ends the benchmark like Ctrl-C: the emulator process is stopped too."""
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        anyio.run(bench, args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+
+
+if __name__ == "__main__":
+    main()
