@@ -517,6 +517,7 @@ async def bench(args: argparse.Namespace) -> None:
               f"{copied:,} of kinds a copy writes or compares (incl. pages and files); target objects before: {len(first.prepared.target.snapshot.nodes):,}")
         print_counts("  ", source_kinds)
         report_prepare("(1) prepare", first)
+        rss_prepare = peak_rss_mb()
 
         # (2) plan
         t0 = time.perf_counter()
@@ -588,7 +589,7 @@ async def bench(args: argparse.Namespace) -> None:
     print(f"(a) wall / (writes / R)        {'n/a' if ratio is None else f'{ratio:.3f} {target(ratio, 1.2)}'}")
     print(f"verify                         {'equal' if equal else f'NOT EQUAL ({unexplained} differences beyond the skips the plan announced)'}")
     print(f"(b) second run write calls     {second_writes} {'(target == 0)' if second_writes == 0 else '(target == 0: MISSED)'}")
-    print(f"peak RSS                       {rss:.0f} MB")
+    print(f"peak RSS                       {rss:.0f} MB (after the first prepare {rss_prepare:.0f} MB, after apply {rss_apply:.0f} MB)")
     print(f"benchmark total {time.perf_counter() - started:.0f} s")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from types import TracebackType
+from typing import Any
 
 from rich.console import Console
 from rich.live import Live
@@ -17,8 +18,9 @@ from syncd.logging import get_logger
 log = get_logger("syncd.progress")
 
 
-class CrawlProgress:
-    """Requests, objects, errors, retries and the current rate, refreshed a few times a second."""
+class LiveLine:
+    """One line of progress, refreshed a few times a second on a terminal, logged every
+    `log_every` seconds otherwise (so a daemon or CI log shows it too)."""
 
     def __init__(self, label: str, console: Console | None = None, log_every: float = 5.0) -> None:
         self.label = label
@@ -28,7 +30,7 @@ class CrawlProgress:
         self._live: Live | None = None
         self._last = 0.0
 
-    def __enter__(self) -> CrawlProgress:
+    def __enter__(self) -> LiveLine:
         if self.interactive:
             self._live = Live(Text(f"{self.label}: starting"), console=self.console, refresh_per_second=4, transient=True)
             self._live.__enter__()
@@ -37,6 +39,20 @@ class CrawlProgress:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if self._live is not None:
             self._live.__exit__(exc_type, exc, tb)
+
+    def show(self, line: str) -> None:
+        now = time.monotonic()
+        if self._live is not None:
+            if now - self._last >= 0.2:
+                self._last = now
+                self._live.update(Text(f"{self.label}: {line}"))
+        elif now - self._last >= self.log_every:
+            self._last = now
+            log.info("progress", job=self.label, progress=line)
+
+
+class CrawlProgress(LiveLine):
+    """Requests, objects, errors, retries and the current rate of a crawl."""
 
     @staticmethod
     def line(stats: CrawlStats, client: TenantClient) -> str:
@@ -48,11 +64,14 @@ class CrawlProgress:
         )
 
     def update(self, stats: CrawlStats, client: TenantClient) -> None:
-        now = time.monotonic()
-        if self._live is not None:
-            if now - self._last >= 0.2:
-                self._last = now
-                self._live.update(Text(f"{self.label}: {self.line(stats, client)}"))
-        elif now - self._last >= self.log_every:
-            self._last = now
-            log.info("progress", job=self.label, progress=self.line(stats, client))
+        self.show(self.line(stats, client))
+
+
+class ApplyDisplay(LiveLine):
+    """Operations done of the total, write calls, reads and failures of an apply."""
+
+    def update(self, progress: Any) -> None:
+        self.show(
+            f"{progress.done}/{progress.total} operations, {progress.writes} write calls, "
+            f"{progress.reads} reads, {progress.failures} failed"
+        )

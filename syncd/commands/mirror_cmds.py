@@ -136,7 +136,12 @@ def _apply_and_verify(settings: Settings, prepared: Any, the_plan: Plan, db: Pat
         raise PlanRefused(the_plan.refused)
     if not the_plan.ops:
         return 0
-    result = anyio.run(lambda: apply_between(settings, prepared, the_plan, db, source_ref=src, target_ref=dst, dry_run=dry_run))
+    from syncd.progress import ApplyDisplay
+
+    with ApplyDisplay(f"apply to {dst}") as display:
+        result = anyio.run(
+            lambda: apply_between(settings, prepared, the_plan, db, source_ref=src, target_ref=dst, dry_run=dry_run, on_progress=display.update)
+        )
     console.print(result.summary())
     if dry_run:
         return EXIT_PENDING
