@@ -220,3 +220,20 @@ def test_restore_a_backup_into_an_empty_organization(emulator: Emulator, env: Pa
     assert main(["restore", str(backup), f"dst:{dst}"]) == 0, capsys.readouterr()
     target = emulator.dump(dst)
     assert target == emulator.dump(src) and no_duplicates(target)
+
+
+def test_dry_run_and_clear_errors(emulator: Emulator, env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src, dst = emulator.orgs[0], emulator.orgs[1]
+    before = emulator.writes()
+    assert main(["mirror", "apply", f"src:{src}", f"dst:{dst}", "--dry-run"]) == 2
+    out = capsys.readouterr().out
+    assert "dry run" in out and "POST" in out
+    assert emulator.writes() == before
+    assert main(["mirror", "plan", "src", f"dst:{dst}"]) == 2
+    assert "must name an organization" in capsys.readouterr().err
+    assert main(["mirror", "plan", f"src:{src}", f"src:{src}"]) == 2
+    assert "same organization" in capsys.readouterr().err
+    assert main(["mirror", "plan", f"src:{src}", "dst:nope"]) == 2
+    assert "not found" in capsys.readouterr().err
+    assert main(["restore", str(env / "missing.db"), f"dst:{dst}"]) == 2
+    assert "no such backup" in capsys.readouterr().err
