@@ -127,11 +127,11 @@ class CountingClient(TenantClient):
             self.flight.leave(method.upper(), since)
 
 
-def counting_client(settings: Settings, tenant: str, limiter: anyio.CapacityLimiter) -> CountingClient:
+def counting_client(settings: Settings, tenant: str, limiter: anyio.CapacityLimiter, **options: Any) -> CountingClient:
     config = settings.tenant(tenant)
     client = CountingClient(
         config.name, config.base_url, config.resolved_token(), concurrency=config.concurrency, global_limiter=limiter,
-        timeout=settings.request_timeout, retry=settings.retry,
+        timeout=settings.request_timeout, retry=settings.retry, **options,
     )
     client.flight = Flight()
     return client
@@ -213,13 +213,16 @@ class ApplyRun:
     """(seconds since start, ops finished, writes sent) after each op."""
 
 
-async def run_apply(settings: Settings, prepared: Prepared, the_plan: Plan, db: Path, emulator: EmulatorProcess) -> ApplyRun:
-    """`syncd.mirroring.apply_between`, with clients whose counters stay readable."""
+async def run_apply(
+    settings: Settings, prepared: Prepared, the_plan: Plan, db: Path, emulator: EmulatorProcess, *, shared_pacer: bool = False
+) -> ApplyRun:
+    """`syncd.mirroring.apply_between`, with clients whose counters stay readable.
+    `shared_pacer`: the source client paces with the target's pacer (one token, one bucket)."""
     url = emulator.url
     await reset_emulator_stats(url)
     limiter = make_global_limiter(settings)
     target_client = counting_client(settings, "dst", limiter)
-    source_client = counting_client(settings, "src", limiter)
+    source_client = counting_client(settings, "src", limiter, **({"pacer": target_client.pacer} if shared_pacer else {}))
     timeline: list[tuple[float, int, int]] = []
     server_started = emulator.cpu_seconds()
     cpu_started = _cpu()
@@ -491,7 +494,7 @@ async def bench(args: argparse.Namespace) -> None:
     mode = "one token for both (duplicate + transfer)" if args.same_token else "two tokens (org1-token -> org2-token, content by import)"
     print(f"spec: {args.spec}  seed: {args.seed}")
     print(f"emulator: rate limit R = {args.rate:g} req/s per token, burst {burst:g}, latency {args.latency_ms:g} ms (separate process)")
-    print(f"tenants: {mode}")
+    print(f"tenants: {mode}{'; the source client shares the target client pacer (experiment)' if args.shared_pacer else ''}")
     started = time.perf_counter()
     with emulator_process(
         token=ALL_TOKEN, spec=args.spec, seed=args.seed, rate=args.rate, burst=args.burst, latency_ms=args.latency_ms
@@ -532,7 +535,7 @@ async def bench(args: argparse.Namespace) -> None:
             print("(3) apply: not run, the plan is refused")
         else:
             try:
-                run = await run_apply(settings, first.prepared, the_plan, db, emulator)
+                run = await run_apply(settings, first.prepared, the_plan, db, emulator, shared_pacer=args.shared_pacer)
             except Exception as exc:  # a benchmark reports, it does not stop
                 print(f"(3) apply FAILED: {type(exc).__name__}: {exc}")
         rss_apply = peak_rss_mb()
@@ -602,6 +605,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--same-token", action="store_true", help="one token for both tenants (duplicate + transfer)")
     parser.add_argument("--concurrency", type=int, default=0, help="the tenants' concurrency (default: the settings' default)")
+    parser.add_argument("--shared-pacer", action="store_true",
+                        help="experiment: with --same-token, the source client paces with the target's pacer (apply_between does not)")
     parser.add_argument("--max-delete", type=int, default=10)
     return parser.parse_args(argv)
 

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from syncd.emulator.errors import bad_request
 from syncd.emulator.store import ROLES, Record, Store
+from syncd.ordering import PositionError, parse_position
 
 MAX_LIMIT_DEFAULT = 1000
 
@@ -225,21 +226,10 @@ def position(body: dict[str, Any], ref_type: str | tuple[str, ...], ref_key: str
     `ref_type` is the reference type the spec documents, or several accepted spellings.
     """
     types = (ref_type,) if isinstance(ref_type, str) else ref_type
-    pos = obj(body, "position", nullable=True)
-    if not pos:
-        return None, None
-    ends: list[str | None] = []
-    for side in ("before", "after"):
-        ref = pos.get(side)
-        if ref is None:
-            ends.append(None)
-            continue
-        if not isinstance(ref, dict) or ref.get("type") not in types or not isinstance(ref.get(ref_key), str):
-            raise bad_request(f"position.{side}: must be {{type: {types[0]!r}, {ref_key}: <id>}}")
-        ends.append(ref[ref_key])
-    if ends[0] is not None and ends[1] is not None:
-        raise bad_request("position: give before or after, not both")
-    return ends[0], ends[1]
+    try:
+        return parse_position(obj(body, "position", nullable=True), types, ref_key)
+    except PositionError as exc:
+        raise bad_request(str(exc)) from None
 
 
 # ----- paging ---------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from syncd.emulator.errors import bad_request, not_found
+from syncd.ordering import PositionError, place
 
 ROLES = ("admin", "create", "review", "edit", "comment", "read")
 ROLE_RANK = {role: rank for rank, role in enumerate(reversed(ROLES))}
@@ -157,19 +158,10 @@ class Store:
         after: str | None = None,
     ) -> None:
         """Put `item_id` in the sibling list `key`, before/after a sibling, or at the end."""
-        order = self.orders[key]
-        if before is not None and before not in order:
-            raise bad_request(f"position.before: {before!r} is not a sibling of the moved item")
-        if after is not None and after not in order:
-            raise bad_request(f"position.after: {after!r} is not a sibling of the moved item")
-        if item_id in order:
-            order.remove(item_id)
-        if before is not None and before != item_id:
-            order.insert(order.index(before), item_id)
-        elif after is not None and after != item_id:
-            order.insert(order.index(after) + 1, item_id)
-        else:
-            order.append(item_id)
+        try:
+            place(self.orders[key], item_id, before, after)
+        except PositionError as exc:
+            raise bad_request(str(exc)) from None
 
     def unplace(self, key: tuple[str, ...], item_id: str) -> None:
         order = self.orders.get(key)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from syncd.catalog import BY_NAME
+from syncd.ordering import PositionError, parse_position, place
 from syncd.replay.ops import PATH_REF, Op, Plan, Ref, Target, path_refs, refs_in
 from syncd.replay.rules import (
     DEFAULT_ADAPTIVE_SCHEMA,
@@ -564,36 +565,17 @@ class TargetModel:
         return out
 
     def _place(self, order: list[Any], item: Any, before: Any, after: Any, label: str) -> None:
-        if before is not None and before not in order:
-            raise ModelError(f"position.before: {label} {before!r} is not a sibling")
-        if after is not None and after not in order:
-            raise ModelError(f"position.after: {label} {after!r} is not a sibling")
-        if item in order:
-            order.remove(item)
-        if before is not None and before != item:
-            order.insert(order.index(before), item)
-        elif after is not None and after != item:
-            order.insert(order.index(after) + 1, item)
-        else:
-            order.append(item)
+        try:
+            place(order, item, before, after)
+        except PositionError as exc:
+            raise ModelError(f"{label}: {exc}") from None
 
     @staticmethod
     def _position(body: dict[str, Any], types: tuple[str, ...], key: str) -> tuple[str | None, str | None]:
-        pos = body.get("position")
-        if not pos:
-            return None, None
-        ends: list[str | None] = []
-        for side in ("before", "after"):
-            ref = pos.get(side)
-            if ref is None:
-                ends.append(None)
-                continue
-            if not isinstance(ref, dict) or ref.get("type") not in types or not isinstance(ref.get(key), str):
-                raise ModelError(f"position.{side}: must be {{type: {types[0]!r}, {key}: <id>}}")
-            ends.append(ref[key])
-        if ends[0] is not None and ends[1] is not None:
-            raise ModelError("position: give before or after, not both")
-        return ends[0], ends[1]
+        try:
+            return parse_position(body.get("position"), types, key)
+        except PositionError as exc:
+            raise ModelError(str(exc)) from None
 
     def _tree_move(self, kind: str, item_id: str, body: dict[str, Any]) -> dict[str, Any]:
         node = self._node(kind, item_id)
