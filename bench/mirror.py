@@ -17,8 +17,14 @@ Phases, each with its own figures: (1) prepare = read both sides into a fresh st
 (5) a second prepare + plan + apply, whose write calls are counted by the emulator.
 
 Besides ratio (a) it prints what bounds the apply's wall time: the longest dependency chain
-of the plan, a list-scheduling simulation of the plan's graph under the same concurrency,
-rate and measured round trip, the concurrency actually reached and the pacer's holds.
+of the plan, list-scheduling simulations of the plan's graph (the emulator's token bucket,
+the same slots, a measured round trip; FIFO as apply does, and critical-path-first), the
+calls in flight, the time in the state file's journal and the pacer's holds.
+`--shared-pacer` (with `--same-token`) is an experiment: one pacer for both clients.
+
+Default run (~85 s): 12,808 source objects, 655 writes, (a) ~0.87 (1.02 without the
+bucket's first 100 free writes). At 100 ms latency (a) is missed (~1.8): 8 slots carry
+~78 writes/s, and 60 root-level spaces are created one after another (a 70-op chain).
 
 Run: /tmp/venv/bin/python bench/mirror.py [--rate 100] [--spec ...] [--same-token]
 """
@@ -26,6 +32,7 @@ Run: /tmp/venv/bin/python bench/mirror.py [--rate 100] [--spec ...] [--same-toke
 from __future__ import annotations
 
 import argparse
+import contextlib
 import heapq
 import re
 import resource
@@ -34,6 +41,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -137,6 +145,43 @@ def counting_client(settings: Settings, tenant: str, limiter: anyio.CapacityLimi
     return client
 
 
+@dataclass
+class JournalTimes:
+    """Time apply spends in the state file's journal calls (in worker threads, one lock)."""
+
+    calls: Counter[str] = field(default_factory=Counter)
+    seconds: Counter[str] = field(default_factory=Counter)
+
+
+@contextlib.contextmanager
+def timed_journal() -> Iterator[JournalTimes]:
+    """Wrap the journal functions apply calls (it looks them up on the module at each call)."""
+    from syncd.mirror import replication
+
+    times = JournalTimes()
+    names = ("intend", "complete", "fail", "resend", "record_mappings", "seen_before")
+    originals = {name: getattr(replication, name) for name in names}
+
+    def wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                times.calls[name] += 1
+                times.seconds[name] += time.perf_counter() - started
+
+        return timed
+
+    for name, fn in originals.items():
+        setattr(replication, name, wrap(name, fn))
+    try:
+        yield times
+    finally:
+        for name, fn in originals.items():
+            setattr(replication, name, fn)
+
+
 # -- settings --------------------------------------------------------------------------------
 
 
@@ -211,6 +256,7 @@ class ApplyRun:
     source: CountingClient
     timeline: list[tuple[float, int, int]]
     """(seconds since start, ops finished, writes sent) after each op."""
+    journal: JournalTimes
 
 
 async def run_apply(
@@ -223,6 +269,7 @@ async def run_apply(
     limiter = make_global_limiter(settings)
     target_client = counting_client(settings, "dst", limiter)
     source_client = counting_client(settings, "src", limiter, **({"pacer": target_client.pacer} if shared_pacer else {}))
+    source_client.flight = target_client.flight  # one record of calls in flight: idle means neither client calls
     timeline: list[tuple[float, int, int]] = []
     server_started = emulator.cpu_seconds()
     cpu_started = _cpu()
@@ -231,10 +278,9 @@ async def run_apply(
     def progress(p: Any) -> None:
         timeline.append((time.perf_counter() - started, p.done, p.writes))
 
-    with Mirror(db) as mirror:
+    with Mirror(db) as mirror, timed_journal() as journal_times:
         async with target_client, source_client:
             target_client.flight.reset()
-            source_client.flight.reset()
             result = await apply_plan(
                 the_plan,
                 target=target_client,
@@ -252,7 +298,7 @@ async def run_apply(
     server_now = emulator.cpu_seconds()
     server_cpu = None if server_now is None or server_started is None else server_now - server_started
     server = ServerCounts.of(await emulator_stats(url))
-    return ApplyRun(result, wall, cpu, server_cpu, server, target_client, source_client, timeline)
+    return ApplyRun(result, wall, cpu, server_cpu, server, target_client, source_client, timeline, journal_times)
 
 
 def _cpu() -> float:
@@ -269,23 +315,63 @@ class GraphBounds:
     edges: int
     depth: int
     """Ops on the longest dependency chain."""
+    chain: Counter[str]
+    """kind:action of the ops on one longest chain."""
     widths: list[int]
     """Ops per level (level = length of the longest chain ending at the op)."""
-    simulated: float
-    """List-scheduling time of the graph with `concurrency` slots, `rate` starts/s and
-    `round_trip` per op (adopts take no time)."""
+    simulated: dict[str, float]
+    """List-scheduling time of the graph under named policies (see `_simulate`)."""
+    round_trip: float
 
 
-def graph_bounds(the_plan: Plan, concurrency: int, rate: float, round_trip: float) -> GraphBounds:
+def graph_bounds(the_plan: Plan, concurrency: int, rate: float, burst: float, round_trip: float) -> GraphBounds:
+    """The plan's dependency graph as apply sees it, and how long it takes to schedule."""
     deps, _ = dependencies(the_plan)
     order = [op.key for op in the_plan.ops]
+    by_key = {op.key: op for op in the_plan.ops}
     costly = {op.key: op.action != "adopt" for op in the_plan.ops}
-    level: dict[str, int] = {}
     followers: dict[str, list[str]] = {key: [] for key in order}
-    waiting = {key: len(before) for key, before in deps.items()}
     for key, before in deps.items():
         for dep in before:
             followers[dep].append(key)
+    topo = _topological(order, deps, followers)
+    level: dict[str, int] = {}
+    for key in topo:
+        level[key] = max((level[d] for d in deps[key]), default=0) + 1
+    below: dict[str, int] = {}
+    """Ops on the longest chain from the op to the end of the plan (the op included)."""
+    for key in reversed(topo):
+        below[key] = max((below[f] for f in followers[key]), default=0) + 1
+    chain: Counter[str] = Counter()
+    key = max(order, key=lambda k: below[k], default=None)
+    while key is not None:
+        op = by_key[key]
+        chain[f"{op.kind}:{op.action}"] += 1
+        key = max(followers[key], key=lambda k: below[k], default=None)
+    widths = Counter(level.values())
+    plan_rank = {k: i for i, k in enumerate(order)}
+    critical_rank = {k: (-below[k], plan_rank[k]) for k in order}
+    simulate = lambda rank, slots: _simulate(order, deps, followers, costly, rank, slots, rate, burst, round_trip)
+    return GraphBounds(
+        ops=len(order),
+        edges=sum(len(v) for v in deps.values()),
+        depth=max(level.values(), default=0),
+        chain=chain,
+        widths=[widths[i] for i in range(1, max(widths, default=0) + 1)],
+        simulated={
+            f"first ready, first served, {concurrency} slots (as apply runs)": simulate(None, concurrency),
+            f"plan order first, {concurrency} slots": simulate(plan_rank, concurrency),
+            f"longest remaining chain first, {concurrency} slots": simulate(critical_rank, concurrency),
+            f"first ready, first served, {2 * concurrency} slots": simulate(None, 2 * concurrency),
+            f"longest remaining chain first, {2 * concurrency} slots": simulate(critical_rank, 2 * concurrency),
+            "no slot or rate limit (the longest chain alone)": _simulate(order, deps, followers, costly, plan_rank, 1 << 30, 0.0, 0.0, round_trip),
+        },
+        round_trip=round_trip,
+    )
+
+
+def _topological(order: list[str], deps: dict[str, list[str]], followers: dict[str, list[str]]) -> list[str]:
+    waiting = {key: len(deps[key]) for key in order}
     ready = [key for key in order if not waiting[key]]
     topo: list[str] = []
     while ready:
@@ -295,43 +381,39 @@ def graph_bounds(the_plan: Plan, concurrency: int, rate: float, round_trip: floa
             waiting[f] -= 1
             if not waiting[f]:
                 ready.append(f)
-    for key in topo:
-        level[key] = max((level[d] for d in deps[key]), default=0) + 1
-    widths = Counter(level.values())
-    return GraphBounds(
-        ops=len(order),
-        edges=sum(len(v) for v in deps.values()),
-        depth=max(level.values(), default=0),
-        widths=[widths[i] for i in range(1, max(widths, default=0) + 1)],
-        simulated=_simulate(order, deps, followers, costly, concurrency, rate, round_trip),
-    )
+    return topo
 
 
 def _simulate(
     order: list[str], deps: dict[str, list[str]], followers: dict[str, list[str]], costly: dict[str, bool],
-    concurrency: int, rate: float, round_trip: float,
+    rank: dict[str, Any] | None, concurrency: int, rate: float, burst: float, round_trip: float,
 ) -> float:
     """Event simulation: an op starts when its dependencies are done, a slot is free and (with
-    a rate) the next start time of an evenly spaced sender has come; plan order breaks ties."""
-    rank = {key: i for i, key in enumerate(order)}
+    a rate) the server's token bucket (`burst` tokens, refilled at `rate`) holds a token;
+    among ready ops the lowest `rank` goes first. Apply's CapacityLimiter is first come, first served, and its tasks are
+    started in plan order and wait for their dependencies first, so it serves ready ops in the
+    order they became ready: `rank` None models that (ties in plan order)."""
+    plan_rank = {k: i for i, k in enumerate(order)}
+    key_of: Callable[[str, float], Any] = (lambda k, t: (t, plan_rank[k])) if rank is None else (lambda k, t: rank[k])
     waiting = {key: len(deps[key]) for key in order}
-    ready: list[tuple[int, str]] = [(rank[k], k) for k in order if not waiting[k]]
+    ready: list[tuple[Any, str]] = [(key_of(k, 0.0), k) for k in order if not waiting[k]]
     heapq.heapify(ready)
     running: list[tuple[float, str]] = []
-    now, next_start, free = 0.0, 0.0, concurrency
-    spacing = 1.0 / rate if rate > 0 else 0.0
+    now, free = 0.0, concurrency
+    interval = 1.0 / rate if rate > 0 else 0.0
+    tolerance = (max(1.0, burst) - 1.0) * interval
+    tat = 0.0  # the bucket as GCRA: theoretical arrival time of the next request
     finished = 0
     while finished < len(order):
         while ready and free:
             _, key = heapq.heappop(ready)
+            free -= 1
             if costly[key]:
-                start = max(now, next_start)
-                next_start = start + spacing
-                free -= 1
+                start = max(now, tat - tolerance)
+                tat = max(tat, start) + interval
                 heapq.heappush(running, (start + round_trip, key))
             else:
                 heapq.heappush(running, (now, key))
-                free -= 1
         end, key = heapq.heappop(running)
         now = max(now, end)
         free += 1
@@ -339,7 +421,7 @@ def _simulate(
         for f in followers[key]:
             waiting[f] -= 1
             if not waiting[f]:
-                heapq.heappush(ready, (rank[f], f))
+                heapq.heappush(ready, (key_of(f, now), f))
     return now
 
 
@@ -397,33 +479,37 @@ def report_apply(run: ApplyRun, rate: float, burst: float, concurrency: int, bou
     stats = r.stats()
     t, s = run.target.stats, run.source.stats
     print(f"apply: {r.summary(limit=15)}")
-    print(f"  outcomes     " + ", ".join(f"{k} {v}" for k, v in stats.items() if k not in ("ops", "writes", "reads", "reconciled")))
+    print("  outcomes     " + ", ".join(f"{k} {v}" for k, v in stats.items() if k not in ("ops", "writes", "reads", "reconciled")))
     print(f"  writes       {r.writes:,} (ApplyResult.writes)  {run.server.writes:,} (emulator: POST/PUT/PATCH/DELETE answered)")
     print(f"  reads        {r.reads} reconciliation pages (ApplyResult.reads); "
-          f"client GETs: target {len(run.target.flight.durations.get('GET', []))}, source {len(run.source.flight.durations.get('GET', []))}")
+          f"client GETs {len(run.target.flight.durations.get('GET', []))}")
     print(f"  requests     target client {t.requests:,}, source client {s.requests:,}, emulator {run.server.total:,}")
     print(f"  429s         {t.rate_limited + s.rate_limited} (clients)  {run.server.status_429} (emulator)")
     print(f"  retries      {t.retries + s.retries}  transport errors {t.transport_errors + s.transport_errors}")
     print(f"  wall time    {run.wall:.2f} s  ({r.writes / run.wall:.1f} writes/s)")
     server_cpu = "" if run.server_cpu is None else f", emulator {run.server_cpu:.1f} s ({run.server_cpu / run.wall:.0%})"
     print(f"  CPU          syncd {run.cpu:.1f} s ({run.cpu / run.wall:.0%} of a core){server_cpu}")
-    flight = run.target.flight
-    mean = flight.mean_in_flight(run.wall) + run.source.flight.mean_in_flight(run.wall)
-    print(f"  concurrency  limit {concurrency}; calls in flight: mean {mean:.2f}, peak {max(flight.peak, run.source.flight.peak)}; "
-          f"target idle {max(0.0, run.wall - flight.busy):.2f} s of the wall")
-    for method, durations in sorted({**run.source.flight.durations, **flight.durations}.items()):
+    flight = run.target.flight  # shared by both clients
+    print(f"  concurrency  limit {concurrency}; calls in flight (both clients): mean {flight.mean_in_flight(run.wall):.2f}, peak {flight.peak}; "
+          f"no call in flight for {max(0.0, run.wall - flight.busy):.2f} s of the wall")
+    for method, durations in sorted(flight.durations.items()):
         ds = sorted(durations)
         print(f"  call time    {method:<6} n={len(ds):>5}  median {1000 * ds[len(ds) // 2]:.0f} ms  "
               f"p90 {1000 * ds[int(len(ds) * 0.9)]:.0f} ms  max {1000 * ds[-1]:.0f} ms")
+    j = run.journal
+    print(f"  journal      {sum(j.calls.values()):,} state-file calls, {sum(j.seconds.values()):.2f} s inside them (serialised by one lock): "
+          + ", ".join(f"{name} {j.calls[name]} / {j.seconds[name]:.2f} s" for name in j.calls))
     print(f"  paced        held back by the pacer {t.paced_waits + s.paced_waits} times, {t.paced_seconds + s.paced_seconds:.1f} s in total; "
           f"server rate estimate {t.server_rate}")
     for route, n in run.server.writes_by_route()[:12]:
         print(f"    {n:>5}  {route}")
     _report_timeline(run)
     if bounds is not None:
-        print(f"  plan graph   {bounds.ops:,} ops, {bounds.edges:,} dependencies, longest chain {bounds.depth} ops; "
-              f"ops per level: {bounds.widths[:12]}{' ...' if len(bounds.widths) > 12 else ''}")
-        print(f"  simulated    {bounds.simulated:.2f} s for this graph with {concurrency} slots, R = {rate:g}/s and the measured median round trip")
+        print(f"  plan graph   {bounds.ops:,} ops, {bounds.edges:,} dependencies; ops per level: {bounds.widths[:12]}{' ...' if len(bounds.widths) > 12 else ''}")
+        print(f"  longest chain {bounds.depth} ops: " + ", ".join(f"{k} {n}" for k, n in bounds.chain.most_common()))
+        print(f"  simulated    schedules of this graph with a bucket of {burst:g} refilled at R = {rate:g}/s and a round trip of {1000 * bounds.round_trip:.0f} ms (p10 of the write calls):")
+        for policy, seconds in bounds.simulated.items():
+            print(f"      {seconds:6.2f} s  {policy}")
     if rate <= 0:
         print("  (a) n/a: the emulator has no rate limit")
         return None
@@ -536,15 +622,15 @@ async def bench(args: argparse.Namespace) -> None:
         else:
             try:
                 run = await run_apply(settings, first.prepared, the_plan, db, emulator, shared_pacer=args.shared_pacer)
-            except Exception as exc:  # a benchmark reports, it does not stop
+            except Exception as exc:  # noqa: BLE001 - a benchmark reports, it does not stop
                 print(f"(3) apply FAILED: {type(exc).__name__}: {exc}")
         rss_apply = peak_rss_mb()
         if run is not None:
             durations = run.target.flight.durations
             writes = sorted(d for m, ds in durations.items() if m in WRITE_METHODS for d in ds)
-            round_trip = writes[len(writes) // 2] if writes else args.latency_ms / 1000
+            round_trip = writes[len(writes) // 10] if writes else args.latency_ms / 1000  # p10: a call the pacer did not hold
             try:
-                bounds: GraphBounds | None = graph_bounds(the_plan, concurrency, args.rate, round_trip)
+                bounds: GraphBounds | None = graph_bounds(the_plan, concurrency, args.rate, burst, round_trip)
             except ValueError as exc:
                 print(f"  plan graph: {exc}")
                 bounds = None
@@ -553,13 +639,18 @@ async def bench(args: argparse.Namespace) -> None:
 
         # (4) verify after re-reading
         print()
+        prepare_wall, skipped = first.wall, content_skipped(the_plan)
+        del first  # its snapshots are no longer needed (peak RSS)
         again = await run_prepare(settings, src, dst, db, emulator.url)
         report_prepare("(4) re-read", again)
-        equal, unexplained = report_verify(again, content_skipped(the_plan))
+        rss_reread = peak_rss_mb()
+        equal, unexplained = report_verify(again, skipped)
 
         # (5) second prepare + plan + apply
         print()
         second_writes: int | None = None
+        reread_wall = again.wall
+        del again  # as above: one read of both sides in memory at a time
         await reset_emulator_stats(emulator.url)
         t0 = time.perf_counter()
         second = await run_prepare(settings, src, dst, db, emulator.url)
@@ -573,7 +664,7 @@ async def bench(args: argparse.Namespace) -> None:
                 print(f"  apply: {second_run.result.summary(limit=10)}")
                 for route, n in second_run.server.writes_by_route()[:10]:
                     print(f"    {n:>5}  {route}")
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - reported, not raised
                 print(f"  apply FAILED: {type(exc).__name__}: {exc}")
         else:
             second_writes = ServerCounts.of(await emulator_stats(emulator.url)).writes
@@ -588,11 +679,12 @@ async def bench(args: argparse.Namespace) -> None:
         t, s = run.target.stats, run.source.stats
         print(f"apply writes / reads / 429s    {r.writes:,} / {r.reads} reconciliation pages, {t.requests + s.requests - r.writes} client requests other than writes / "
               f"{run.server.status_429} (emulator), {t.rate_limited + s.rate_limited} (clients)")
-        print(f"apply wall time                {run.wall:.2f} s (prepare {first.wall:.2f} s, re-read {again.wall:.2f} s)")
+        print(f"apply wall time                {run.wall:.2f} s (prepare {prepare_wall:.2f} s, re-read {reread_wall:.2f} s)")
     print(f"(a) wall / (writes / R)        {'n/a' if ratio is None else f'{ratio:.3f} {target(ratio, 1.2)}'}")
     print(f"verify                         {'equal' if equal else f'NOT EQUAL ({unexplained} differences beyond the skips the plan announced)'}")
     print(f"(b) second run write calls     {second_writes} {'(target == 0)' if second_writes == 0 else '(target == 0: MISSED)'}")
-    print(f"peak RSS                       {rss:.0f} MB (after the first prepare {rss_prepare:.0f} MB, after apply {rss_apply:.0f} MB)")
+    print(f"peak RSS                       {rss:.0f} MB (after the first prepare {rss_prepare:.0f} MB, after apply {rss_apply:.0f} MB, "
+          f"after the re-read {rss_reread:.0f} MB)")
     print(f"benchmark total {time.perf_counter() - started:.0f} s")
 
 

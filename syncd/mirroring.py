@@ -192,7 +192,11 @@ async def apply_between(
 ) -> ApplyResult:
     limiter = make_global_limiter(settings)
     target = TenantClient.from_settings(settings, target_ref.tenant, limiter)
-    source = TenantClient.from_settings(settings, source_ref.tenant, limiter) if source_ref else None
+    source = None
+    if source_ref is not None:
+        # One token spends one rate limit: the two clients must pace as one.
+        shared = {"pacer": target.pacer} if prepared.strategy.same_credentials else {}
+        source = TenantClient.from_settings(settings, source_ref.tenant, limiter, **shared)
     with Mirror(db) as mirror:
         async with target:
             if source is not None:
