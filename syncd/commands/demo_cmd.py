@@ -2,8 +2,9 @@
 
 It generates organizations, serves them over loopback with a rate limit and latency, then
 does what a user does with syncd: a one-shot backup with file binaries, an export to a
-readable folder, a mirror sync, a cheap re-sync of the unchanged tenant, and a sync that
-finds a rename. Everything it writes goes under `--out` (default `state/demo/`).
+readable folder, a mirror sync, a cheap re-sync of the unchanged tenant, a sync that finds a
+rename, and a copy of an organization into an empty one, verified, then applied again to
+show that nothing is left to do. Everything it writes goes under `--out` (default `state/demo/`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import anyio
@@ -39,6 +41,28 @@ async def _rename_a_space(url: str, org_id: str) -> str:
         async with session.patch(f"/v1/spaces/{space['id']}", json={"title": "Renamed by the demo"}) as resp:
             resp.raise_for_status()
     return str(space["title"])
+
+
+async def _copy(settings: Any, source_org: str, target_org: str, db: Path, row: Any) -> None:
+    """Copy the first organization into the empty one, verify, and apply again (no writes)."""
+    from syncd.config import parse_target_ref
+    from syncd.mirroring import apply_between, plan_between, prepare, verify_prepared
+
+    src = parse_target_ref(f"{DEMO_TENANT}:{source_org}", settings)
+    dst = parse_target_ref(f"{DEMO_TENANT}:{target_org}", settings)
+    for step in ("copy into the empty organization", "apply again"):
+        clock = time.perf_counter()
+        prepared = await prepare(settings, src, dst, db)
+        the_plan = plan_between(prepared, "copy", 0)
+        result = await apply_between(settings, prepared, the_plan, db, source_ref=src, target_ref=dst) if the_plan.ops else None
+        after = verify_prepared(await prepare(settings, src, dst, db))
+        counts = after.counts()
+        note = (
+            f"{len(the_plan.ops)} operations, {result.writes if result else 0} write calls, {len(the_plan.skips)} skips "
+            f"(members, history, what the API cannot write); verify: "
+            f"{'equal' if after.equal else 'not equal'} ({counts['identical']} identical)"
+        )
+        row(step, "", "", "", f"{time.perf_counter() - clock:.1f}", note)
 
 
 async def _run(generate: str, seed: int, out: Path, console: Console) -> None:
@@ -100,12 +124,16 @@ async def _run(generate: str, seed: int, out: Path, console: Console) -> None:
                 step, str(client.stats.requests), str(sum(result.stats.objects.values())), str(result.summary.total),
                 f"{time.perf_counter() - clock:.1f}", note,
             )
+        if len(generated.org_ids) > 2:
+            await _copy(settings, org_id, generated.org_ids[-1], db, row)
     console.print(f"done in {time.perf_counter() - started:.1f}s. Look around:")
     console.print(f"   syncd status --db {db}\n   syncd diff --db {db}\n   ls {out / 'export'}")
 
 
 def demo(
-    generate: str = typer.Option("orgs=2,collections=8,spaces=40,pages=10,sites=3", help="What to generate."),
+    generate: str = typer.Option(
+        "orgs=2,empty_orgs=1,collections=8,spaces=40,pages=10,sites=3", help="What to generate (an empty organization is the copy target)."
+    ),
     seed: int = typer.Option(0, help="Seed of the generator."),
     out: Path = typer.Option(Path("state/demo"), help="Where the demo writes its files (replaced on each run)."),
 ) -> None:
