@@ -124,7 +124,7 @@ async def _run(generate: str, seed: int, out: Path, console: Console) -> None:
                 step, str(client.stats.requests), str(sum(result.stats.objects.values())), str(result.summary.total),
                 f"{time.perf_counter() - clock:.1f}", note,
             )
-        if len(generated.org_ids) > 2:
+        if params["empty_orgs"]:
             await _copy(settings, org_id, generated.org_ids[-1], db, row)
     console.print(f"done in {time.perf_counter() - started:.1f}s. Look around:")
     console.print(f"   syncd status --db {db}\n   syncd diff --db {db}\n   ls {out / 'export'}")
