@@ -118,3 +118,22 @@ def target(value: float, limit: float, *, below: bool = False) -> str:
     sign = "<" if below else "<="
     ok = value < limit if below else value <= limit
     return f"(target {sign} {limit:g})" if ok else f"(target {sign} {limit:g}: MISSED)"
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM ends a benchmark like Ctrl-C: the emulator process is stopped too."""
+    raise KeyboardInterrupt
+
+
+def run_benchmark(bench: Any, args: Any) -> None:
+    """Run `bench(args)` under anyio; Ctrl-C and SIGTERM end it with status 130."""
+    import signal
+
+    import anyio
+
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        anyio.run(bench, args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        raise SystemExit(130) from None

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import resource
-import signal
 import sys
 import tempfile
 import time
@@ -31,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -41,6 +39,7 @@ from _util import (
     emulator_stats,
     peak_rss_mb,
     reset_emulator_stats,
+    run_benchmark,
     target,
 )
 from baseline import BaselineStats, run_baseline
@@ -212,19 +211,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    """SIGTERM ends the benchmark like Ctrl-C: the emulator process is stopped too."""
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        anyio.run(bench, args)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        raise SystemExit(130) from None
+    run_benchmark(bench, parse_args(argv))
 
 
 if __name__ == "__main__":

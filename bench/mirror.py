@@ -36,7 +36,6 @@ import contextlib
 import heapq
 import re
 import resource
-import signal
 import sys
 import tempfile
 import time
@@ -56,6 +55,7 @@ from _util import (
     emulator_stats,
     peak_rss_mb,
     reset_emulator_stats,
+    run_benchmark,
     target,
 )
 
@@ -698,24 +698,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--same-token", action="store_true", help="one token for both tenants (duplicate + transfer)")
     parser.add_argument("--concurrency", type=int, default=0, help="the tenants' concurrency (default: the settings' default)")
     parser.add_argument("--shared-pacer", action="store_true",
-                        help="experiment: with --same-token, the source client paces with the target's pacer (apply_between does not)")
+                        help="with --same-token, also share the pacer explicitly (apply_between already does)")
     parser.add_argument("--max-delete", type=int, default=10)
     return parser.parse_args(argv)
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    """SIGTERM ends the benchmark like Ctrl-C: the emulator process is stopped too."""
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        anyio.run(bench, args)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        raise SystemExit(130) from None
+    run_benchmark(bench, parse_args(argv))
 
 
 if __name__ == "__main__":
