@@ -85,6 +85,15 @@ async def json_body(request: web.Request, required: bool = True) -> dict[str, An
 # ----- field validation -----------------------------------------------------------------
 
 
+def _given(body: dict[str, Any], name: str, required: bool) -> bool:
+    """Whether a field was sent; a missing required field is a 400 naming it."""
+    if name in body:
+        return True
+    if required:
+        raise bad_request(f"{name}: is required")
+    return False
+
+
 def text(
     body: dict[str, Any],
     name: str,
@@ -97,9 +106,7 @@ def text(
     default: Any = _MISSING,
 ) -> Any:
     """A string field checked against the spec's bounds; returns `default` when absent."""
-    if name not in body:
-        if required:
-            raise bad_request(f"{name}: is required")
+    if not _given(body, name, required):
         return None if default is _MISSING else default
     value = body[name]
     if value is None and nullable:
@@ -124,9 +131,7 @@ def choice(
     nullable: bool = False,
     default: Any = _MISSING,
 ) -> Any:
-    if name not in body:
-        if required:
-            raise bad_request(f"{name}: is required")
+    if not _given(body, name, required):
         return None if default is _MISSING else default
     value = body[name]
     if value is None and nullable:
@@ -141,9 +146,7 @@ def role(body: dict[str, Any], name: str, *, required: bool = False, nullable: b
 
 
 def boolean(body: dict[str, Any], name: str, *, required: bool = False) -> bool | None:
-    if name not in body:
-        if required:
-            raise bad_request(f"{name}: is required")
+    if not _given(body, name, required):
         return None
     value = body[name]
     if not isinstance(value, bool):
@@ -160,9 +163,7 @@ def string_list(
     max_items: int | None = None,
     item_max_len: int | None = None,
 ) -> list[str] | None:
-    if name not in body:
-        if required:
-            raise bad_request(f"{name}: is required")
+    if not _given(body, name, required):
         return None
     value = body[name]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -177,9 +178,7 @@ def string_list(
 
 
 def obj(body: dict[str, Any], name: str, *, required: bool = False, nullable: bool = False) -> Any:
-    if name not in body:
-        if required:
-            raise bad_request(f"{name}: is required")
+    if not _given(body, name, required):
         return None
     value = body[name]
     if value is None and nullable:
