@@ -8,6 +8,8 @@ these. A run that could not read a side completely never deletes anything on the
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -113,35 +115,40 @@ async def prepare_restore(
     return _prepared(settings, source, target, db, False, await target_reads_source(settings, dst.tenant, src_org))
 
 
+@contextlib.asynccontextmanager
+async def _connected(
+    settings: Settings, db: Path, target_tenant: str, source_tenant: str | None
+) -> AsyncIterator[tuple[Mirror, TenantClient, TenantClient | None]]:
+    """The state mirror, the target's client and (when given) the source's: what settling
+    and applying need. One token spends one rate limit, so two clients of the same
+    credentials pace as one."""
+    limiter = make_global_limiter(settings)
+    async with contextlib.AsyncExitStack() as stack:
+        mirror = stack.enter_context(Mirror(db))
+        target = await stack.enter_async_context(TenantClient.from_settings(settings, target_tenant, limiter))
+        source = None
+        if source_tenant is not None:
+            shared = {"pacer": target.pacer} if same_credentials(settings, source_tenant, target_tenant) else {}
+            source = await stack.enter_async_context(TenantClient.from_settings(settings, source_tenant, limiter, **shared))
+        yield mirror, target, source
+
+
 async def settle_open_intents(
     settings: Settings, src: TargetRef | None, dst: TargetRef, db: Path, source_tenant: str, source_org: str | None = None
 ) -> ApplyResult | None:
     """Settle calls an interrupted apply left with an unknown effect, before anything is
     read: a lost duplicate must be found (and moved on) before the source is crawled, or it
     would be read as a space of the source."""
-    limiter = make_global_limiter(settings)
-    target = TenantClient.from_settings(settings, dst.tenant, limiter)
-    source = TenantClient.from_settings(settings, src.tenant, limiter) if src else None
-    with Mirror(db) as mirror:
-        async with target:
-            if source is None:
-                return await _settle(mirror, target, None, source_tenant, source_org or "", settings, dst)
-            async with source:
-                return await _settle(mirror, target, source, source_tenant, src.org or "", settings, dst)  # type: ignore[union-attr]
-
-
-async def _settle(
-    mirror: Mirror, target: TenantClient, source: TenantClient | None, source_tenant: str, source_org: str, settings: Settings, dst: TargetRef
-) -> ApplyResult | None:
-    return await reconcile_intents(
-        target=target,
-        source=source,
-        mirror=mirror,
-        source_tenant=source_tenant,
-        source_org=source_org,
-        target_tenant=settings.tenant(dst.tenant).name,
-        target_org=dst.org or "",
-    )
+    async with _connected(settings, db, dst.tenant, src.tenant if src else None) as (mirror, target, source):
+        return await reconcile_intents(
+            target=target,
+            source=source,
+            mirror=mirror,
+            source_tenant=source_tenant,
+            source_org=(src.org if src else source_org) or "",
+            target_tenant=settings.tenant(dst.tenant).name,
+            target_org=dst.org or "",
+        )
 
 
 async def target_reads_source(settings: Settings, target_tenant: str, source_org: str) -> bool:
@@ -190,45 +197,21 @@ async def apply_between(
     dry_run: bool = False,
     on_progress: Any = None,
 ) -> ApplyResult:
-    limiter = make_global_limiter(settings)
-    target = TenantClient.from_settings(settings, target_ref.tenant, limiter)
-    source = None
-    if source_ref is not None:
-        # One token spends one rate limit: the two clients must pace as one.
-        shared = {"pacer": target.pacer} if prepared.strategy.same_credentials else {}
-        source = TenantClient.from_settings(settings, source_ref.tenant, limiter, **shared)
-    with Mirror(db) as mirror:
-        async with target:
-            if source is not None:
-                async with source:
-                    return await _apply(the_plan, prepared, mirror, target, source, settings, target_ref, dry_run, on_progress)
-            return await _apply(the_plan, prepared, mirror, target, None, settings, target_ref, dry_run, on_progress)
-
-
-async def _apply(
-    the_plan: Plan,
-    prepared: Prepared,
-    mirror: Mirror,
-    target: TenantClient,
-    source: TenantClient | None,
-    settings: Settings,
-    target_ref: TargetRef,
-    dry_run: bool,
-    on_progress: Any,
-) -> ApplyResult:
-    return await apply_plan(
-        the_plan,
-        target=target,
-        source=source,
-        mirror=mirror,
-        source_tenant=prepared.source.tenant,
-        source_org=prepared.source.org,
-        target_tenant=prepared.target.tenant,
-        target_org=prepared.target.org,
-        concurrency=settings.tenant(target_ref.tenant).concurrency,
-        dry_run=dry_run,
-        on_progress=on_progress,
-    )
+    source_tenant = source_ref.tenant if source_ref else None
+    async with _connected(settings, db, target_ref.tenant, source_tenant) as (mirror, target, source):
+        return await apply_plan(
+            the_plan,
+            target=target,
+            source=source,
+            mirror=mirror,
+            source_tenant=prepared.source.tenant,
+            source_org=prepared.source.org,
+            target_tenant=prepared.target.tenant,
+            target_org=prepared.target.org,
+            concurrency=settings.tenant(target_ref.tenant).concurrency,
+            dry_run=dry_run,
+            on_progress=on_progress,
+        )
 
 
 def verify_prepared(prepared: Prepared) -> Verification:
