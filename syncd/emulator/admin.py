@@ -1,6 +1,6 @@
 """Admin routes outside `/v1` (tests, benchmarks and the demo only): statistics, faults,
-rate limit, clock, and the canonical dump of an organization. No auth: the emulator is
-meant for loopback."""
+rate limit, clock, outages, and the canonical dump of an organization. No auth: the emulator
+is meant for loopback."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ from aiohttp import web
 
 from syncd.emulator import http as h
 from syncd.emulator.canonical import dump_org
-from syncd.emulator.errors import bad_request, not_found
+from syncd.emulator.errors import bad_request, conflict, not_found
 
 ADMIN_PREFIX = "/_emulator"
+OUTAGE_DELAY = 0.05
+"""Seconds between answering `POST /_emulator/outage` and going down: the 202 is sent first."""
 routes = web.RouteTableDef()
 
 
@@ -115,6 +117,25 @@ async def advance_clock(request: web.Request) -> web.Response:
     store = h.store_of(request)
     store.advance_clock(float(seconds))
     return h.json_answer({"now": store.now_iso()})
+
+
+@routes.post(ADMIN_PREFIX + "/outage")
+async def post_outage(request: web.Request) -> web.Response:
+    """`{"seconds": S}`: stop listening for S seconds (0 < S <= 3600), hanging up on every request
+    meanwhile, then come back on the same URL with the same data. Answers 202 first."""
+    from syncd.emulator.server import LISTENER, MAX_OUTAGE_SECONDS
+
+    body = await h.json_body(request)
+    seconds = body.get("seconds")
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds <= MAX_OUTAGE_SECONDS:
+        raise bad_request(f"seconds: must be a number > 0 and <= {MAX_OUTAGE_SECONDS:g}")
+    listener = request.app.get(LISTENER)
+    if listener is None:
+        raise conflict("outage: this app is not served through serve_app, there is no listener to stop")
+    if listener.busy:
+        raise conflict("outage: one is already scheduled or under way")
+    listener.schedule_outage(float(seconds), delay=OUTAGE_DELAY)
+    return h.json_answer({"down_for": float(seconds)}, status=202)
 
 
 @routes.get(ADMIN_PREFIX + "/info")
