@@ -55,6 +55,7 @@ from syncd.api.errors import (
 from syncd.api.pacing import Pacer, parse_rate_headers
 from syncd.api.paging import DEFAULT_MAX_PAGES, PAGE_LIMIT, paginate
 from syncd.api.stats import ClientStats
+from syncd.api.telemetry import current_observer
 from syncd.config import RetryConfig
 from syncd.logging import get_logger, redact_text, register_secret
 
@@ -168,6 +169,7 @@ class TenantClient:
         self.retry = retry if retry is not None else RetryConfig()
         self.max_pages = max_pages
         self.stats = ClientStats()
+        self._observer = current_observer()
         self.pacer = pacer if pacer is not None else Pacer(enabled=pace, stats=self.stats, max_block=self.retry.max_wait)
         self._token = secret
         self._base = URL(self.base_url)
@@ -351,8 +353,12 @@ class TenantClient:
                         status, headers = resp.status, resp.headers
                         same_origin = resp.url.origin() == self._origin
                 except (aiohttp.ClientError, TimeoutError) as exc:
+                    if self._observer is not None:
+                        self._observer.on_response(self.name, method, "error", None)
                     raise self._transport_error(exc, method, path) from None
             slot.observe(status, headers if same_origin else {})
+        if self._observer is not None:
+            self._observer.on_response(self.name, method, status, parse_rate_headers(headers).remaining if same_origin else None)
         self.stats.responses[status] += 1
         self.stats.bytes_received += len(raw)
         if 200 <= status < 300:
@@ -460,6 +466,8 @@ class TenantClient:
 
     async def _before_sleep(self, state: RetryCallState) -> None:
         self.stats.retries += 1
+        if self._observer is not None:
+            self._observer.on_retry(self.name)
         error = state.outcome.exception() if state.outcome is not None else None
         get_logger("syncd.api").debug(
             "api.retry",
