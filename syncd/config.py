@@ -83,8 +83,8 @@ _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # --------------------------------------------------------------------------- durations
 
-_DURATION_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
-_DURATION_HINT = "use e.g. 30s, 15m, 2h, 1d or 1h30m"
+_DURATION_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
+_DURATION_HINT = "use e.g. 0.5s, 30s, 15m, 2h, 1d or 1h30m"
 
 
 def parse_duration(value: object) -> float:
@@ -101,8 +101,9 @@ def parse_duration(value: object) -> float:
         text = value.strip().lower()
         match = _DURATION_RE.match(text)
         if text and match and any(match.groups()):
-            days, hours, minutes, secs = (int(g) if g else 0 for g in match.groups())
-            seconds = float(((days * 24 + hours) * 60 + minutes) * 60 + secs)
+            days, hours, minutes = (int(g) if g else 0 for g in match.groups()[:3])
+            secs = float(match.group(4) or 0)
+            seconds = float(((days * 24 + hours) * 60 + minutes) * 60) + secs
         else:
             try:
                 seconds = float(text)
@@ -433,6 +434,8 @@ class JobConfig(_Model):
     retention: int | None = Field(default=None, ge=1)
     mode: Literal["copy", "mirror"] | None = None
     max_delete: int | None = Field(default=None, ge=0)
+    with_files: bool | None = None
+    """Backup jobs: also fetch file binaries into `FILE.blobs/`."""
 
     @field_validator("name")
     @classmethod
@@ -452,8 +455,9 @@ class JobConfig(_Model):
                 _raise_at(("target",), f"must differ from source, got {str(self.target)!r}", str(self.target))
         elif self.target is not None:
             _raise_at(("target",), f"only allowed on mirror jobs, not on a {self.kind} job", str(self.target))
-        if self.retention is not None and self.kind != "backup":
-            _raise_at(("retention",), f"only allowed on backup jobs, not on a {self.kind} job", self.retention)
+        for key in ("retention", "with_files"):
+            if getattr(self, key) is not None and self.kind != "backup":
+                _raise_at((key,), f"only allowed on backup jobs, not on a {self.kind} job", getattr(self, key))
         for key in ("mode", "max_delete"):
             if getattr(self, key) is not None and self.kind != "mirror":
                 _raise_at((key,), f"only allowed on mirror jobs, not on a {self.kind} job", getattr(self, key))
@@ -499,6 +503,9 @@ class DaemonConfig(_Model):
     port: int = Field(default=8790, ge=0, le=65535)
     token: SecretStr | None = None
     shutdown_deadline: Seconds = Field(default=30.0, gt=0)
+    """How long in-flight runs may take to finish after SIGTERM before they are cancelled."""
+    failure_backoff: Seconds = Field(default=30.0, gt=0)
+    """Wait after a job's first failure, doubling with each further one (capped at 1 h)."""
 
     @field_validator("host")
     @classmethod

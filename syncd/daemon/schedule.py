@@ -195,12 +195,13 @@ def next_run(
     return base + _jitter(schedule, rng)
 
 
-def failure_backoff(failures: int) -> float:
-    """Seconds to wait after `failures` consecutive failures: 30 s, 60 s, 120 s ... capped at 1 h."""
+def failure_backoff(failures: int, base: float = BACKOFF_BASE) -> float:
+    """Seconds to wait after `failures` consecutive failures: 30 s, 60 s, 120 s ... capped at 1 h
+    (`base` replaces the 30 s: `daemon.failure_backoff` in the configuration)."""
     if failures < 1:
         return 0.0
     # Cap the exponent too: 2**10000 as a float would overflow long before the min() applies.
-    return min(BACKOFF_BASE * 2 ** min(failures - 1, 64), BACKOFF_CAP)
+    return min(base * 2 ** min(failures - 1, 64), max(BACKOFF_CAP, base))
 
 
 @dataclass(slots=True)
@@ -220,6 +221,7 @@ class JobTimer:
     pending_trigger: bool = False
     consecutive_failures: int = 0
     last_start: datetime | None = field(default=None)
+    backoff_base: float = BACKOFF_BASE
 
     @classmethod
     def create(
@@ -267,7 +269,7 @@ class JobTimer:
         else:
             self.next_due = next_run(self.schedule, self.last_start, now, rng)
             if not ok:
-                retry = now + timedelta(seconds=failure_backoff(self.consecutive_failures))
+                retry = now + timedelta(seconds=failure_backoff(self.consecutive_failures, self.backoff_base))
                 self.next_due = max(self.next_due, retry)
         if self.pending_trigger:
             self.pending_trigger = False

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
+from syncd.errors import SyncdError
 from syncd.mirror.errors import MirrorBusyError
 
 try:  # pragma: no cover - the import only fails on Windows
@@ -26,9 +28,12 @@ __all__ = ["WriterLock"]
 class WriterLock:
     """A non-blocking exclusive lock on `<state file>.lock`, removed when released."""
 
-    def __init__(self, db_path: Path) -> None:
+    def __init__(self, db_path: Path, *, lock_path: Path | None = None, busy: Callable[[str], SyncdError] | None = None) -> None:
+        """`lock_path` and `busy` (holder -> error) let other owners use the same lock:
+        the daemon locks its state directory with it."""
         self.db_path = db_path
-        self.path = db_path.with_name(db_path.name + ".lock")
+        self.path = lock_path if lock_path is not None else db_path.with_name(db_path.name + ".lock")
+        self._busy = busy
         self._fd: int | None = None
 
     @property
@@ -46,6 +51,8 @@ class WriterLock:
             except BlockingIOError:
                 holder = os.read(fd, 200).decode(errors="replace").strip() or "unknown"
                 os.close(fd)
+                if self._busy is not None:
+                    raise self._busy(holder) from None
                 raise MirrorBusyError(
                     f"state file {self.db_path} is being written by another syncd process "
                     f"({holder}); wait for its run to end or stop it"
