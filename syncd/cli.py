@@ -36,7 +36,7 @@ def _global_options(
 
 
 def _register() -> None:
-    from syncd.commands import config_cmd, demo_cmd, emulator_cmd, mirror_cmds, read_cmds
+    from syncd.commands import config_cmd, daemon_cmds, demo_cmd, emulator_cmd, mirror_cmds, read_cmds
 
     app.command("demo")(demo_cmd.demo)
     app.command("sync")(read_cmds.sync)
@@ -45,6 +45,9 @@ def _register() -> None:
     app.command("backup")(read_cmds.backup)
     app.command("export")(read_cmds.export)
     app.command("restore")(mirror_cmds.restore)
+    app.command("serve")(daemon_cmds.serve)
+    app.command("jobs")(daemon_cmds.jobs)
+    app.command("trigger")(daemon_cmds.trigger)
     app.add_typer(mirror_cmds.app, name="mirror")
     app.add_typer(config_cmd.app, name="config")
     app.add_typer(emulator_cmd.app, name="emulator")

@@ -1,0 +1,97 @@
+"""`syncd serve`, `syncd jobs`, `syncd trigger`: run the daemon and talk to it.
+
+Exit codes: 0 done (a stopped daemon exits 0); 1 a triggered run failed or ended partial
+(`--wait`); 2 bad configuration, or the state directory is in use by another daemon;
+3 no daemon answers.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from syncd.commands.read_cmds import ConfigOption
+from syncd.config import load_settings
+
+console = Console()
+UrlOption = typer.Option(None, "--url", help="The daemon's control API (default: from STATE_DIR/daemon.json, else daemon.host/port).")
+JsonOption = typer.Option(False, "--json", help="Print the daemon's JSON answer.")
+
+
+def serve(config: Path | None = ConfigOption) -> None:
+    """Run the configured jobs on their schedules, with the control API, until SIGTERM/SIGINT."""
+    from syncd.daemon.service import Daemon
+    from syncd.logging import configure_logging
+
+    settings = load_settings(config)
+    configure_logging(settings.log_format, settings.log_level)
+    if not settings.jobs:
+        console.print("[yellow]no jobs configured: the daemon only serves its control API[/yellow]", highlight=False)
+    path = settings.config_file
+    daemon = Daemon(settings, reload=lambda: load_settings(path))
+    anyio.run(daemon.serve)
+
+
+def jobs(
+    config: Path | None = ConfigOption,
+    url: str | None = UrlOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """List the running daemon's jobs: schedule, state, next run, last outcome."""
+    from syncd.daemon.remote import ControlClient
+
+    client = ControlClient.from_settings(load_settings(config), url)
+    answer = anyio.run(client.call, "GET", "/jobs")
+    if as_json:
+        print(json.dumps(answer, indent=2))
+        return
+    table = Table(title=f"jobs of the daemon at {client.url}")
+    for column in ("job", "kind", "schedule", "state", "next run", "last run", "last success"):
+        table.add_column(column)
+    for job in answer["jobs"]:
+        last = job["last_run"]
+        last_text = f"#{last['id']} {last['outcome']} ({last['seconds']:.1f}s)" if last else "-"
+        if last and last["outcome"] == "failed":
+            last_text += f": {last['error']}"
+        state = job["state"] + (f" (run #{job['current_run']})" if job["current_run"] else "")
+        table.add_row(job["name"], job["kind"], job["schedule"], state, job["next_run_at"] or "-", last_text, job["last_success_at"] or "never")
+    console.print(table)
+
+
+def trigger(
+    job: str = typer.Argument(..., help="The job to run now."),
+    wait: bool = typer.Option(False, "--wait", help="Wait for the run to end; exit 1 unless it succeeded."),
+    timeout: float = typer.Option(3600.0, "--timeout", help="With --wait: give up waiting after this many seconds."),
+    config: Path | None = ConfigOption,
+    url: str | None = UrlOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Run a job of the running daemon now (coalesced into one follow-up run if it is running)."""
+    from syncd.daemon.remote import ControlClient
+
+    client = ControlClient.from_settings(load_settings(config), url)
+    answer = anyio.run(client.call, "POST", f"/jobs/{job}/run")
+    run = answer["run"]
+    if answer["status"] == "coalesced":
+        console.print(f"{job} is running: run #{run['id']} will follow it", highlight=False)
+    else:
+        console.print(f"{job}: run #{run['id']} started", highlight=False)
+    if not wait:
+        if as_json:
+            print(json.dumps(answer, indent=2))
+        return
+    run = anyio.run(client.wait_run, run["id"], timeout)
+    if as_json:
+        print(json.dumps(run, indent=2))
+    line = f"run #{run['id']} of {job}: {run['outcome']} in {run['seconds']:.1f}s"
+    if run["error"]:
+        line += f": {run['error']}"
+    console.print(line, highlight=False)
+    if run["summary"].get("file"):
+        console.print(f"backup file: {run['summary']['file']}", highlight=False)
+    raise typer.Exit(0 if run["outcome"] == "succeeded" else 1)

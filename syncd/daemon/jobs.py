@@ -1,0 +1,168 @@
+"""What one run of a daemon job does, per kind: the same engines the CLI commands use.
+
+- `sync`: crawl TENANT[:ORG] into the state mirror (`state/syncd.db`), incrementally.
+- `backup`: a full crawl into a new file `state/backups/<job>/<job>-<UTC time>.db` (and file
+  binaries beside it when `with_files`), then delete the oldest beyond `retention`.
+- `mirror`: settle open intents, read both sides, plan (copy or mirror mode), apply, re-read
+  the target and verify, exactly as `syncd mirror apply`.
+
+A run returns its outcome and a JSON-ready summary, or raises: the daemon turns any
+exception into a failed run. `succeeded` means everything was read (and copied, and
+verified equal); `partial` means the run finished but something could not be read or made
+equal (the summary says what), which is not retried sooner than the schedule.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from syncd.backup import backup, blobs_dir
+from syncd.config import JobConfig, Settings
+from syncd.daemon.metrics import DaemonMetrics
+from syncd.errors import SyncdError
+from syncd.mirror import Mirror
+from syncd.mirroring import apply_between, plan_between, prepare, verify_prepared
+from syncd.sync import default_db, sync_into
+
+__all__ = ["BACKUP_SUFFIX", "JobOutcome", "backup_dir", "backup_files", "execute_job", "prune_backups", "state_files"]
+
+BACKUP_SUFFIX = ".db"
+
+
+class PlanRefusedError(SyncdError):
+    """The plan needs more deletes than the job's `max_delete` allows."""
+
+
+@dataclass
+class JobOutcome:
+    outcome: str
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def state_files(settings: Settings, job: JobConfig) -> list[Path]:
+    """The state files a run of `job` writes: runs sharing one are serialized."""
+    return [] if job.kind == "backup" else [default_db(settings)]
+
+
+def backup_dir(settings: Settings, job: JobConfig) -> Path:
+    return settings.state_dir / "backups" / job.name
+
+
+def backup_files(folder: Path, job: str) -> list[Path]:
+    """The job's backup files, oldest first (their names sort by time)."""
+    if not folder.is_dir():
+        return []
+    return sorted(path for path in folder.glob(f"{job}-*{BACKUP_SUFFIX}") if path.is_file())
+
+
+def prune_backups(folder: Path, job: str, keep: int) -> list[Path]:
+    """Delete all but the newest `keep` backups (with their `.blobs/` folders)."""
+    files = backup_files(folder, job)
+    doomed = files[: max(0, len(files) - keep)]
+    for path in doomed:
+        path.unlink(missing_ok=True)
+        shutil.rmtree(blobs_dir(path), ignore_errors=True)
+    return doomed
+
+
+def _backup_path(folder: Path, job: str, now: datetime) -> Path:
+    """`<job>-20261126T001544.123Z.db`: names sort by time, which retention relies on."""
+    when = now.astimezone(UTC)
+    while True:
+        path = folder / f"{job}-{when.strftime('%Y%m%dT%H%M%S')}.{when.microsecond // 1000:03d}Z{BACKUP_SUFFIX}"
+        if not path.exists():
+            return path
+        when += timedelta(milliseconds=1)
+
+
+def _record_objects(metrics: DaemonMetrics, db: Path, tenant: str) -> int:
+    with Mirror(db) as mirror:
+        counts = mirror.counts(tenant)
+    metrics.set_objects(tenant, counts)
+    return sum(counts.values())
+
+
+async def _run_sync(settings: Settings, job: JobConfig, metrics: DaemonMetrics) -> JobOutcome:
+    db = default_db(settings)
+    result, client = await sync_into(settings, job.source, db, job=job.name)
+    tenant = settings.tenant(job.source.tenant).name
+    mirrored = _record_objects(metrics, db, tenant)
+    return JobOutcome(
+        "succeeded" if result.status == "complete" else "partial",
+        {
+            "mirror_run": result.run,
+            "status": result.status,
+            "changes": result.summary.to_dict(),
+            "objects_read": sum(result.stats.objects.values()),
+            "objects_mirrored": mirrored,
+            "skipped_scopes": result.stats.skipped_scopes,
+            "requests": client.stats.requests,
+            "errors": result.stats.errors[:20],
+        },
+    )
+
+
+async def _run_backup(settings: Settings, job: JobConfig, metrics: DaemonMetrics) -> JobOutcome:
+    folder = backup_dir(settings, job)
+    folder.mkdir(parents=True, exist_ok=True)
+    out = _backup_path(folder, job.name, datetime.now(UTC))
+    result = await backup(settings, job.source, out, with_files=bool(job.with_files))
+    summary: dict[str, Any] = {
+        "file": str(out),
+        "status": result.crawl.status,
+        "objects": sum(result.crawl.stats.objects.values()),
+        "requests": result.requests,
+        "errors": result.crawl.stats.errors[:20],
+    }
+    complete = result.crawl.status == "complete"
+    if result.files is not None:
+        summary["files"] = {"downloaded": result.files.downloaded, "skipped": result.files.skipped, "failed": len(result.files.failed)}
+        complete = complete and not result.files.failed
+    if job.retention is not None:
+        summary["pruned"] = [path.name for path in prune_backups(folder, job.name, job.retention)]
+    return JobOutcome("succeeded" if complete else "partial", summary)
+
+
+async def _run_mirror(settings: Settings, job: JobConfig, metrics: DaemonMetrics) -> JobOutcome:
+    assert job.target is not None and job.mode is not None and job.max_delete is not None
+    db = default_db(settings)
+    src, dst = job.source, job.target
+    prepared = await prepare(settings, src, dst, db)
+    # Planning is pure and can take a while on a large organization: off the event loop,
+    # so the control API keeps answering.
+    the_plan = await anyio.to_thread.run_sync(lambda: plan_between(prepared, job.mode, job.max_delete))  # type: ignore[arg-type]
+    if the_plan.refused:
+        raise PlanRefusedError(f"plan refused: {the_plan.refused} (raise max_delete if the deletes are intended)")
+    summary: dict[str, Any] = {"planned": len(the_plan.ops), "warnings": list(prepared.warnings)}
+    failed = 0
+    if the_plan.ops:
+        result = await apply_between(settings, prepared, the_plan, db, source_ref=src, target_ref=dst)
+        failed = len(result.failed)
+        summary.update(
+            writes=result.writes,
+            adopted=len(result.adopted),
+            skipped=len(result.skipped),
+            failed=failed,
+            failures=[f"{o.key}: {o.reason}" for o in result.failed[:20]],
+        )
+        prepared = await prepare(settings, src, dst, db)
+    verification = await anyio.to_thread.run_sync(lambda: verify_prepared(prepared))
+    summary["verify"] = verification.counts()
+    for side in (prepared.source, prepared.target):
+        _record_objects(metrics, db, side.tenant)
+    ok = verification.equal and not failed and prepared.read_cleanly
+    return JobOutcome("succeeded" if ok else "partial", summary)
+
+
+_RUNNERS = {"sync": _run_sync, "backup": _run_backup, "mirror": _run_mirror}
+
+
+async def execute_job(settings: Settings, job: JobConfig, metrics: DaemonMetrics) -> JobOutcome:
+    """Run `job` once; any exception means the run failed (the caller records why)."""
+    return await _RUNNERS[job.kind](settings, job, metrics)

@@ -1,0 +1,95 @@
+"""The daemon's Prometheus metrics: API calls, job runs, mirrored objects, the process.
+
+One registry per daemon (not prometheus-client's global one), so tests can run several
+daemons in one process and every metric here is one the daemon owns. The object also is
+the `ApiObserver` the daemon installs around job runs: clients report every attempt here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
+
+__all__ = ["CONTENT_TYPE", "DaemonMetrics"]
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+_DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, float("inf"))
+
+
+class DaemonMetrics:
+    """Counters and gauges named `syncd_*`; `render()` is the `/metrics` body."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        ProcessCollector(registry=self.registry)
+        r = self.registry
+        self.requests = Counter(
+            "syncd_api_requests", "API call attempts by tenant, method and HTTP status ('error': no complete answer).",
+            ["tenant", "method", "status"], registry=r,
+        )
+        self.retries = Counter("syncd_api_retries", "API call attempts repeated after a transient failure.", ["tenant"], registry=r)
+        self.rate_limited = Counter("syncd_api_rate_limited", "429 answers received.", ["tenant"], registry=r)
+        self.rate_remaining = Gauge(
+            "syncd_api_rate_limit_remaining", "X-RateLimit-Remaining of the tenant's latest answer.", ["tenant"], registry=r
+        )
+        self.objects = Gauge(
+            "syncd_objects_mirrored", "Current objects in the state mirror, by tenant and kind.", ["tenant", "kind"], registry=r
+        )
+        self.runs = Counter("syncd_job_runs", "Finished job runs by outcome.", ["job", "outcome"], registry=r)
+        self.duration = Histogram(
+            "syncd_job_run_duration_seconds", "Wall time of finished job runs.", ["job"], buckets=_DURATION_BUCKETS, registry=r
+        )
+        self.last_success = Gauge(
+            "syncd_job_last_success_timestamp_seconds", "Unix time at which the job's latest successful run ended.", ["job"], registry=r
+        )
+        self.running = Gauge("syncd_job_running", "1 while a run of the job is in progress.", ["job"], registry=r)
+        self.reloads = Counter("syncd_config_reloads", "Configuration reloads (SIGHUP) by outcome.", ["outcome"], registry=r)
+        self._kinds: dict[str, set[str]] = {}
+
+    # -- ApiObserver -------------------------------------------------------------------
+
+    def on_response(self, tenant: str, method: str, status: int | str, remaining: int | None) -> None:
+        self.requests.labels(tenant, method, str(status)).inc()
+        if status == 429:
+            self.rate_limited.labels(tenant).inc()
+        if remaining is not None:
+            self.rate_remaining.labels(tenant).set(remaining)
+
+    def on_retry(self, tenant: str) -> None:
+        self.retries.labels(tenant).inc()
+
+    # -- jobs --------------------------------------------------------------------------
+
+    def job_known(self, job: str) -> None:
+        """Make a configured job visible (at 0) before its first run."""
+        self.running.labels(job).set(0)
+
+    def run_started(self, job: str) -> None:
+        self.running.labels(job).set(1)
+
+    def run_finished(self, job: str, outcome: str, seconds: float, ended_at: float) -> None:
+        self.running.labels(job).set(0)
+        self.runs.labels(job, outcome).inc()
+        self.duration.labels(job).observe(seconds)
+        if outcome == "succeeded":
+            self.last_success.labels(job).set(ended_at)
+
+    def set_objects(self, tenant: str, counts: Mapping[str, int]) -> None:
+        """Replace the tenant's counts; a kind that is gone drops to 0 rather than lingering."""
+        for kind in self._kinds.get(tenant, set()) - set(counts):
+            self.objects.labels(tenant, kind).set(0)
+        for kind, count in counts.items():
+            self.objects.labels(tenant, kind).set(count)
+        self._kinds[tenant] = self._kinds.get(tenant, set()) | set(counts)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,92 @@
+"""Talking to a running daemon from the command line (`syncd jobs`, `syncd trigger`).
+
+The daemon's address comes from `state/daemon.json` (written by the running daemon, so a
+port chosen at start is found too), else from the configuration's `daemon.host/port`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import anyio
+
+from syncd.config import Settings
+from syncd.errors import SyncdError
+
+__all__ = ["ControlClient", "DaemonUnreachable", "daemon_url"]
+
+_WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+
+
+class DaemonUnreachable(SyncdError):
+    exit_code = 3
+
+
+def daemon_url(settings: Settings) -> str:
+    info = settings.state_dir / "daemon.json"
+    try:
+        url = json.loads(info.read_text()).get("url")
+        if isinstance(url, str) and url.startswith("http"):
+            return url
+    except (OSError, ValueError, AttributeError):
+        pass
+    host = _WILDCARDS.get(settings.daemon.host, settings.daemon.host)
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{settings.daemon.port}"
+
+
+class ControlClient:
+    """A few calls to the control API, with one-line errors."""
+
+    def __init__(self, url: str, token: str | None = None, timeout: float = 10.0) -> None:
+        self.url = url.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, url: str | None = None) -> ControlClient:
+        token = settings.daemon.token.get_secret_value() if settings.daemon.token else None
+        return cls(url or daemon_url(settings), token)
+
+    async def call(self, method: str, path: str) -> Any:
+        try:
+            async with (
+                aiohttp.ClientSession(timeout=self._timeout, headers=self._headers) as session,
+                session.request(method, self.url + path) as resp,
+            ):
+                raw = await resp.read()
+                status = resp.status
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise DaemonUnreachable(
+                f"no syncd daemon answers at {self.url} ({type(exc).__name__}); start one with `syncd serve`"
+            ) from None
+        try:
+            body = json.loads(raw) if raw else {}
+        except ValueError:
+            raise SyncdError(f"{method} {self.url}{path}: HTTP {status} with a body that is not JSON") from None
+        if status >= 400:
+            message = body.get("error", {}).get("message") if isinstance(body, dict) else None
+            raise SyncdError(f"daemon: {message or f'HTTP {status}'}")
+        return body
+
+    async def wait_run(self, run_id: int, timeout: float | None, poll: float = 0.5) -> dict[str, Any]:
+        """Poll the run until it ends (or `timeout` seconds pass: a SyncdError)."""
+        with anyio.move_on_after(timeout) as scope:
+            while True:
+                run: dict[str, Any] = await self.call("GET", f"/runs/{run_id}")
+                if run["outcome"] not in ("queued", "running"):
+                    return run
+                await anyio.sleep(poll)
+        assert scope.cancelled_caught
+        raise SyncdError(f"run {run_id} has not ended after {timeout:g}s (it goes on in the daemon)")
+
+
+def read_pid(state_dir: Path) -> int | None:
+    try:
+        pid = json.loads((state_dir / "daemon.json").read_text()).get("pid")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return pid if isinstance(pid, int) else None

@@ -1,0 +1,170 @@
+"""The daemon's run history: what ran, why, when, how it ended; kept in `state/daemon.db`.
+
+Persisted so that `GET /runs/{id}` and the jobs' last start times survive a restart (a
+restart does not rerun a job that has just run), and bounded in memory so a daemon that
+runs for months does not grow: only the latest runs are held, the rest are read back on
+demand.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import sqlite_utils
+
+__all__ = ["OUTCOMES", "Outcome", "RunLog", "RunRecord"]
+
+Outcome = Literal["queued", "running", "succeeded", "partial", "failed", "cancelled"]
+OUTCOMES: tuple[Outcome, ...] = ("succeeded", "partial", "failed", "cancelled")
+"""How a finished run ended: `partial` did its work but could not read or copy everything."""
+_MEMORY = 200
+
+
+def _iso(dt: datetime | None) -> str | None:
+    return dt.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z") if dt is not None else None
+
+
+def _parse(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
+
+
+@dataclass
+class RunRecord:
+    """One run of a job; `outcome` is `queued` or `running` until it ends."""
+
+    id: int
+    job: str
+    kind: str
+    reason: str
+    """schedule, trigger, or retry (a scheduled run after a failure)."""
+    queued_at: datetime
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    outcome: Outcome = "queued"
+    error: str | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def finished(self) -> bool:
+        return self.outcome in OUTCOMES
+
+    @property
+    def seconds(self) -> float | None:
+        if self.started_at is None or self.ended_at is None:
+            return None
+        return (self.ended_at - self.started_at).total_seconds()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "job": self.job,
+            "kind": self.kind,
+            "reason": self.reason,
+            "outcome": self.outcome,
+            "queued_at": _iso(self.queued_at),
+            "started_at": _iso(self.started_at),
+            "ended_at": _iso(self.ended_at),
+            "seconds": None if self.seconds is None else round(self.seconds, 3),
+            "error": self.error,
+            "summary": self.summary,
+        }
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> RunRecord:
+        return cls(
+            id=row["id"],
+            job=row["job"],
+            kind=row["kind"],
+            reason=row["reason"],
+            queued_at=_parse(row["queued_at"]) or datetime.now(UTC),
+            started_at=_parse(row["started_at"]),
+            ended_at=_parse(row["ended_at"]),
+            outcome=row["outcome"],
+            error=row["error"],
+            summary=json.loads(row["summary"] or "{}"),
+        )
+
+
+class RunLog:
+    """Runs by id: the latest in memory, all of them in SQLite."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.db = sqlite_utils.Database(sqlite3.connect(str(path), isolation_level=None))
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db["runs"].create(
+            {
+                "id": int,
+                "job": str,
+                "kind": str,
+                "reason": str,
+                "queued_at": str,
+                "started_at": str,
+                "ended_at": str,
+                "outcome": str,
+                "error": str,
+                "summary": str,
+            },
+            pk="id",
+            if_not_exists=True,
+        )
+        self.db["runs"].create_index(["job", "id"], if_not_exists=True)
+        self._recent: OrderedDict[int, RunRecord] = OrderedDict()
+        last = self.db.execute("SELECT max(id) FROM runs").fetchone()[0]
+        self._next_id = (last or 0) + 1
+        # A run the previous process left open was interrupted by its death.
+        self.db.execute(
+            "UPDATE runs SET outcome = 'cancelled', error = 'the daemon stopped before the run ended' "
+            "WHERE outcome IN ('queued', 'running')"
+        )
+
+    def close(self) -> None:
+        self.db.conn.close()
+
+    def new(self, job: str, kind: str, reason: str, now: datetime) -> RunRecord:
+        record = RunRecord(id=self._next_id, job=job, kind=kind, reason=reason, queued_at=now)
+        self._next_id += 1
+        self.save(record)
+        return record
+
+    def save(self, record: RunRecord) -> None:
+        row = record.as_dict()
+        row.pop("seconds")
+        row["summary"] = json.dumps(record.summary, sort_keys=True, default=str)
+        self.db["runs"].upsert(row, pk="id")
+        self._recent[record.id] = record
+        self._recent.move_to_end(record.id)
+        while len(self._recent) > _MEMORY:
+            self._recent.popitem(last=False)
+
+    def get(self, run_id: int) -> RunRecord | None:
+        record = self._recent.get(run_id)
+        if record is not None:
+            return record
+        rows = list(self.db.query("SELECT * FROM runs WHERE id = ?", [run_id]))
+        return RunRecord.from_row(rows[0]) if rows else None
+
+    def of_job(self, job: str, limit: int = 20) -> list[RunRecord]:
+        """The job's latest runs, newest first."""
+        rows = self.db.query("SELECT id FROM runs WHERE job = ? ORDER BY id DESC LIMIT ?", [job, limit])
+        return [record for row in rows if (record := self.get(row["id"])) is not None]
+
+    def latest(self, limit: int = 50) -> list[RunRecord]:
+        rows = self.db.query("SELECT id FROM runs ORDER BY id DESC LIMIT ?", [limit])
+        return [record for row in rows if (record := self.get(row["id"])) is not None]
+
+    def last_start(self, job: str) -> datetime | None:
+        row = self.db.execute("SELECT max(started_at) FROM runs WHERE job = ?", [job]).fetchone()
+        return _parse(row[0]) if row and row[0] else None
+
+    def last_success(self, job: str) -> datetime | None:
+        row = self.db.execute(
+            "SELECT max(ended_at) FROM runs WHERE job = ? AND outcome = 'succeeded'", [job]
+        ).fetchone()
+        return _parse(row[0]) if row and row[0] else None

@@ -1,0 +1,432 @@
+"""`syncd serve`: the long-lived service that runs the configured jobs on their schedules.
+
+Structure (one event loop, everything supervised by anyio task groups):
+
+- the **scheduler loop** starts each job whose timer (`JobTimer`) is due, and sleeps until
+  the next due time or until something wakes it (a trigger, a finished run, a reload);
+- each **run** is a task in the runs' task group with its own cancel scope; runs of jobs
+  that write the same state file take turns (one lock per file), other jobs run in parallel;
+  any exception ends the run as `failed` with its reason and never reaches the daemon;
+- the **signal watcher**: SIGHUP reloads the configuration (a broken file is rejected with
+  a log line and the old configuration stays); SIGTERM/SIGINT stop the scheduler, give the
+  runs `daemon.shutdown_deadline` to finish, then cancel them (a second signal cancels at
+  once). A cancelled crawl leaves its mirror run unfinished (the previous snapshot stays
+  current) and a cancelled apply leaves its intents in the journal, to be settled by the
+  next run: cancellation is safe at any await;
+- the **control API** (`syncd.daemon.control`) reads this object's state.
+
+A lock on the state directory (`state/daemon.lock`) keeps a second daemon off the same state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+from aiohttp import web
+from anyio.abc import TaskGroup, TaskStatus
+
+from syncd.api.telemetry import observing
+from syncd.config import DaemonConfig, JobConfig, Settings, load_settings
+from syncd.daemon.jobs import execute_job, state_files
+from syncd.daemon.metrics import DaemonMetrics
+from syncd.daemon.runs import RunLog, RunRecord
+from syncd.daemon.schedule import JobTimer
+from syncd.errors import ConfigError, SyncdError
+from syncd.logging import get_logger
+from syncd.mirror.lock import WriterLock
+
+__all__ = ["Daemon", "DaemonBusyError", "JobState", "TriggerResult"]
+
+log = get_logger("syncd.daemon")
+_IDLE_WAKE = 60.0
+"""Longest sleep of the scheduler loop: a clock jump is noticed within a minute."""
+
+
+class DaemonBusyError(SyncdError):
+    """Another daemon holds the state directory."""
+
+    exit_code = 2
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for a failed run: our errors speak for themselves, others get their type."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(describe_error(inner) for inner in exc.exceptions[:3])
+    text = " ".join(str(exc).split())
+    if isinstance(exc, SyncdError):
+        return text or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+@dataclass
+class JobState:
+    """A configured job as the daemon tracks it."""
+
+    config: JobConfig
+    timer: JobTimer
+    current: RunRecord | None = None
+    queued: RunRecord | None = None
+    """A triggered run waiting for the current one to end (triggers coalesce into it)."""
+    scope: anyio.CancelScope | None = None
+    removed: bool = False
+    """Dropped from the configuration while running: forgotten when the run ends."""
+
+
+@dataclass(frozen=True)
+class TriggerResult:
+    status: str
+    """`started`, or `coalesced` (the job is running: the returned run follows it)."""
+    run: RunRecord
+
+
+class Daemon:
+    """The service; `await Daemon(settings).serve()` runs until SIGTERM / SIGINT."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        reload: Callable[[], Settings] | None = None,
+        clock: Callable[[], datetime] = utcnow,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.settings = settings
+        self._reload_settings = reload if reload is not None else (lambda: load_settings(settings.config_file))
+        self.clock = clock
+        self.rng = rng if rng is not None else random.Random()
+        self.metrics = DaemonMetrics()
+        self.jobs: dict[str, JobState] = {}
+        self.runs: RunLog | None = None
+        self.stopping = False
+        self.url: str | None = None
+        self.started_at = clock()
+        self._wake = anyio.Event()
+        self._stop = anyio.Event()
+        self._file_locks: dict[Path, anyio.Lock] = {}
+        self._runs_group: TaskGroup | None = None
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    @property
+    def state_dir(self) -> Path:
+        return self.settings.state_dir
+
+    def _prepare_state_dir(self) -> None:
+        try:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"state_dir {self.state_dir}: cannot create it: {exc.strerror or exc}") from None
+        if not os.access(self.state_dir, os.W_OK | os.X_OK):
+            raise ConfigError(f"state_dir {self.state_dir}: not writable by this user")
+
+    def _state_lock(self) -> WriterLock:
+        directory = self.state_dir
+        return WriterLock(
+            directory / "daemon",
+            lock_path=directory / "daemon.lock",
+            busy=lambda holder: DaemonBusyError(
+                f"another syncd daemon is running on state directory {directory} ({holder}); "
+                "stop it, or give this one another state_dir"
+            ),
+        )
+
+    async def serve(self, *, task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Run until stopped; `task_status.started(url)` once the control API listens."""
+        self._prepare_state_dir()
+        lock = self._state_lock()
+        lock.acquire()
+        info_file = self.state_dir / "daemon.json"
+        try:
+            self.runs = RunLog(self.state_dir / "daemon.db")
+            self._adopt_jobs(self.settings.jobs)
+            async with anyio.create_task_group() as group:
+                await group.start(self._watch_signals)
+                async with self._control_api() as url:
+                    self.url = url
+                    info_file.write_text(json.dumps({"pid": os.getpid(), "url": url, "started_at": self.started_at.isoformat()}) + "\n")
+                    log.info("daemon.started", url=url, jobs=sorted(self.jobs), state_dir=str(self.state_dir), pid=os.getpid())
+                    task_status.started(url)
+                    async with anyio.create_task_group() as runs:
+                        self._runs_group = runs
+                        group.start_soon(self._schedule_loop)
+                        await self._stop.wait()
+                        await self._drain(runs)
+                group.cancel_scope.cancel()
+            log.info("daemon.stopped")
+        finally:
+            info_file.unlink(missing_ok=True)
+            if self.runs is not None:
+                self.runs.close()
+            lock.release()
+
+    def stop(self, reason: str = "requested") -> None:
+        """Stop taking new work; `serve` drains the running jobs and returns."""
+        if self.stopping:
+            return
+        self.stopping = True
+        log.info("daemon.stopping", reason=reason, running=[s.config.name for s in self.jobs.values() if s.current], deadline=self.settings.daemon.shutdown_deadline)
+        self._stop.set()
+        self._wake.set()
+
+    async def _drain(self, runs: TaskGroup) -> None:
+        deadline = self.settings.daemon.shutdown_deadline
+        with anyio.move_on_after(deadline):
+            while any(state.current for state in self.jobs.values()):
+                self._wake = anyio.Event()
+                await self._wake.wait()
+        still = [state.config.name for state in self.jobs.values() if state.current]
+        if still:
+            log.warning("daemon.cancelling_runs", jobs=still, after_seconds=deadline)
+        runs.cancel_scope.cancel()
+        for state in self.jobs.values():
+            if state.queued is not None:
+                self._close_unstarted(state.queued)
+                state.queued = None
+
+    def _close_unstarted(self, record: RunRecord) -> None:
+        assert self.runs is not None
+        record.outcome, record.error, record.ended_at = "cancelled", "the daemon stopped before the run started", self.clock()
+        self.runs.save(record)
+
+    async def _watch_signals(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            task_status.started()
+            async for signum in signals:
+                if signum == signal.SIGHUP:
+                    self.reload()
+                elif self.stopping:
+                    log.warning("daemon.cancel_now", signal=signal.Signals(signum).name)
+                    if self._runs_group is not None:
+                        self._runs_group.cancel_scope.cancel()
+                else:
+                    self.stop(signal.Signals(signum).name)
+
+    # -- configuration ------------------------------------------------------------------
+
+    def _new_timer(self, job: JobConfig, now: datetime) -> JobTimer:
+        assert self.runs is not None
+        timer = JobTimer.create(job.schedule, now, self.rng, last_start=self.runs.last_start(job.name))
+        timer.backoff_base = self.settings.daemon.failure_backoff
+        return timer
+
+    def _adopt_jobs(self, jobs: list[JobConfig]) -> dict[str, list[str]]:
+        """Make the tracked jobs those of `jobs`; returns what was added, changed, removed."""
+        now = self.clock()
+        wanted = {job.name: job for job in jobs}
+        report: dict[str, list[str]] = {"added": [], "changed": [], "removed": []}
+        for name, state in list(self.jobs.items()):
+            if name not in wanted:
+                report["removed"].append(name)
+                if state.queued is not None:
+                    self._close_unstarted(state.queued)
+                    state.queued = None
+                if state.current is not None:
+                    state.removed = True
+                else:
+                    del self.jobs[name]
+        for name, job in wanted.items():
+            state = self.jobs.get(name)
+            if state is None:
+                self.jobs[name] = JobState(job, self._new_timer(job, now))
+                self.metrics.job_known(name)
+                report["added"].append(name)
+                continue
+            state.removed = False
+            state.timer.backoff_base = self.settings.daemon.failure_backoff
+            if state.config != job:
+                report["changed"].append(name)
+                state.config = job
+                state.timer.reschedule(job.schedule, now, self.rng)
+        return report
+
+    def reload(self) -> bool:
+        """Re-read the configuration; a broken one is rejected and the old one stays."""
+        try:
+            new = self._reload_settings()
+        except SyncdError as exc:
+            self.metrics.reloads.labels("rejected").inc()
+            log.error("config.reload_rejected", error=str(exc), kept="the running configuration")
+            return False
+        needs_restart = [
+            key for key in ("host", "port") if getattr(new.daemon, key) != getattr(self.settings.daemon, key)
+        ] + (["state_dir"] if new.state_dir != self.settings.state_dir else [])
+        if needs_restart:
+            log.warning("config.restart_needed", settings=needs_restart, detail="these take effect when the daemon restarts")
+            new.state_dir = self.settings.state_dir
+            new.daemon = DaemonConfig.model_validate(
+                {**new.daemon.model_dump(), "host": self.settings.daemon.host, "port": self.settings.daemon.port}
+            )
+        self.settings = new
+        report = self._adopt_jobs(new.jobs)
+        self.metrics.reloads.labels("accepted").inc()
+        log.info("config.reloaded", jobs=sorted(self.jobs), **{k: v for k, v in report.items() if v})
+        self._wake.set()
+        return True
+
+    # -- scheduling -----------------------------------------------------------------------
+
+    async def _schedule_loop(self) -> None:
+        while not self.stopping:
+            self._wake = anyio.Event()
+            now = self.clock()
+            for state in list(self.jobs.values()):
+                if not state.removed and state.timer.due(now):
+                    self._start(state, now)
+            pending = [state.timer.next_due for state in self.jobs.values() if state.timer.next_due is not None and not state.timer.running]
+            delay = _IDLE_WAKE
+            if pending:
+                delay = min(delay, max(0.0, (min(pending) - self.clock()).total_seconds()))
+            with anyio.move_on_after(delay):
+                await self._wake.wait()
+
+    def trigger(self, name: str) -> TriggerResult:
+        """Run `name` now, or once more right after its current run (coalesced)."""
+        assert self.runs is not None
+        state = self.jobs.get(name)
+        if state is None or state.removed:
+            raise KeyError(name)
+        if self.stopping:
+            raise RuntimeError("the daemon is stopping")
+        now = self.clock()
+        status = state.timer.trigger(now)
+        if status == "coalesced":
+            if state.queued is None:
+                state.queued = self.runs.new(name, state.config.kind, "trigger", now)
+            log.info("job.trigger_coalesced", job=name, run=state.queued.id, running=state.current.id if state.current else None)
+            return TriggerResult("coalesced", state.queued)
+        state.queued = self.runs.new(name, state.config.kind, "trigger", now)
+        record = self._start(state, now)
+        return TriggerResult("started", record)
+
+    def _start(self, state: JobState, now: datetime) -> RunRecord:
+        assert self.runs is not None and self._runs_group is not None
+        if state.queued is not None:
+            record, state.queued = state.queued, None
+        else:
+            reason = "retry" if state.timer.consecutive_failures else "schedule"
+            record = self.runs.new(state.config.name, state.config.kind, reason, now)
+        state.timer.start(now)
+        state.current = record
+        self._runs_group.start_soon(self._run, state, record, name=f"job {state.config.name} run {record.id}")
+        return record
+
+    @contextlib.asynccontextmanager
+    async def _files_locked(self, paths: list[Path]) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            for path in sorted(paths):
+                await stack.enter_async_context(self._file_locks.setdefault(path.resolve(), anyio.Lock()))
+            yield
+
+    async def _run(self, state: JobState, record: RunRecord) -> None:
+        assert self.runs is not None
+        settings, job = self.settings, state.config
+        log.info("job.run_queued" if state.current is not record else "job.run_starting", job=job.name, run=record.id, reason=record.reason)
+        try:
+            with anyio.CancelScope() as scope:
+                state.scope = scope
+                async with self._files_locked(state_files(settings, job)):
+                    record.started_at, record.outcome = self.clock(), "running"
+                    self.runs.save(record)
+                    self.metrics.run_started(job.name)
+                    with observing(self.metrics):
+                        result = await execute_job(settings, job, self.metrics)
+                    record.outcome, record.summary = result.outcome, result.summary  # type: ignore[assignment]
+        except Exception as exc:  # noqa: BLE001 - a run's failure must never stop the daemon
+            record.outcome, record.error = "failed", describe_error(exc)
+        finally:
+            # No await in here: this also runs while the run is being cancelled.
+            if not record.finished:
+                record.outcome = "cancelled"
+                record.error = record.error or "cancelled: the daemon stopped before the run ended"
+            self._finish(state, record)
+
+    def _finish(self, state: JobState, record: RunRecord) -> None:
+        assert self.runs is not None
+        now = self.clock()
+        record.ended_at = now
+        if record.started_at is None:
+            record.started_at = now
+        self.runs.save(record)
+        seconds = record.seconds or 0.0
+        self.metrics.run_finished(record.job, record.outcome, seconds, now.timestamp())
+        event = {"job": record.job, "run": record.id, "outcome": record.outcome, "seconds": round(seconds, 2)}
+        if record.outcome == "failed":
+            log.error("job.run_failed", error=record.error, **event)
+        elif record.outcome == "cancelled":
+            log.warning("job.run_cancelled", **event)
+        else:
+            log.info("job.run_finished", **{k: v for k, v in record.summary.items() if k in ("status", "changes", "file", "planned", "writes", "verify", "requests")}, **event)
+        state.timer.finish(now, ok=record.outcome in ("succeeded", "partial"), rng=self.rng)
+        if record.outcome == "failed" and state.timer.next_due is not None:
+            log.info("job.retry_scheduled", job=record.job, at=state.timer.next_due.isoformat(), failures=state.timer.consecutive_failures)
+        state.current, state.scope = None, None
+        if state.removed:
+            self.jobs.pop(record.job, None)
+        self._wake.set()
+
+    # -- views for the control API --------------------------------------------------------
+
+    def ready(self) -> tuple[bool, list[str]]:
+        problems = []
+        if self.stopping:
+            problems.append("stopping")
+        if self.runs is None:
+            problems.append("not started")
+        if not os.access(self.state_dir, os.W_OK):
+            problems.append(f"state_dir {self.state_dir} is not writable")
+        return not problems, problems
+
+    def job_view(self, state: JobState) -> dict[str, Any]:
+        assert self.runs is not None
+        job, timer = state.config, state.timer
+        last = next((r for r in self.runs.of_job(job.name, 5) if r.finished), None)
+        success = self.runs.last_success(job.name)
+        return {
+            "name": job.name,
+            "kind": job.kind,
+            "source": str(job.source),
+            "target": str(job.target) if job.target else None,
+            "schedule": job.schedule.describe() if job.schedule else "on trigger only",
+            "state": "running" if state.current else ("queued" if timer.next_due and timer.next_due <= self.clock() else "idle"),
+            "current_run": state.current.id if state.current else None,
+            "queued_run": state.queued.id if state.queued else None,
+            "next_run_at": timer.next_due.isoformat().replace("+00:00", "Z") if timer.next_due and not state.current else None,
+            "consecutive_failures": timer.consecutive_failures,
+            "last_run": last.as_dict() if last else None,
+            "last_success_at": success.isoformat().replace("+00:00", "Z") if success else None,
+        }
+
+    @contextlib.asynccontextmanager
+    async def _control_api(self) -> AsyncIterator[str]:
+        from syncd.daemon.control import create_control_app
+
+        config = self.settings.daemon
+        runner = web.AppRunner(create_control_app(self), access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, config.host, config.port)
+            try:
+                await site.start()
+            except OSError as exc:
+                raise SyncdError(f"control API: cannot listen on {config.host}:{config.port}: {exc.strerror or exc}") from None
+            host, port = site._server.sockets[0].getsockname()[:2]  # type: ignore[union-attr]
+            shown = f"[{host}]" if ":" in host else host
+            yield f"http://{shown}:{port}"
+        finally:
+            await runner.cleanup()

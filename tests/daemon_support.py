@@ -1,0 +1,164 @@
+"""`syncd serve` as a real process for the daemon tests, and blocking helpers to talk to it.
+
+Blocking on purpose: the daemon and the emulator are processes of their own, so the tests
+are plain functions that poll over loopback HTTP, like a user's monitoring would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+START_TIMEOUT = 30.0
+
+
+def http(method: str, url: str, token: str | None = None, timeout: float = 10.0, body: Any = None) -> tuple[int, Any]:
+    """(status, parsed JSON or text) of one call; connection errors raise."""
+    data = json.dumps(body).encode() if body is not None else (b"" if method in ("POST", "PUT") else None)
+    request = urllib.request.Request(url, method=method, data=data)
+    if body is not None:
+        request.add_header("Content-Type", "application/json")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
+            status, raw, ctype = resp.status, resp.read(), resp.headers.get("Content-Type", "")
+    except urllib.error.HTTPError as exc:
+        status, raw, ctype = exc.code, exc.read(), exc.headers.get("Content-Type", "")
+    if "json" in ctype:
+        return status, json.loads(raw)
+    return status, raw.decode()
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float, interval: float = 0.2) -> Any:
+    """Poll `check` until it returns something truthy; a timeout is a test failure."""
+    deadline = time.monotonic() + timeout
+    last_error: BaseException | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+        except (OSError, ValueError, KeyError) as exc:
+            last_error, value = exc, None
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what} (last error: {last_error})")
+
+
+@dataclass
+class DaemonProcess:
+    """A running `syncd serve --config FILE` with its log captured to a file."""
+
+    config: Path
+    state_dir: Path
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    token: str | None = None
+    url: str = ""
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, config: Path, state_dir: Path, *, token: str | None = None, wait: bool = True) -> DaemonProcess:
+        log_path = config.with_name(f"daemon-{int(time.time() * 1000)}.log")
+        handle = log_path.open("wb")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "syncd.cli", "serve", "--config", str(config)],
+            cwd=config.parent,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        handle.close()
+        daemon = cls(config, state_dir, process, log_path, token)
+        if wait:
+            daemon.wait_ready()
+        return daemon
+
+    def wait_ready(self) -> None:
+        info = self.state_dir / "daemon.json"
+
+        def ready() -> str | None:
+            if self.process.poll() is not None:
+                raise AssertionError(f"the daemon exited with {self.process.returncode}:\n{self.log()}")
+            if not info.exists():
+                return None
+            data = json.loads(info.read_text())
+            if data.get("pid") != self.process.pid:
+                return None
+            return str(data["url"])
+
+        self.url = wait_for("the daemon to listen", ready, START_TIMEOUT)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def get(self, path: str) -> tuple[int, Any]:
+        return http("GET", self.url + path, self.token)
+
+    def post(self, path: str) -> tuple[int, Any]:
+        return http("POST", self.url + path, self.token)
+
+    def job(self, name: str) -> dict[str, Any]:
+        status, body = self.get(f"/jobs/{name}")
+        assert status == 200, body
+        return body  # type: ignore[no-any-return]
+
+    def finished_runs(self, name: str) -> list[dict[str, Any]]:
+        return [run for run in self.job(name)["runs"] if run["outcome"] not in ("queued", "running")]
+
+    def wait_run(self, run_id: int, timeout: float = 60.0) -> dict[str, Any]:
+        def ended() -> dict[str, Any] | None:
+            status, run = self.get(f"/runs/{run_id}")
+            assert status == 200, run
+            return run if run["outcome"] not in ("queued", "running") else None
+
+        return wait_for(f"run {run_id} to end", ended, timeout)  # type: ignore[no-any-return]
+
+    def metrics(self) -> str:
+        status, text = self.get("/metrics")
+        assert status == 200
+        return str(text)
+
+    def signal(self, signum: signal.Signals) -> None:
+        self.process.send_signal(signum)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+
+def metric_value(text: str, name: str, **labels: str) -> float | None:
+    """The value of one sample of the Prometheus text `text`, or None if absent."""
+    for line in text.splitlines():
+        if line.startswith("#") or not line.startswith(name):
+            continue
+        head, _, value = line.rpartition(" ")
+        metric, _, label_text = head.partition("{")
+        if metric != name:
+            continue
+        found = dict(part.split("=", 1) for part in label_text.rstrip("}").split(",") if "=" in part)
+        found = {key: raw.strip('"') for key, raw in found.items()}
+        if all(found.get(key) == wanted for key, wanted in labels.items()):
+            return float(value)
+    return None
+
+
+def write_config(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
