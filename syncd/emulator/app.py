@@ -8,6 +8,7 @@ import json
 import logging
 import random
 import re
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -131,6 +132,10 @@ async def fault_middleware(request: web.Request, handler: Handler) -> web.Stream
         return error_response(403, "you do not have access to this resource (injected)")
     if faults.drop and rng.random() < faults.drop:
         return _drop(request, "dropped")
+    if faults.rate_limited and rng.random() < faults.rate_limited:
+        request[FAULT_STATUS] = "fault-429"
+        headers = {"Retry-After": "1", "X-RateLimit-Limit": str(int(emu.limiter.burst or 1)), "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(time.time()) + 1)}
+        return error_response(429, "rate limit exceeded (injected): retry after the Retry-After delay", headers)
     if faults.error_5xx and rng.random() < faults.error_5xx:
         request[FAULT_STATUS] = "fault-5xx"
         status = rng.choice((500, 503))

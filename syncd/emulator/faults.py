@@ -1,6 +1,6 @@
 """Fault injection: the network and server failures a client must survive.
 
-A spec string such as `5xx=0.1,html502=0.02,drop=0.05,lost=0.1,truncate=0.05,repeat_page=0.01,latency=20,jitter=10`
+A spec string such as `5xx=0.1,html502=0.02,drop=0.05,lost=0.1,truncate=0.05,repeat_page=0.01,429=0.2,latency=20,jitter=10`
 sets each fault's probability (latency and jitter in milliseconds).
 """
 
@@ -17,10 +17,11 @@ FAULT_KEYS = {
     "lost": "lost_write",
     "truncate": "truncate",
     "repeat_page": "repeat_page",
+    "429": "rate_limited",
     "latency": "latency_ms",
     "jitter": "jitter_ms",
 }
-_PROBABILITIES = ("error_5xx", "html_502", "drop", "lost_write", "truncate", "repeat_page")
+_PROBABILITIES = ("error_5xx", "html_502", "drop", "lost_write", "truncate", "repeat_page", "rate_limited")
 
 
 @dataclass
@@ -37,6 +38,9 @@ class Faults:
     """A 200 whose JSON body is cut short."""
     repeat_page: float = 0.0
     """A list page whose `next.page` repeats the token it was asked with (a paging loop)."""
+    rate_limited: float = 0.0
+    """A 429 with `Retry-After: 1` and an empty bucket, whatever the client's pace: the
+    token's limit spent by someone else (a 429 storm the client cannot pace away)."""
     latency_ms: float = 0.0
     jitter_ms: float = 0.0
 
