@@ -20,27 +20,10 @@ from typing import Any
 import pytest
 
 from syncd.cli import main
-
+from tests.oracle import COPIED, copied_view
 
 TOKEN = "e2e-token"
 SPEC = "orgs=1,empty_orgs=3,collections=4,spaces=10,pages=3,files=1,sites=2,sections=3,members=2,teams=2,saml=1,openapi=2,translations=1,custom_fields=2,comments=1,change_requests=1,integrations=1"
-COPIED = (
-    "collection", "space", "page", "team", "custom-field", "space-custom-field-value", "translation-settings",
-    "openapi-spec", "saml-provider", "site", "site-section-group", "site-section", "site-space", "site-adaptive-schema",
-)
-
-
-ORDERED = ("collection", "space", "page")
-NOT_WRITABLE = {
-    "team": {"memberEmails"},  # members must be invited on the target: reported as a skip
-    "space": {"visibility"},  # not writable through PATCH /v1/spaces/{id} in the spec
-}
-
-
-def _copyable(kind: str, data: Any) -> Any:
-    return {k: v for k, v in data.items() if k not in NOT_WRITABLE.get(kind, set())} if isinstance(data, dict) else data
-
-
 class Emulator:
     def __init__(self, url: str, report: dict[str, Any]) -> None:
         self.url, self.report = url, report
@@ -54,16 +37,7 @@ class Emulator:
         return json.loads(raw) if raw else None
 
     def dump(self, org: str) -> dict[str, list[tuple[str, Any]]]:
-        kinds = self.admin("GET", f"/_emulator/orgs/{org}/dump")["kinds"]
-        out = {kind: [(row["path"], _copyable(kind, row["data"])) for row in kinds.get(kind, [])] for kind in COPIED}
-        # Kinds without positions are listed in creation order, which concurrent creates do not
-        # keep; site parts keep their order within their site, sites themselves have none.
-        def order(kind: str, rows: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
-            if kind.startswith("site-"):
-                return sorted(rows, key=lambda r: r[0].split("/", 1)[0])
-            return rows if kind in ORDERED else sorted(rows, key=lambda r: r[0])
-
-        return {kind: order(kind, rows) for kind, rows in out.items()}
+        return copied_view(self.admin("GET", f"/_emulator/orgs/{org}/dump"))
 
     def writes(self) -> int:
         stats = self.admin("GET", "/_emulator/stats")
