@@ -143,8 +143,9 @@ class DaemonProcess:
         return self.process.returncode
 
 
-def metric_value(text: str, name: str, **labels: str) -> float | None:
-    """The value of one sample of the Prometheus text `text`, or None if absent."""
+def metric_samples(text: str, name: str, **labels: str) -> list[float]:
+    """Values of the samples of `name` in the Prometheus text `text` whose labels include `labels`."""
+    values = []
     for line in text.splitlines():
         if line.startswith("#") or not line.startswith(name):
             continue
@@ -155,8 +156,14 @@ def metric_value(text: str, name: str, **labels: str) -> float | None:
         found = dict(part.split("=", 1) for part in label_text.rstrip("}").split(",") if "=" in part)
         found = {key: raw.strip('"') for key, raw in found.items()}
         if all(found.get(key) == wanted for key, wanted in labels.items()):
-            return float(value)
-    return None
+            values.append(float(value))
+    return values
+
+
+def metric_value(text: str, name: str, **labels: str) -> float | None:
+    """The value of the first matching sample, or None if there is none."""
+    values = metric_samples(text, name, **labels)
+    return values[0] if values else None
 
 
 def write_config(path: Path, text: str) -> Path:

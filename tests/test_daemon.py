@@ -83,7 +83,7 @@ schedule = {{ every = "3s" }}
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "syncd.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "syncd.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
 
 
 def test_daemon_runs_jobs_serves_control_api_reloads_and_stops(tmp_path: Path, emulator: EmulatorProcess) -> None:
@@ -218,10 +218,11 @@ def test_serve_refuses_bad_configuration_with_one_line(tmp_path: Path) -> None:
     config.write_text('[daemon]\nhost = "0.0.0.0"\n')
     done = _cli("serve", "--config", str(config), cwd=tmp_path)
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == [
+    expected = (
         f"syncd: error: {config}: daemon.host: '0.0.0.0' is not a loopback address: set daemon.token "
         "(or SYNCD_DAEMON__TOKEN) so the control API is not open to the network"
-    ]
+    )
+    assert done.stderr.strip().splitlines() == [expected]
 
 
 def test_cli_without_a_daemon_says_so(tmp_path: Path) -> None:
