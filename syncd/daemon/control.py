@@ -8,6 +8,8 @@ refuses to load without one, so the API is never open to a network unguarded.
 from __future__ import annotations
 
 import hmac
+import json
+import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +24,9 @@ __all__ = ["DAEMON", "create_control_app"]
 
 DAEMON: web.AppKey[Any] = web.AppKey("daemon", object)
 _OPEN_PATHS = frozenset({"/healthz"})
+_RUN_ID = re.compile(r"[0-9]{1,18}")
+"""A run id as the URL gives it: ASCII digits only (`str.isdigit` also accepts '²', which
+`int()` refuses) and short enough for an SQLite INTEGER; anything else is a 404, not a 500."""
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -82,8 +87,9 @@ def _job_state(request: web.Request) -> Any:
     state = daemon.jobs.get(name)
     if state is None or state.removed:
         known = ", ".join(sorted(n for n, s in daemon.jobs.items() if not s.removed)) or "none"
+        # json.dumps, not an f-string: a name with a quote in it must still give valid JSON.
         raise web.HTTPNotFound(
-            text=f'{{"error": {{"code": 404, "message": "unknown job {name!r} (configured: {known})"}}}}',
+            text=json.dumps({"error": {"code": 404, "message": f"unknown job {name!r} (configured: {known})"}}),
             content_type="application/json",
         )
     return state
@@ -121,7 +127,7 @@ async def get_run(request: web.Request) -> web.Response:
     daemon = _daemon(request)
     assert daemon.runs is not None
     text = request.match_info["id"]
-    record = daemon.runs.get(int(text)) if text.isdigit() else None
+    record = daemon.runs.get(int(text)) if _RUN_ID.fullmatch(text) else None
     if record is None:
         return _error(404, f"no run {text!r}")
     return web.json_response(record.as_dict())

@@ -14,6 +14,7 @@ equal (the summary says what), which is not retried sooner than the schedule.
 
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -55,10 +56,12 @@ def backup_dir(settings: Settings, job: JobConfig) -> Path:
 
 
 def backup_files(folder: Path, job: str) -> list[Path]:
-    """The job's backup files, oldest first (their names sort by time)."""
+    """The job's backup files, oldest first (their names sort by time); other files in the
+    folder are never counted, nor pruned."""
     if not folder.is_dir():
         return []
-    return sorted(path for path in folder.glob(f"{job}-*{BACKUP_SUFFIX}") if path.is_file())
+    name = re.compile(re.escape(job) + r"-\d{8}T\d{6}\.\d{3}Z" + re.escape(BACKUP_SUFFIX))
+    return sorted(path for path in folder.iterdir() if name.fullmatch(path.name) and path.is_file())
 
 
 def prune_backups(folder: Path, job: str, keep: int) -> list[Path]:
@@ -112,7 +115,14 @@ async def _run_backup(settings: Settings, job: JobConfig, metrics: DaemonMetrics
     folder = backup_dir(settings, job)
     folder.mkdir(parents=True, exist_ok=True)
     out = _backup_path(folder, job.name, datetime.now(UTC))
-    result = await backup(settings, job.source, out, with_files=bool(job.with_files))
+    try:
+        result = await backup(settings, job.source, out, with_files=bool(job.with_files))
+    except BaseException:
+        # Cancelled or failed while fetching file binaries: the file is in place but the
+        # backup is not whole, and retention must not count it.
+        out.unlink(missing_ok=True)
+        shutil.rmtree(blobs_dir(out), ignore_errors=True)
+        raise
     summary: dict[str, Any] = {
         "file": str(out),
         "status": result.crawl.status,

@@ -7,6 +7,7 @@ the `ApiObserver` the daemon installs around job runs: clients report every atte
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 
 from prometheus_client import (
@@ -18,6 +19,8 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
+
+from syncd.daemon.runs import OUTCOMES
 
 __all__ = ["CONTENT_TYPE", "DaemonMetrics"]
 
@@ -82,6 +85,15 @@ class DaemonMetrics:
         self.duration.labels(job).observe(seconds)
         if outcome == "succeeded":
             self.last_success.labels(job).set(ended_at)
+
+    def forget_job(self, job: str) -> None:
+        """A job removed from the configuration leaves no series behind."""
+        for metric in (self.running, self.duration, self.last_success):
+            with contextlib.suppress(KeyError):
+                metric.remove(job)
+        for outcome in OUTCOMES:
+            with contextlib.suppress(KeyError):
+                self.runs.remove(job, outcome)
 
     def set_objects(self, tenant: str, counts: Mapping[str, int]) -> None:
         """Replace the tenant's counts; a kind that is gone drops to 0 rather than lingering."""

@@ -18,12 +18,16 @@ from typing import Any, Literal
 
 import sqlite_utils
 
+from syncd.logging import get_logger
+
 __all__ = ["OUTCOMES", "Outcome", "RunLog", "RunRecord"]
 
 Outcome = Literal["queued", "running", "succeeded", "partial", "failed", "cancelled"]
 OUTCOMES: tuple[Outcome, ...] = ("succeeded", "partial", "failed", "cancelled")
 """How a finished run ended: `partial` did its work but could not read or copy everything."""
+log = get_logger("syncd.daemon")
 _MEMORY = 200
+DIED = "the daemon process ended during the run"
 
 
 def _iso(dt: datetime | None) -> str | None:
@@ -118,10 +122,15 @@ class RunLog:
         self._recent: OrderedDict[int, RunRecord] = OrderedDict()
         last = self.db.execute("SELECT max(id) FROM runs").fetchone()[0]
         self._next_id = (last or 0) + 1
-        # A run the previous process left open was interrupted by its death.
+        # A run the previous process left open was interrupted by its death (a graceful stop
+        # closes its runs as `cancelled`): a failure, and it counts as the job's last start, so
+        # a job that kills the daemon is not rerun in a loop at every restart.
         self.db.execute(
-            "UPDATE runs SET outcome = 'cancelled', error = 'the daemon stopped before the run ended' "
-            "WHERE outcome IN ('queued', 'running')"
+            f"UPDATE runs SET outcome = 'failed', error = '{DIED}' WHERE outcome = 'running'"
+        )
+        self.db.execute(
+            "UPDATE runs SET outcome = 'cancelled', error = 'the daemon stopped before the run started' "
+            "WHERE outcome = 'queued'"
         )
 
     def close(self) -> None:
@@ -134,10 +143,14 @@ class RunLog:
         return record
 
     def save(self, record: RunRecord) -> None:
+        """Keep the record; a write error (disk full) is logged, never fatal to the daemon."""
         row = record.as_dict()
         row.pop("seconds")
         row["summary"] = json.dumps(record.summary, sort_keys=True, default=str)
-        self.db["runs"].upsert(row, pk="id")
+        try:
+            self.db["runs"].upsert(row, pk="id")
+        except sqlite3.Error as exc:
+            log.error("runs.save_failed", run=record.id, error=str(exc), path=str(self.path))
         self._recent[record.id] = record
         self._recent.move_to_end(record.id)
         while len(self._recent) > _MEMORY:
@@ -160,7 +173,11 @@ class RunLog:
         return [record for row in rows if (record := self.get(row["id"])) is not None]
 
     def last_start(self, job: str) -> datetime | None:
-        row = self.db.execute("SELECT max(started_at) FROM runs WHERE job = ?", [job]).fetchone()
+        """When the job's latest run started, not counting runs a shutdown cancelled: a
+        restart during a deploy must not skip a day's backup."""
+        row = self.db.execute(
+            "SELECT max(started_at) FROM runs WHERE job = ? AND outcome != 'cancelled'", [job]
+        ).fetchone()
         return _parse(row[0]) if row and row[0] else None
 
     def last_success(self, job: str) -> datetime | None:

@@ -240,6 +240,7 @@ class Daemon:
                     state.removed = True
                 else:
                     del self.jobs[name]
+                    self.metrics.forget_job(name)
         for name, job in wanted.items():
             state = self.jobs.get(name)
             if state is None:
@@ -259,9 +260,9 @@ class Daemon:
         """Re-read the configuration; a broken one is rejected and the old one stays."""
         try:
             new = self._reload_settings()
-        except SyncdError as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever broke, the running configuration stays
             self.metrics.reloads.labels("rejected").inc()
-            log.error("config.reload_rejected", error=str(exc), kept="the running configuration")
+            log.error("config.reload_rejected", error=describe_error(exc), kept="the running configuration")
             return False
         needs_restart = [
             key for key in ("host", "port") if getattr(new.daemon, key) != getattr(self.settings.daemon, key)
@@ -310,7 +311,11 @@ class Daemon:
                 state.queued = self.runs.new(name, state.config.kind, "trigger", now)
             log.info("job.trigger_coalesced", job=name, run=state.queued.id, running=state.current.id if state.current else None)
             return TriggerResult("coalesced", state.queued)
-        state.queued = self.runs.new(name, state.config.kind, "trigger", now)
+        # A coalesced follow-up may already be queued and due, waiting for the scheduler's next
+        # turn (its run just ended): start that one, rather than a new run beside it that would
+        # leave it `queued` forever (and the callers it was promised to waiting for nothing).
+        if state.queued is None:
+            state.queued = self.runs.new(name, state.config.kind, "trigger", now)
         record = self._start(state, now)
         return TriggerResult("started", record)
 
@@ -336,13 +341,13 @@ class Daemon:
     async def _run(self, state: JobState, record: RunRecord) -> None:
         assert self.runs is not None
         settings, job = self.settings, state.config
-        log.info("job.run_queued" if state.current is not record else "job.run_starting", job=job.name, run=record.id, reason=record.reason)
         try:
             with anyio.CancelScope() as scope:
                 state.scope = scope
                 async with self._files_locked(state_files(settings, job)):
                     record.started_at, record.outcome = self.clock(), "running"
                     self.runs.save(record)
+                    log.info("job.run_started", job=job.name, run=record.id, reason=record.reason)
                     self.metrics.run_started(job.name)
                     with observing(self.metrics):
                         result = await execute_job(settings, job, self.metrics)
@@ -360,8 +365,6 @@ class Daemon:
         assert self.runs is not None
         now = self.clock()
         record.ended_at = now
-        if record.started_at is None:
-            record.started_at = now
         self.runs.save(record)
         seconds = record.seconds or 0.0
         self.metrics.run_finished(record.job, record.outcome, seconds, now.timestamp())
@@ -378,6 +381,7 @@ class Daemon:
         state.current, state.scope = None, None
         if state.removed:
             self.jobs.pop(record.job, None)
+            self.metrics.forget_job(record.job)
         self._wake.set()
 
     # -- views for the control API --------------------------------------------------------

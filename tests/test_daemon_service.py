@@ -1,0 +1,464 @@
+"""The daemon in-process against the in-process emulator: coalescing, failures and backoff,
+reloads, shutdown, the control API and restarts, driven through `Daemon`'s methods and its
+control API over loopback. (tests/test_daemon.py runs `syncd serve` as a process.)"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import anyio
+import pytest
+
+from syncd.config import Settings
+from syncd.daemon.runs import RunRecord
+from syncd.daemon.schedule import failure_backoff
+from syncd.daemon.service import Daemon, DaemonBusyError
+from syncd.emulator.server import RunningEmulator
+from syncd.errors import ConfigError
+from tests.conftest import ALL_TOKEN
+from tests.daemon_support import metric_value
+
+BAD_TOKEN = "wrong-token-5f3a9c"
+CONTROL_TOKEN = "control-secret-8842"
+TIMEOUT = 15.0
+"""Safety timeout of every wait: generous, never reached when things work."""
+
+
+def make_settings(emulator: RunningEmulator, state_dir: Path, jobs: list[dict[str, Any]], **daemon: Any) -> Settings:
+    return Settings.model_validate(
+        {
+            "tenants": {
+                "src": {"base_url": emulator.url, "token": ALL_TOKEN},
+                "bad": {"base_url": emulator.url, "token": BAD_TOKEN},
+            },
+            "state_dir": str(state_dir),
+            "retry": {"max_attempts": 2, "initial_wait": "0.05s", "max_wait": "0.1s"},
+            "daemon": {"port": 0, "failure_backoff": "0.2s", "shutdown_deadline": "2s", **daemon},
+            "jobs": jobs,
+        }
+    )
+
+
+def set_latency(emulator: RunningEmulator, ms: float) -> None:
+    emulator.emulator.faults.update({"latency": ms})
+
+
+async def wait_until(what: str, check: Callable[[], Any], timeout: float = TIMEOUT) -> Any:
+    """Poll `check` until it returns something truthy; a timeout fails the test."""
+    try:
+        with anyio.fail_after(timeout):
+            while not (value := check()):
+                await anyio.sleep(0.02)
+    except TimeoutError:
+        raise AssertionError(f"timed out after {timeout:g}s waiting for {what}") from None
+    return value
+
+
+def run_of(daemon: Daemon, run_id: int) -> RunRecord:
+    assert daemon.runs is not None
+    record = daemon.runs.get(run_id)
+    assert record is not None, run_id
+    return record
+
+
+async def wait_finished(daemon: Daemon, run_id: int) -> RunRecord:
+    return await wait_until(f"run {run_id} to end", lambda: (r := run_of(daemon, run_id)).finished and r)  # type: ignore[no-any-return]
+
+
+async def wait_running(daemon: Daemon, run_id: int) -> RunRecord:
+    return await wait_until(f"run {run_id} to run", lambda: (r := run_of(daemon, run_id)).outcome == "running" and r)  # type: ignore[no-any-return]
+
+
+def job_runs(daemon: Daemon, job: str) -> list[RunRecord]:
+    """The job's runs, oldest first."""
+    assert daemon.runs is not None
+    return list(reversed(daemon.runs.of_job(job, 1000)))
+
+
+@contextlib.asynccontextmanager
+async def serving(daemon: Daemon) -> AsyncIterator[str]:
+    """`daemon.serve` in a task group for the block; stopped at its end, and `serve` must then
+    return by itself (the safety timeout covers the block and the shutdown)."""
+    with anyio.fail_after(4 * TIMEOUT):
+        async with anyio.create_task_group() as group:
+            url = await group.start(daemon.serve)
+            try:
+                yield url
+            finally:
+                daemon.stop()
+
+
+class Control:
+    """The daemon's control API over loopback."""
+
+    def __init__(self, session: aiohttp.ClientSession, url: str, token: str | None = None) -> None:
+        self.session, self.url, self.token = session, url, token
+
+    async def call(self, method: str, path: str, token: str | None = None) -> tuple[int, Any]:
+        token = token or self.token
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with self.session.request(method, self.url + path, headers=headers) as resp:
+            if resp.content_type == "application/json":
+                return resp.status, await resp.json()
+            return resp.status, await resp.text()
+
+    async def get(self, path: str, token: str | None = None) -> tuple[int, Any]:
+        return await self.call("GET", path, token)
+
+    async def post(self, path: str, token: str | None = None) -> tuple[int, Any]:
+        return await self.call("POST", path, token)
+
+
+@contextlib.asynccontextmanager
+async def control(url: str, token: str | None = None) -> AsyncIterator[Control]:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT)) as session:
+        yield Control(session, url, token)
+
+
+def mirror_run_statuses(state_dir: Path) -> list[str]:
+    """The statuses of the state mirror's runs (`state/syncd.db`), [] while it has none."""
+    path = state_dir / "syncd.db"
+    if not path.exists():
+        return []
+    try:
+        with contextlib.closing(sqlite3.connect(path)) as db:
+            return [row[0] for row in db.execute("SELECT status FROM runs ORDER BY id")]
+    except sqlite3.OperationalError:  # being created right now
+        return []
+
+
+# --------------------------------------------------------------------------- 1. coalescing
+
+
+async def test_triggers_during_a_run_coalesce_into_one_follow_up_run(emulator: RunningEmulator, tmp_path: Path) -> None:
+    settings = make_settings(emulator, tmp_path / "state", [{"name": "sync", "kind": "sync", "source": "src"}])
+    daemon = Daemon(settings)
+    async with serving(daemon) as url, control(url) as api:
+        set_latency(emulator, 200)
+        status, answer = await api.post("/jobs/sync/run")
+        assert status == 202 and answer["status"] == "started", answer
+        first = answer["run"]["id"]
+        await wait_running(daemon, first)
+
+        answers = [await api.post("/jobs/sync/run") for _ in range(3)]
+        assert [status for status, _ in answers] == [202, 202, 202]
+        assert {body["status"] for _, body in answers} == {"coalesced"}
+        queued = {body["run"]["id"] for _, body in answers}
+        assert len(queued) == 1 and first not in queued
+        (follow_up,) = queued
+        assert {body["run"]["outcome"] for _, body in answers} == {"queued"}
+        status, job = await api.get("/jobs/sync")
+        assert (job["state"], job["current_run"], job["queued_run"]) == ("running", first, follow_up)
+
+        set_latency(emulator, 0)
+        ended = await wait_finished(daemon, first)
+        assert ended.outcome == "succeeded", ended.error
+        second = await wait_finished(daemon, follow_up)
+        assert second.outcome == "succeeded", second.error
+        assert second.reason == "trigger"
+        assert second.started_at is not None and ended.ended_at is not None and second.started_at >= ended.ended_at
+
+        # Exactly one follow-up, and nothing more is due: a trigger-only job stays idle now.
+        state = daemon.jobs["sync"]
+        assert state.current is None and state.queued is None
+        assert state.timer.next_due is None and not state.timer.pending_trigger
+        await anyio.sleep(0.3)  # a few scheduler turns
+        assert [r.id for r in job_runs(daemon, "sync")] == [first, follow_up]
+        status, job = await api.get("/jobs/sync")
+        assert job["state"] == "idle" and [run["id"] for run in job["runs"]] == [follow_up, first]
+
+
+async def test_trigger_between_run_end_and_follow_up_start_joins_the_queued_run(emulator: RunningEmulator, tmp_path: Path) -> None:
+    """A trigger that lands after a run ended but before the scheduler started its coalesced
+    follow-up must start that follow-up, not a new run beside it (which would leave the
+    follow-up `queued` forever, and the callers who were promised it waiting for nothing)."""
+    settings = make_settings(emulator, tmp_path / "state", [{"name": "sync", "kind": "sync", "source": "src"}])
+    daemon = Daemon(settings)
+    late: list[Any] = []
+    async with serving(daemon):
+        set_latency(emulator, 200)
+        first = daemon.trigger("sync")
+        await wait_running(daemon, first.run.id)
+        coalesced = daemon.trigger("sync")
+        assert coalesced.status == "coalesced"
+
+        finish = daemon._finish
+
+        def finish_then_trigger(state: Any, record: RunRecord) -> None:
+            finish(state, record)
+            if record.id == first.run.id:
+                late.append(daemon.trigger("sync"))  # before the scheduler loop gets a turn
+
+        daemon._finish = finish_then_trigger  # type: ignore[method-assign]
+        set_latency(emulator, 0)
+        await wait_finished(daemon, first.run.id)
+        assert len(late) == 1
+        assert late[0].run.id == coalesced.run.id
+        follow_up = await wait_finished(daemon, coalesced.run.id)
+        assert follow_up.outcome == "succeeded"
+        await wait_until("the job to be idle", lambda: daemon.jobs["sync"].current is None)
+        runs = job_runs(daemon, "sync")
+        assert [r.id for r in runs] == [first.run.id, coalesced.run.id]
+        assert all(r.finished for r in runs)
+
+
+# --------------------------------------------------------------------------- 2. failures
+
+
+async def test_failing_job_backs_off_and_does_not_disturb_the_good_one(emulator: RunningEmulator, tmp_path: Path) -> None:
+    every = {"every": "0.3s"}
+    jobs = [
+        {"name": "good", "kind": "sync", "source": "src", "schedule": every},
+        {"name": "bad", "kind": "backup", "source": "bad", "schedule": every},
+    ]
+    daemon = Daemon(make_settings(emulator, tmp_path / "state", jobs))
+    seen: dict[int, tuple[Any, Any]] = {}  # consecutive failures -> (next_due, the failed run's end)
+
+    def observe_bad() -> bool:
+        state = daemon.jobs["bad"]
+        timer = state.timer
+        if state.current is None and timer.consecutive_failures and timer.next_due is not None:
+            last = job_runs(daemon, "bad")[-1]
+            seen.setdefault(timer.consecutive_failures, (timer.next_due, last.ended_at))
+        good = [r for r in job_runs(daemon, "good") if r.outcome == "succeeded"]
+        return timer.consecutive_failures >= 3 and len(good) >= 2
+
+    async with serving(daemon) as url, control(url) as api:
+        await wait_until("three failures of bad and two successes of good", observe_bad)
+        status, job = await api.get("/jobs/bad")
+        assert status == 200 and job["consecutive_failures"] >= 3
+        status, good_job = await api.get("/jobs/good")
+        assert good_job["consecutive_failures"] == 0 and good_job["last_success_at"] is not None
+
+        bad_runs = [r for r in job_runs(daemon, "bad") if r.finished]
+        assert len(bad_runs) >= 3
+        assert {r.outcome for r in bad_runs} == {"failed"}
+        assert [r.reason for r in bad_runs[:3]] == ["schedule", "retry", "retry"]
+        for record in bad_runs:
+            assert record.error is not None and "\n" not in record.error
+            assert "bad:" in record.error and "401" in record.error and "token" in record.error
+            assert BAD_TOKEN not in record.error
+        # Each retry waited at least the backoff after the failure before it: 0.2 s, 0.4 s, 0.8 s.
+        for failures, (before, after) in enumerate(itertools.pairwise(bad_runs), start=1):
+            assert before.ended_at is not None
+            assert after.queued_at - before.ended_at >= timedelta(seconds=failure_backoff(failures, 0.2)), (failures, before, after)
+        assert seen, "never saw the bad job idle between failures"
+        for failures, (next_due, ended_at) in seen.items():
+            backoff = timedelta(seconds=failure_backoff(failures, 0.2))
+            assert next_due - ended_at >= backoff, (failures, next_due, ended_at)
+
+        good_runs = [r for r in job_runs(daemon, "good") if r.finished]
+        assert {r.outcome for r in good_runs} == {"succeeded"} and {r.reason for r in good_runs} == {"schedule"}
+
+        text = daemon.metrics.render().decode()
+        assert (metric_value(text, "syncd_job_runs_total", job="bad", outcome="failed") or 0) >= 3
+        assert metric_value(text, "syncd_job_runs_total", job="bad", outcome="succeeded") is None
+        assert (metric_value(text, "syncd_job_runs_total", job="good", outcome="succeeded") or 0) >= 2
+        assert metric_value(text, "syncd_job_runs_total", job="good", outcome="failed") is None
+        assert (metric_value(text, "syncd_api_requests_total", tenant="bad", method="GET", status="401") or 0) >= 3
+        assert BAD_TOKEN not in text
+    for path in (tmp_path / "state").glob("daemon.db*"):
+        assert BAD_TOKEN.encode() not in path.read_bytes(), path
+
+
+# --------------------------------------------------------------------------- 3. reload
+
+
+async def test_reload_removes_reschedules_and_rejects(emulator: RunningEmulator, tmp_path: Path) -> None:
+    state_dir = tmp_path / "state"
+    slow = {"name": "slow", "kind": "sync", "source": "src"}
+    keep = {"name": "keep", "kind": "backup", "source": "src", "schedule": {"cron": "0 3 1 1 *"}}
+    next_config: list[Settings | Exception] = []
+
+    def reload() -> Settings:
+        value = next_config[-1]
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+    daemon = Daemon(make_settings(emulator, state_dir, [slow, keep]), reload=reload)
+    async with serving(daemon) as url, control(url) as api:
+        before = daemon.jobs["keep"].timer.next_due
+        assert before is not None and (before.month, before.day, before.hour, before.minute) == (1, 1, 3, 0)
+        set_latency(emulator, 200)
+        run = daemon.trigger("slow").run
+        await wait_running(daemon, run.id)
+
+        # -- remove the running job, reschedule the other
+        rescheduled = {**keep, "schedule": {"cron": "30 4 2 2 *"}}
+        next_config.append(make_settings(emulator, state_dir, [rescheduled]))
+        assert daemon.reload() is True
+        assert daemon.jobs["slow"].removed and daemon.jobs["slow"].current is run  # still running
+        status, listing = await api.get("/jobs")
+        assert [job["name"] for job in listing["jobs"]] == ["keep"]
+        assert (await api.get("/jobs/slow"))[0] == 404
+        assert (await api.post("/jobs/slow/run"))[0] == 404
+        with pytest.raises(KeyError):
+            daemon.trigger("slow")
+        after = daemon.jobs["keep"].timer.next_due
+        assert after is not None and (after.month, after.day, after.hour, after.minute) == (2, 2, 4, 30)
+        status, view = await api.get("/jobs/keep")
+        assert view["schedule"] == "cron 30 4 2 2 *" and view["next_run_at"] == after.isoformat().replace("+00:00", "Z")
+
+        set_latency(emulator, 0)
+        ended = await wait_finished(daemon, run.id)
+        assert ended.outcome == "succeeded", ended.error  # the removal let it finish
+        await wait_until("the removed job to go", lambda: "slow" not in daemon.jobs)
+        status, record = await api.get(f"/runs/{run.id}")
+        assert status == 200 and record["outcome"] == "succeeded"  # its history stays
+        assert job_runs(daemon, "keep") == []
+
+        # -- a broken configuration is rejected; the running one stays
+        next_config.append(ConfigError("syncd.toml: jobs[1].kind: is required"))
+        assert daemon.reload() is False
+        assert sorted(daemon.jobs) == ["keep"] and daemon.jobs["keep"].timer.next_due == after
+        assert daemon.settings.jobs[0].schedule is not None and daemon.settings.jobs[0].schedule.cron == "30 4 2 2 *"
+
+        # -- a new job with an interval schedule that never ran: it runs at once
+        fresh = {"name": "fresh", "kind": "sync", "source": "src", "schedule": {"every": "1h"}}
+        next_config.append(make_settings(emulator, state_dir, [rescheduled, fresh]))
+        assert daemon.reload() is True
+        (first,) = await wait_until("the new job's first run", lambda: job_runs(daemon, "fresh"))
+        assert (await wait_finished(daemon, first.id)).outcome == "succeeded"
+        assert first.reason == "schedule"
+
+        text = daemon.metrics.render().decode()
+        assert metric_value(text, "syncd_config_reloads_total", outcome="rejected") == 1
+        assert metric_value(text, "syncd_config_reloads_total", outcome="accepted") == 2
+
+
+# --------------------------------------------------------------------------- 4. shutdown
+
+
+async def test_stop_cancels_a_run_past_the_deadline_and_its_queued_follow_up(emulator: RunningEmulator, tmp_path: Path) -> None:
+    state_dir = tmp_path / "state"
+    settings = make_settings(emulator, state_dir, [{"name": "sync", "kind": "sync", "source": "src"}], shutdown_deadline="0.5s")
+    daemon = Daemon(settings)
+    set_latency(emulator, 300)  # a sync takes many round trips: far beyond the deadline
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as group:
+            url = await group.start(daemon.serve)
+            async with control(url) as api:
+                running = daemon.trigger("sync").run
+                await wait_running(daemon, running.id)
+                await wait_until("the crawl's mirror run", lambda: "running" in mirror_run_statuses(state_dir))
+                queued = daemon.trigger("sync")
+                assert queued.status == "coalesced"
+
+                daemon.stop()
+                status, body = await api.post("/jobs/sync/run")
+                assert status == 503 and "stopping" in body["error"]["message"]
+                status, body = await api.get("/readyz")
+                assert status == 503 and body["problems"] == ["stopping"]
+                with pytest.raises(RuntimeError):
+                    daemon.trigger("sync")
+        # leaving the task group: serve returned by itself after the deadline
+
+    assert daemon.runs is not None
+    cancelled = run_of(daemon, running.id)
+    assert cancelled.outcome == "cancelled" and cancelled.error and "stopped" in cancelled.error
+    follow_up = run_of(daemon, queued.run.id)
+    assert follow_up.outcome == "cancelled" and follow_up.started_at is None
+    with contextlib.closing(sqlite3.connect(state_dir / "daemon.db")) as db:
+        outcomes = dict(db.execute("SELECT id, outcome FROM runs").fetchall())
+    assert outcomes == {running.id: "cancelled", queued.run.id: "cancelled"}
+    statuses = mirror_run_statuses(state_dir)
+    assert statuses and "running" not in statuses and "complete" not in statuses
+    assert not (state_dir / "daemon.json").exists() and not (state_dir / "daemon.lock").exists()
+    text = daemon.metrics.render().decode()
+    assert metric_value(text, "syncd_job_runs_total", job="sync", outcome="cancelled") == 1
+    assert metric_value(text, "syncd_job_running", job="sync") == 0
+
+
+# --------------------------------------------------------------------------- 5. control API
+
+
+async def test_control_api_errors_and_authentication(emulator: RunningEmulator, tmp_path: Path) -> None:
+    settings = make_settings(emulator, tmp_path / "state", [{"name": "sync", "kind": "sync", "source": "src"}], token=CONTROL_TOKEN)
+    daemon = Daemon(settings)
+    async with serving(daemon) as url, control(url) as anonymous:
+        api = Control(anonymous.session, url, CONTROL_TOKEN)
+        assert await anonymous.get("/healthz") == (200, {"status": "ok"})
+        for path in ("/metrics", "/jobs", "/readyz", "/runs/1"):
+            status, body = await anonymous.get(path)
+            assert status == 401 and body["error"]["code"] == 401, path
+        assert (await anonymous.get("/metrics", token="wrong"))[0] == 401
+        async with anonymous.session.get(url + "/metrics", headers={"Authorization": f"Basic {CONTROL_TOKEN}"}) as resp:
+            assert resp.status == 401 and resp.headers["WWW-Authenticate"].startswith("Bearer")
+        assert (await anonymous.post("/jobs/sync/run"))[0] == 401
+        assert job_runs(daemon, "sync") == []  # the unauthenticated trigger did nothing
+
+        status, text = await api.get("/metrics")
+        assert status == 200 and metric_value(text, "syncd_job_running", job="sync") == 0
+        assert CONTROL_TOKEN not in text
+        assert (await api.get("/readyz")) == (200, {"ready": True, "problems": []})
+
+        status, body = await api.get("/jobs/nope")
+        assert status == 404 and body["error"]["code"] == 404
+        assert "'nope'" in body["error"]["message"] and "configured: sync" in body["error"]["message"]
+        assert (await api.post("/jobs/nope/run"))[0] == 404
+        # A name with a quote in it still gets a JSON answer.
+        status, body = await api.get('/jobs/a"b')
+        assert status == 404 and body["error"]["message"].startswith("unknown job 'a\"b'")
+        for run_id in ("abc", "999", "0", "-1", "1.5", "99999999999999999999999", "%C2%B2", "%D9%A1"):
+            status, body = await api.get(f"/runs/{run_id}")
+            assert status == 404 and body["error"]["code"] == 404, (run_id, status, body)
+
+        status, answer = await api.post("/jobs/sync/run")
+        assert status == 202 and answer["status"] == "started"
+        run_id = answer["run"]["id"]
+        await wait_finished(daemon, run_id)
+        status, record = await api.get(f"/runs/{run_id}")
+        assert status == 200 and record["outcome"] == "succeeded" and record["summary"]["status"] == "complete"
+        status, listing = await api.get("/runs")
+        assert [run["id"] for run in listing["runs"]] == [run_id]
+
+
+# --------------------------------------------------------------------------- 6. restart
+
+
+async def test_second_daemon_is_refused_and_a_restart_does_not_rerun_a_fresh_job(emulator: RunningEmulator, tmp_path: Path) -> None:
+    state_dir = tmp_path / "state"
+    jobs = [
+        {"name": "hourly", "kind": "sync", "source": "src", "schedule": {"every": "1h"}},
+        {"name": "manual", "kind": "backup", "source": "src"},
+    ]
+    settings = make_settings(emulator, state_dir, jobs)
+    first = Daemon(settings)
+    async with serving(first) as url:
+        (run,) = await wait_until("the hourly job's first run", lambda: job_runs(first, "hourly"))
+        ran = await wait_finished(first, run.id)
+        assert ran.outcome == "succeeded" and ran.reason == "schedule"
+        info = (state_dir / "daemon.json").read_text()
+
+        second = Daemon(make_settings(emulator, state_dir, jobs))
+        with pytest.raises(DaemonBusyError) as refused:
+            await second.serve()
+        assert str(state_dir) in str(refused.value)
+        assert (state_dir / "daemon.json").read_text() == info and url in info  # left alone
+        assert second.runs is None
+    assert not (state_dir / "daemon.json").exists()
+
+    third = Daemon(make_settings(emulator, state_dir, jobs))
+    async with serving(third):
+        assert third.runs is not None
+        timer = third.jobs["hourly"].timer
+        last_start = third.runs.last_start("hourly")
+        assert last_start is not None and ran.started_at is not None
+        assert abs(last_start - ran.started_at) < timedelta(milliseconds=1)  # persisted (to the ms)
+        assert timer.next_due == last_start + timedelta(hours=1)
+        assert timer.next_due > third.clock() and not timer.running
+        triggered = third.trigger("manual")
+        assert triggered.status == "started" and triggered.run.id == ran.id + 1  # ids continue
+        backup = await wait_finished(third, triggered.run.id)
+        assert backup.outcome == "succeeded", backup.error
+        await anyio.sleep(0.2)  # a few scheduler turns: the hourly job stays put
+        assert [r.id for r in job_runs(third, "hourly")] == [ran.id]
+        assert third.jobs["hourly"].timer.next_due == last_start + timedelta(hours=1)

@@ -1,0 +1,297 @@
+"""Small units of the daemon: the run history, backup retention, metrics, error lines."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from syncd.api.errors import AuthError
+from syncd.backup import blobs_dir
+from syncd.daemon import runs as runs_module
+from syncd.daemon.jobs import _backup_path, backup_files, prune_backups
+from syncd.daemon.metrics import DaemonMetrics
+from syncd.daemon.runs import RunLog
+from syncd.daemon.service import describe_error
+from syncd.errors import ConfigError
+from tests.daemon_support import metric_value
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+
+
+# --------------------------------------------------------------------------- RunLog
+
+
+def test_runlog_ids_continue_across_reopen_and_records_read_back(tmp_path: Path) -> None:
+    path = tmp_path / "daemon.db"
+    log = RunLog(path)
+    first = log.new("sync", "sync", "schedule", T0)
+    second = log.new("backup", "backup", "trigger", T0 + timedelta(seconds=1))
+    first.started_at, first.ended_at, first.outcome = T0, T0 + timedelta(seconds=2.5), "succeeded"
+    first.summary = {"changes": {"added": 3}}
+    log.save(first)
+    second.started_at, second.ended_at, second.outcome, second.error = T0, T0, "failed", "src: 401"
+    log.save(second)
+    log.close()
+
+    again = RunLog(path)
+    try:
+        third = again.new("sync", "sync", "trigger", T0 + timedelta(minutes=1))
+        assert (first.id, second.id, third.id) == (1, 2, 3)
+        back = again.get(first.id)
+        assert back is not None and back is not first
+        assert back.as_dict() == first.as_dict()
+        assert back.seconds == 2.5
+        failed = again.get(second.id)
+        assert failed is not None and (failed.outcome, failed.error) == ("failed", "src: 401")
+        assert again.get(999) is None
+        assert again.last_start("sync") == T0
+        assert again.last_success("sync") == T0 + timedelta(seconds=2.5)
+        assert again.last_success("backup") is None
+    finally:
+        again.close()
+
+
+def test_runlog_closes_runs_of_a_dead_process(tmp_path: Path) -> None:
+    """A run the dead process was running failed (and counts as the job's last start, so a
+    job that kills the daemon does not run again at once); one it had queued never started."""
+    path = tmp_path / "daemon.db"
+    log = RunLog(path)
+    queued = log.new("sync", "sync", "trigger", T0)
+    running = log.new("backup", "backup", "schedule", T0)
+    running.started_at, running.outcome = T0, "running"
+    log.save(running)
+    done = log.new("mirror", "mirror", "schedule", T0)
+    done.started_at, done.ended_at, done.outcome = T0, T0, "partial"
+    log.save(done)
+    log.db.conn.close()  # the process "dies": nothing closes its runs
+
+    again = RunLog(path)
+    try:
+        record = again.get(queued.id)
+        assert record is not None and record.outcome == "cancelled" and record.finished
+        assert record.error and "before the run started" in record.error
+        record = again.get(running.id)
+        assert record is not None and record.outcome == "failed" and record.finished
+        assert record.error and "ended during the run" in record.error
+        assert again.last_start("backup") == T0
+        kept = again.get(done.id)
+        assert kept is not None and kept.outcome == "partial" and kept.error is None
+    finally:
+        again.close()
+
+
+def test_runlog_of_job_and_latest_are_newest_first(tmp_path: Path) -> None:
+    log = RunLog(tmp_path / "daemon.db")
+    try:
+        ids: dict[str, list[int]] = {"a": [], "b": []}
+        for index in range(7):
+            job = "a" if index % 3 else "b"
+            ids[job].append(log.new(job, "sync", "schedule", T0 + timedelta(seconds=index)).id)
+        assert [r.id for r in log.of_job("a")] == sorted(ids["a"], reverse=True)
+        assert [r.id for r in log.of_job("b", limit=2)] == sorted(ids["b"], reverse=True)[:2]
+        assert [r.id for r in log.latest(4)] == [7, 6, 5, 4]
+        assert log.of_job("nope") == []
+    finally:
+        log.close()
+
+
+def test_runlog_keeps_memory_bounded_and_every_run_retrievable(tmp_path: Path) -> None:
+    log = RunLog(tmp_path / "daemon.db")
+    try:
+        total = runs_module._MEMORY + 60
+        for index in range(total):
+            record = log.new("sync", "sync", "schedule", T0 + timedelta(seconds=index))
+            record.started_at, record.ended_at, record.outcome = record.queued_at, record.queued_at, "succeeded"
+            record.summary = {"n": index}
+            log.save(record)
+        assert len(log._recent) <= runs_module._MEMORY
+        for run_id in (1, 2, 30, total - runs_module._MEMORY, total):
+            record = log.get(run_id)
+            assert record is not None and record.id == run_id
+            assert record.summary == {"n": run_id - 1} and record.outcome == "succeeded"
+        assert [r.id for r in log.of_job("sync", limit=total)] == list(range(total, 0, -1))
+        assert len(log._recent) <= runs_module._MEMORY
+    finally:
+        log.close()
+
+
+# --------------------------------------------------------------------------- backups
+
+
+def _make_backup(folder: Path, job: str, when: datetime, with_blobs: bool = True) -> Path:
+    path = _backup_path(folder, job, when)
+    path.write_bytes(b"sqlite")
+    if with_blobs:
+        blobs = blobs_dir(path)
+        blobs.mkdir()
+        (blobs / "ab").write_bytes(b"blob")
+    return path
+
+
+def test_backup_files_sort_by_time_and_ignore_other_files(tmp_path: Path) -> None:
+    folder = tmp_path / "backups" / "nightly"
+    assert backup_files(folder, "nightly") == []  # no folder yet
+    folder.mkdir(parents=True)
+    # Made out of order; across a second, a minute, a day and a year boundary.
+    times = [T0 + timedelta(days=400), T0, T0 + timedelta(milliseconds=999), T0 + timedelta(seconds=1), T0 + timedelta(days=1)]
+    made = {when: _make_backup(folder, "nightly", when) for when in times}
+    (folder / f".{made[T0].name}.partial-123").write_bytes(b"half")  # an unfinished backup
+    (folder / "notes.txt").write_text("not a backup")
+    assert backup_files(folder, "nightly") == [made[when] for when in sorted(times)]
+
+
+def test_prune_keeps_the_newest_and_deletes_blobs_of_pruned(tmp_path: Path) -> None:
+    folder = tmp_path / "backups" / "nightly"
+    folder.mkdir(parents=True)
+    made = [_make_backup(folder, "nightly", T0 + timedelta(hours=hours)) for hours in (5, 1, 3, 2, 4)]
+    by_time = sorted(made)
+    pruned = prune_backups(folder, "nightly", keep=2)
+    assert pruned == by_time[:3]
+    assert backup_files(folder, "nightly") == by_time[3:]
+    for path in by_time[:3]:
+        assert not path.exists() and not blobs_dir(path).exists()
+    for path in by_time[3:]:
+        assert path.exists() and (blobs_dir(path) / "ab").read_bytes() == b"blob"
+    assert prune_backups(folder, "nightly", keep=2) == []
+    assert prune_backups(folder, "nightly", keep=5) == []
+    # A backup without a blobs folder is pruned without complaint.
+    extra = _make_backup(folder, "nightly", T0 + timedelta(hours=9), with_blobs=False)
+    assert prune_backups(folder, "nightly", keep=1) == by_time[3:]
+    assert backup_files(folder, "nightly") == [extra]
+
+
+def test_backup_path_never_collides_within_a_millisecond(tmp_path: Path) -> None:
+    when = datetime(2026, 11, 26, 0, 15, 44, 123456, tzinfo=UTC)
+    first = _backup_path(tmp_path, "job", when)
+    assert first.name == "job-20261126T001544.123Z.db"
+    first.touch()
+    second = _backup_path(tmp_path, "job", when + timedelta(microseconds=100))  # same millisecond
+    assert second != first and not second.exists()
+    second.touch()
+    third = _backup_path(tmp_path, "job", when)
+    assert third not in (first, second)
+    third.touch()
+    assert backup_files(tmp_path, "job") == [first, second, third]  # still in time order
+    # A non-UTC clock gives the same UTC name.
+    cet = when.astimezone(timezone(timedelta(hours=1)))
+    assert _backup_path(tmp_path / "other", "job", cet).name == first.name
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def test_metrics_on_response_counts_statuses_429_and_remaining() -> None:
+    metrics = DaemonMetrics()
+    metrics.on_response("src", "GET", 200, 99)
+    metrics.on_response("src", "GET", 200, 98)
+    metrics.on_response("src", "GET", 429, 0)
+    metrics.on_response("src", "POST", "error", None)
+    metrics.on_response("dst", "GET", 200, None)
+    metrics.on_retry("src")
+    text = metrics.render().decode()
+    assert metric_value(text, "syncd_api_requests_total", tenant="src", method="GET", status="200") == 2
+    assert metric_value(text, "syncd_api_requests_total", tenant="src", method="GET", status="429") == 1
+    assert metric_value(text, "syncd_api_requests_total", tenant="src", method="POST", status="error") == 1
+    assert metric_value(text, "syncd_api_rate_limited_total", tenant="src") == 1
+    assert metric_value(text, "syncd_api_rate_limited_total", tenant="dst") is None
+    assert metric_value(text, "syncd_api_rate_limit_remaining", tenant="src") == 0  # the latest answer, not the max
+    assert metric_value(text, "syncd_api_rate_limit_remaining", tenant="dst") is None  # never told
+    assert metric_value(text, "syncd_api_retries_total", tenant="src") == 1
+
+
+def test_metrics_set_objects_zeroes_kinds_that_vanished() -> None:
+    metrics = DaemonMetrics()
+    metrics.set_objects("src", {"space": 3, "page": 10, "file": 2})
+    metrics.set_objects("dst", {"space": 1})
+    metrics.set_objects("src", {"space": 4})
+    text = metrics.render().decode()
+    assert metric_value(text, "syncd_objects_mirrored", tenant="src", kind="space") == 4
+    assert metric_value(text, "syncd_objects_mirrored", tenant="src", kind="page") == 0
+    assert metric_value(text, "syncd_objects_mirrored", tenant="src", kind="file") == 0
+    assert metric_value(text, "syncd_objects_mirrored", tenant="dst", kind="space") == 1
+    metrics.set_objects("src", {"page": 1})
+    text = metrics.render().decode()
+    assert metric_value(text, "syncd_objects_mirrored", tenant="src", kind="space") == 0
+    assert metric_value(text, "syncd_objects_mirrored", tenant="src", kind="page") == 1
+
+
+def test_metrics_job_runs() -> None:
+    metrics = DaemonMetrics()
+    metrics.job_known("sync")
+    assert metric_value(metrics.render().decode(), "syncd_job_running", job="sync") == 0
+    metrics.run_started("sync")
+    assert metric_value(metrics.render().decode(), "syncd_job_running", job="sync") == 1
+    metrics.run_finished("sync", "failed", 2.0, 1000.0)
+    metrics.run_finished("sync", "succeeded", 3.0, 2000.0)
+    text = metrics.render().decode()
+    assert metric_value(text, "syncd_job_running", job="sync") == 0
+    assert metric_value(text, "syncd_job_runs_total", job="sync", outcome="failed") == 1
+    assert metric_value(text, "syncd_job_runs_total", job="sync", outcome="succeeded") == 1
+    assert metric_value(text, "syncd_job_run_duration_seconds_count", job="sync") == 2
+    assert metric_value(text, "syncd_job_last_success_timestamp_seconds", job="sync") == 2000.0
+
+
+# --------------------------------------------------------------------------- describe_error
+
+
+def test_describe_error_plain_exceptions() -> None:
+    assert describe_error(ValueError("bad\n   value\there")) == "ValueError: bad value here"
+    assert describe_error(RuntimeError()) == "RuntimeError"
+    assert describe_error(ConfigError("tenants.src.token: is empty")) == "tenants.src.token: is empty"
+    assert describe_error(ConfigError()) == "ConfigError"
+    auth = AuthError("invalid API token", status=401, method="get", path="/v1/orgs?page=2", tenant="src")
+    assert describe_error(auth) == str(auth)
+    assert describe_error(auth).startswith("src: GET /v1/orgs: 401 invalid API token")
+
+
+def test_describe_error_unwraps_nested_exception_groups() -> None:
+    single = ExceptionGroup("outer", [ExceptionGroup("inner", [KeyError("space")])])
+    assert describe_error(single) == "KeyError: 'space'"
+    several = ExceptionGroup(
+        "outer",
+        [ConfigError("first"), ExceptionGroup("inner", [ValueError("second"), OSError("third")]), TypeError("x")],
+    )
+    line = describe_error(several)
+    assert line == "first; ValueError: second; OSError: third; TypeError: x"
+    many = ExceptionGroup("many", [ValueError(str(n)) for n in range(6)])
+    assert describe_error(many) == "ValueError: 0; ValueError: 1; ValueError: 2"
+    assert "\n" not in describe_error(ExceptionGroup("g", [ValueError("a\nb"), ValueError("c")]))
+
+
+@pytest.mark.parametrize(("outcome", "closed"), [("queued", "cancelled"), ("running", "failed")])
+def test_runlog_reopen_leaves_no_open_row_in_sqlite(tmp_path: Path, outcome: str, closed: str) -> None:
+    path = tmp_path / "daemon.db"
+    log = RunLog(path)
+    record = log.new("sync", "sync", "trigger", T0)
+    record.outcome = outcome  # type: ignore[assignment]
+    log.save(record)
+    log.db.conn.close()
+    RunLog(path).close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT outcome FROM runs").fetchall() == [(closed,)]
+
+
+def test_last_start_ignores_runs_a_shutdown_cancelled(tmp_path: Path) -> None:
+    """A restart during a deploy must not skip the run the shutdown interrupted."""
+    log = RunLog(tmp_path / "daemon.db")
+    try:
+        done = log.new("backup", "backup", "schedule", T0)
+        done.started_at, done.ended_at, done.outcome = T0, T0 + timedelta(minutes=1), "succeeded"
+        log.save(done)
+        cut = log.new("backup", "backup", "schedule", T0 + timedelta(days=1))
+        cut.started_at, cut.ended_at, cut.outcome = T0 + timedelta(days=1), T0 + timedelta(days=1, minutes=1), "cancelled"
+        log.save(cut)
+        assert log.last_start("backup") == T0
+    finally:
+        log.close()
+
+
+def test_metrics_forget_a_removed_job() -> None:
+    metrics = DaemonMetrics()
+    metrics.job_known("gone")
+    metrics.run_finished("gone", "succeeded", 1.0, 1e9)
+    metrics.forget_job("gone")
+    assert 'job="gone"' not in metrics.render().decode()
