@@ -8,6 +8,7 @@ Exit codes: 0 done (a stopped daemon exits 0); 1 a triggered run failed or ended
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
@@ -16,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from syncd.commands.read_cmds import ConfigOption
-from syncd.config import load_settings
+from syncd.config import format_duration, load_settings
 
 console = Console()
 UrlOption = typer.Option(None, "--url", help="The daemon's control API (default: from STATE_DIR/daemon.json, else daemon.host/port).")
@@ -37,6 +38,17 @@ def serve(config: Path | None = ConfigOption) -> None:
     anyio.run(daemon.serve)
 
 
+def _relative(iso: str | None, now: datetime) -> str:
+    """`in 12s` / `3m ago`: what a person wants from a timestamp in a status table."""
+    if not iso:
+        return "-"
+    seconds = (datetime.fromisoformat(iso) - now).total_seconds()
+    text = format_duration(round(abs(seconds))) if abs(seconds) >= 1 else "now"
+    if text == "now":
+        return text
+    return f"in {text}" if seconds > 0 else f"{text} ago"
+
+
 def jobs(
     config: Path | None = ConfigOption,
     url: str | None = UrlOption,
@@ -53,13 +65,15 @@ def jobs(
     table = Table(title=f"jobs of the daemon at {client.url}")
     for column in ("job", "kind", "schedule", "state", "next run", "last run", "last success"):
         table.add_column(column)
+    now = datetime.now(UTC)
     for job in answer["jobs"]:
         last = job["last_run"]
         last_text = f"#{last['id']} {last['outcome']} ({last['seconds']:.1f}s)" if last else "-"
         if last and last["outcome"] == "failed":
             last_text += f": {last['error']}"
         state = job["state"] + (f" (run #{job['current_run']})" if job["current_run"] else "")
-        table.add_row(job["name"], job["kind"], job["schedule"], state, job["next_run_at"] or "-", last_text, job["last_success_at"] or "never")
+        success = _relative(job["last_success_at"], now) if job["last_success_at"] else "never"
+        table.add_row(job["name"], job["kind"], job["schedule"], state, _relative(job["next_run_at"], now), last_text, success)
     console.print(table)
 
 
