@@ -232,3 +232,18 @@ def test_cli_without_a_daemon_says_so(tmp_path: Path) -> None:
     assert done.returncode == 3
     assert "no syncd daemon answers at http://127.0.0.1:1" in done.stderr
     assert os.path.exists(config)
+
+
+def test_serve_refuses_a_job_whose_token_is_missing(tmp_path: Path) -> None:
+    config = tmp_path / "syncd.toml"
+    config.write_text(
+        f'state_dir = "{tmp_path / "state"}"\n'
+        '[tenants.src]\nbase_url = "http://127.0.0.1:1"\ntoken_env = "SYNCD_TEST_NO_SUCH_TOKEN"\n'
+        '[[jobs]]\nname = "sync"\nkind = "sync"\nsource = "src"\n'
+    )
+    done = _cli("serve", "--config", str(config), cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "syncd: error: job sync: tenants.src.token_env: environment variable SYNCD_TEST_NO_SUCH_TOKEN is not set or empty"
+    ]
+    assert not (tmp_path / "state" / "daemon.lock").exists()

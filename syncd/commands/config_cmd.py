@@ -130,12 +130,14 @@ def _print_pretty(settings: Settings, env: Mapping[str, str] | None) -> None:
             options.append(f"mode={job.mode}")
         if job.max_delete is not None:
             options.append(f"max_delete={job.max_delete}")
+        if job.with_files:
+            options.append("with_files")
         jobs.add_row(
             job.name,
             job.kind,
             str(job.source),
             str(job.target) if job.target else "",
-            job.schedule.describe() if job.schedule else "manual only",
+            job.schedule.describe() if job.schedule else "on trigger only",
             " ".join(options),
         )
     if not settings.jobs:
@@ -151,6 +153,7 @@ def _print_pretty(settings: Settings, env: Mapping[str, str] | None) -> None:
                 ("listen", f"{daemon.host}:{daemon.port}"),
                 ("token", TOKEN_MASK if daemon.token is not None else "(none)"),
                 ("shutdown_deadline", format_duration(daemon.shutdown_deadline)),
+                ("failure_backoff", format_duration(daemon.failure_backoff)),
             ],
         )
     )

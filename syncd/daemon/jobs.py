@@ -134,7 +134,8 @@ async def _run_backup(settings: Settings, job: JobConfig, metrics: DaemonMetrics
     if result.files is not None:
         summary["files"] = {"downloaded": result.files.downloaded, "skipped": result.files.skipped, "failed": len(result.files.failed)}
         complete = complete and not result.files.failed
-    if job.retention is not None:
+    if job.retention is not None and complete:
+        # Only a whole backup makes room: a run of partial ones must not prune the last good one.
         summary["pruned"] = [path.name for path in prune_backups(folder, job.name, job.retention)]
     return JobOutcome("succeeded" if complete else "partial", summary)
 

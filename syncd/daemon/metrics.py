@@ -17,6 +17,7 @@ from prometheus_client import (
     Gauge,
     Histogram,
     ProcessCollector,
+    disable_created_metrics,
     generate_latest,
 )
 
@@ -25,6 +26,7 @@ from syncd.daemon.runs import OUTCOMES
 __all__ = ["CONTENT_TYPE", "DaemonMetrics"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+disable_created_metrics()  # `*_created` series only double the output; nobody alerts on them
 _DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, float("inf"))
 
 

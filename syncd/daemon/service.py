@@ -74,6 +74,18 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def check_job_tokens(settings: Settings) -> None:
+    """Every token a job needs is at hand (`token_env` set, `token_file` readable): a missing
+    one stops the start (exit 2) or rejects a reload, rather than failing each run later."""
+    for job in settings.jobs:
+        for ref in (job.source, job.target):
+            if ref is not None:
+                try:
+                    settings.tenant(ref.tenant).resolved_token()
+                except ConfigError as exc:
+                    raise ConfigError(f"job {job.name}: {exc}") from None
+
+
 @dataclass
 class JobState:
     """A configured job as the daemon tracks it."""
@@ -148,6 +160,7 @@ class Daemon:
 
     async def serve(self, *, task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED) -> None:
         """Run until stopped; `task_status.started(url)` once the control API listens."""
+        check_job_tokens(self.settings)
         self._prepare_state_dir()
         lock = self._state_lock()
         lock.acquire()
@@ -260,6 +273,7 @@ class Daemon:
         """Re-read the configuration; a broken one is rejected and the old one stays."""
         try:
             new = self._reload_settings()
+            check_job_tokens(new)
         except Exception as exc:  # noqa: BLE001 - whatever broke, the running configuration stays
             self.metrics.reloads.labels("rejected").inc()
             log.error("config.reload_rejected", error=describe_error(exc), kept="the running configuration")
@@ -396,6 +410,13 @@ class Daemon:
             problems.append(f"state_dir {self.state_dir} is not writable")
         return not problems, problems
 
+    def _state_word(self, state: JobState) -> str:
+        """running; waiting (for a state file another job's run is writing); due; idle."""
+        if state.current is not None:
+            return "running" if state.current.outcome == "running" else "waiting"
+        due = state.timer.next_due
+        return "due" if due is not None and due <= self.clock() else "idle"
+
     def job_view(self, state: JobState) -> dict[str, Any]:
         assert self.runs is not None
         job, timer = state.config, state.timer
@@ -407,7 +428,7 @@ class Daemon:
             "source": str(job.source),
             "target": str(job.target) if job.target else None,
             "schedule": job.schedule.describe() if job.schedule else "on trigger only",
-            "state": "running" if state.current else ("queued" if timer.next_due and timer.next_due <= self.clock() else "idle"),
+            "state": self._state_word(state),
             "current_run": state.current.id if state.current else None,
             "queued_run": state.queued.id if state.queued else None,
             "next_run_at": timer.next_due.isoformat().replace("+00:00", "Z") if timer.next_due and not state.current else None,
@@ -430,6 +451,7 @@ class Daemon:
             except OSError as exc:
                 raise SyncdError(f"control API: cannot listen on {config.host}:{config.port}: {exc.strerror or exc}") from None
             host, port = site._server.sockets[0].getsockname()[:2]  # type: ignore[union-attr]
+            host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)  # the address a local client dials
             shown = f"[{host}]" if ":" in host else host
             yield f"http://{shown}:{port}"
         finally:
