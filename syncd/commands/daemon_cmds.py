@@ -106,6 +106,13 @@ def trigger(
     if run["error"]:
         line += f": {run['error']}"
     console.print(line, highlight=False)
-    if run["summary"].get("file"):
-        console.print(f"backup file: {run['summary']['file']}", highlight=False)
+    summary = run["summary"]
+    if summary.get("file"):
+        console.print(f"backup file: {summary['file']}", highlight=False)
+    if run["outcome"] == "partial":
+        reasons = [*summary.get("errors", []), *summary.get("failures", []), *summary.get("warnings", [])]
+        if "verify" in summary and any(summary["verify"].get(k) for k in ("missing", "extra", "different")):
+            reasons.append(f"verify: {summary['verify']}")
+        for reason in reasons[:10]:
+            console.print(f"  [yellow]{reason}[/yellow]", highlight=False)
     raise typer.Exit(0 if run["outcome"] == "succeeded" else 1)
