@@ -212,3 +212,21 @@ def test_dry_run_and_clear_errors(emulator: Emulator, env: Path, capsys: pytest.
     assert "not found" in capsys.readouterr().err
     assert main(["restore", str(env / "missing.db"), f"dst:{dst}"]) == 2
     assert "no such backup" in capsys.readouterr().err
+
+
+def test_a_write_that_leaves_the_space_token_alone_is_still_verified(emulator: Emulator, env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Setting a custom field value does not move the space's change token: the target's
+    re-read must still read that space again, because syncd wrote into it."""
+    src, dst = emulator.orgs[0], emulator.orgs[3]
+    assert main(["mirror", "apply", f"src:{src}", f"dst:{dst}"]) == 0, capsys.readouterr()
+    field = emulator.api("GET", f"/v1/orgs/{src}/custom-fields")["items"][0]
+    space = emulator.api("GET", f"/v1/orgs/{src}/spaces?limit=1000")["items"][0]
+    options = field.get("options") or ["x"]
+    value = {"number": 7, "boolean": True, "text": "x", "single-select": options[-1], "multi-select": options[-1:]}[field["type"]]
+    emulator.api("PATCH", f"/v1/spaces/{space['id']}/custom-fields", {"values": {field["name"]: {"value": value}}})
+    # A comment moves the source space's token (comments are counted) but is not copied.
+    emulator.api("POST", f"/v1/spaces/{space['id']}/comments", {"body": {"markdown": "a note"}})
+    capsys.readouterr()
+    assert main(["mirror", "apply", f"src:{src}", f"dst:{dst}"]) == 0, capsys.readouterr().out  # 0: verify equal
+    assert "space-custom-field-value" in capsys.readouterr().out
+    assert emulator.dump(dst) == emulator.dump(src)

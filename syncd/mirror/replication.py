@@ -30,6 +30,7 @@ synchronous (call them through `anyio.to_thread` from async code).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -157,15 +158,33 @@ def _pair_of_run(mirror: Mirror, run: int) -> dict[str, str]:
 # -- the journal ---------------------------------------------------------------------------
 
 
+_SPACE_PATH = re.compile(r"^(?:/v1)?/spaces/([^/?#]+)")
+
+
+def touched_scope(path: str) -> str | None:
+    """The crawl scope a write to `path` may change: `space:<id>` for anything under a space.
+
+    Some writes inside a space (custom field values, for one) do not move the space's change
+    token, so an incremental read would carry the old rows forward and never see them.
+    """
+    match = _SPACE_PATH.match(path)
+    return f"space:{match.group(1)}" if match else None
+
+
 def intend(mirror: Mirror, run: int, op: Op, body_resolved: Any, path_resolved: str) -> int:
     """Record, committed, that `op` is about to be sent as `path_resolved` with
     `body_resolved` (state 'sent'); returns the intent's seq within the run.
 
     Call it BEFORE the call: once it returns, a crash at any point leaves an open intent
-    that the next run reconciles instead of blindly sending again."""
+    that the next run reconciles instead of blindly sending again. In the same transaction
+    the change token of the target scope the call writes into is forgotten, so the next
+    read of the target reads that space again (see `touched_scope`)."""
     with mirror._lock, mirror.db.atomic():
         mirror._tenant_of(run)
         pair = _pair_of_run(mirror, run)
+        scope = touched_scope(path_resolved)
+        if scope is not None and op.client == "target":
+            mirror.db.execute("DELETE FROM scopes WHERE tenant = ? AND scope = ?", [pair["target_tenant"], scope])
         seq = int(mirror.db.execute("SELECT coalesce(max(seq), 0) + 1 FROM journal WHERE run = ?", [run]).fetchone()[0])
         mirror.db.execute(
             "INSERT INTO journal (run, seq, source_tenant, source_org, target_tenant, target_org, op_key, kind, "
