@@ -417,6 +417,7 @@ class Schedule(_Model):
 
 
 JobKind = Literal["sync", "backup", "mirror"]
+DEFAULT_FULL_EVERY = 86400.0
 
 
 class JobConfig(_Model):
@@ -436,6 +437,10 @@ class JobConfig(_Model):
     max_delete: int | None = Field(default=None, ge=0)
     with_files: bool | None = None
     """Backup jobs: also fetch file binaries into `FILE.blobs/`."""
+    full_every: Seconds | None = Field(default=None, ge=0)
+    """Sync and mirror jobs: read everything again (not only what change tokens say changed)
+    when the last full read is older than this; default 1d, 0 never. Catches edits that move
+    no change token (a comment edited in place, a custom field value)."""
 
     @field_validator("name")
     @classmethod
@@ -461,6 +466,10 @@ class JobConfig(_Model):
         for key in ("mode", "max_delete"):
             if getattr(self, key) is not None and self.kind != "mirror":
                 _raise_at((key,), f"only allowed on mirror jobs, not on a {self.kind} job", getattr(self, key))
+        if self.full_every is not None and self.kind == "backup":
+            _raise_at(("full_every",), "not allowed on backup jobs (a backup always reads everything)", self.full_every)
+        if self.full_every is None and self.kind != "backup":
+            self.full_every = DEFAULT_FULL_EVERY
         if self.kind == "mirror":
             if self.mode is None:
                 self.mode = "copy"

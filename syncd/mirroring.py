@@ -67,24 +67,26 @@ def same_credentials(settings: Settings, a: str, b: str) -> bool:
     return first.base_url == second.base_url and first.resolved_token().get_secret_value() == second.resolved_token().get_secret_value()
 
 
-async def read_side(settings: Settings, ref: TargetRef, db: Path, on_progress: Progress | None = None) -> Side:
+async def read_side(settings: Settings, ref: TargetRef, db: Path, on_progress: Progress | None = None, full: bool = False) -> Side:
     org = require_org(ref, str(ref))
-    result, client = await sync_into(settings, ref, db, on_progress=on_progress)
+    result, client = await sync_into(settings, ref, db, full=full, on_progress=on_progress)
     tenant = settings.tenant(ref.tenant).name
     with Mirror(db) as mirror:
         snapshot = Snapshot.from_mirror(mirror, tenant, org)
     return Side(tenant, org, snapshot, result, client.stats.requests, str(ref))
 
 
-async def prepare(settings: Settings, src: TargetRef, dst: TargetRef, db: Path, on_progress: Progress | None = None) -> Prepared:
-    """Read both organizations (incremental syncs into `db`) and load the id map."""
+async def prepare(
+    settings: Settings, src: TargetRef, dst: TargetRef, db: Path, on_progress: Progress | None = None, full: bool = False
+) -> Prepared:
+    """Read both organizations (incremental syncs into `db`, or full ones) and load the id map."""
     require_org(src, "the source")
     require_org(dst, "the target")
     if (src.tenant, src.org) == (dst.tenant, dst.org):
         raise UsageError("the source and the target are the same organization")
     await settle_open_intents(settings, src, dst, db, settings.tenant(src.tenant).name)
-    source = await read_side(settings, src, db, on_progress)
-    target = await read_side(settings, dst, db, on_progress)
+    source = await read_side(settings, src, db, on_progress, full)
+    target = await read_side(settings, dst, db, on_progress, full)
     same = same_credentials(settings, src.tenant, dst.tenant)
     readable = same or await target_reads_source(settings, dst.tenant, source.org)
     return _prepared(settings, source, target, db, same, readable)

@@ -222,6 +222,11 @@ BAD_INPUTS = [
         id="retention-on-sync-job",
     ),
     pytest.param(
+        SRC + '[[jobs]]\nname = "a"\nkind = "backup"\nsource = "src"\nfull_every = "1d"\n',
+        "jobs[0].full_every: not allowed on backup jobs",
+        id="full-every-on-backup-job",
+    ),
+    pytest.param(
         SRC
         + '[[jobs]]\nname = "a"\nkind = "sync"\nsource = "src"\nschedule = { every = "1h" }\n'
         + '[[jobs]]\nname = "b"\nkind = "sync"\nsource = "src"\nschedule = { cron = "*/5 25 * * *" }\n',
@@ -493,3 +498,25 @@ def test_jobs_from_env_json_and_bad_json(tmp_path: Path) -> None:
     assert load_error(path, {"SYNCD_JOBS": "[{oops"}).startswith("SYNCD_JOBS: not valid JSON")
     message = load_error(path, {"SYNCD_JOBS": '[{"name": "a", "kind": "sync", "source": "nope"}]'})
     assert message == "SYNCD_JOBS: jobs[0].source: unknown tenant 'nope' (configured: src)"
+
+
+def test_full_every_defaults_to_a_day_and_zero_means_never(tmp_path: Path) -> None:
+    path = tmp_path / "syncd.toml"
+    path.write_text(
+        '[tenants.src]\nbase_url = "http://x"\ntoken = "t"\n'
+        '[[jobs]]\nname = "a"\nkind = "sync"\nsource = "src"\n'
+        '[[jobs]]\nname = "b"\nkind = "sync"\nsource = "src"\nfull_every = "0s"\n'
+        '[[jobs]]\nname = "c"\nkind = "backup"\nsource = "src"\n'
+    )
+    a, b, c = load_settings(path, env={}).jobs
+    assert (a.full_every, b.full_every, c.full_every) == (86400.0, 0.0, None)
+
+
+def test_the_container_example_needs_its_tokens_from_the_environment() -> None:
+    path = REPO / "config" / "syncd.container.toml"
+    env = {"SYNCD_DAEMON__TOKEN": "control", "SRC_TOKEN": "s", "DST_TOKEN": "d"}
+    settings = load_settings(path, env=env)
+    assert settings.daemon.host == "0.0.0.0" and [job.kind for job in settings.jobs] == ["sync", "backup", "mirror"]
+    assert all(settings.tenant(name).resolved_token() for name in settings.tenants)
+    with pytest.raises(ConfigError, match="daemon.host: '0.0.0.0' is not a loopback address"):
+        load_settings(path, env={"SRC_TOKEN": "s", "DST_TOKEN": "d"})

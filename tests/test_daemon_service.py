@@ -462,3 +462,43 @@ async def test_second_daemon_is_refused_and_a_restart_does_not_rerun_a_fresh_job
         await anyio.sleep(0.2)  # a few scheduler turns: the hourly job stays put
         assert [r.id for r in job_runs(third, "hourly")] == [ran.id]
         assert third.jobs["hourly"].timer.next_due == last_start + timedelta(hours=1)
+
+
+async def test_full_reads_catch_edits_no_change_token_shows(emulator: RunningEmulator, tmp_path: Path) -> None:
+    """A custom field value set in place moves no change token: incremental runs carry the old
+    value, the periodic full read (`full_every`) brings the new one."""
+    org = emulator.generated.org_ids[0]
+    jobs = [{"name": "sync", "kind": "sync", "source": f"src:{org}", "full_every": "1h"}]
+    daemon = Daemon(make_settings(emulator, tmp_path, jobs))
+    db = tmp_path / "syncd.db"
+
+    def values() -> dict[str, Any]:
+        with sqlite3.connect(db) as conn:
+            rows = conn.execute("SELECT data FROM resources WHERE kind = 'space-custom-field-value' AND deleted_run IS NULL")
+            return {row[0] for row in rows}  # type: ignore[return-value]
+
+    async with serving(daemon), aiohttp.ClientSession() as session:
+        first = await wait_finished(daemon, daemon.trigger("sync").run.id)
+        assert first.outcome == "succeeded" and first.summary["full"] is True
+        before = values()
+        auth = {"Authorization": f"Bearer {ALL_TOKEN}"}
+        async with session.get(f"{emulator.url}/v1/orgs/{org}/custom-fields", headers=auth) as resp:
+            field = (await resp.json())["items"][0]
+        async with session.get(f"{emulator.url}/v1/orgs/{org}/spaces", headers=auth) as resp:
+            space = (await resp.json())["items"][0]
+        options = field.get("options") or ["x"]
+        value = {"number": 424242, "boolean": True, "text": "424242", "single-select": options[-1], "multi-select": options[-1:]}[field["type"]]
+        async with session.patch(
+            f"{emulator.url}/v1/spaces/{space['id']}/custom-fields", json={"values": {field["name"]: {"value": value}}}, headers=auth
+        ) as resp:
+            assert resp.status == 204, await resp.text()
+        second = await wait_finished(daemon, daemon.trigger("sync").run.id)
+        assert second.outcome == "succeeded" and second.summary["full"] is False
+        assert values() == before  # the incremental read could not know
+
+        new = make_settings(emulator, tmp_path, [{**jobs[0], "full_every": "0.01s"}])
+        daemon._reload_settings = lambda: new
+        assert daemon.reload()
+        third = await wait_finished(daemon, daemon.trigger("sync").run.id)
+        assert third.summary["full"] is True
+        assert values() != before

@@ -91,16 +91,18 @@ def _record_objects(metrics: DaemonMetrics, db: Path, tenant: str) -> int:
     return sum(counts.values())
 
 
-async def _run_sync(settings: Settings, job: JobConfig, metrics: DaemonMetrics) -> JobOutcome:
+async def _run_sync(settings: Settings, job: JobConfig, metrics: DaemonMetrics, full: bool) -> JobOutcome:
     db = default_db(settings)
-    result, client = await sync_into(settings, job.source, db, job=job.name)
+    result, client = await sync_into(settings, job.source, db, job=job.name, full=full)
     tenant = settings.tenant(job.source.tenant).name
     mirrored = _record_objects(metrics, db, tenant)
     return JobOutcome(
         "succeeded" if result.status == "complete" else "partial",
         {
+            "full": full,
             "mirror_run": result.run,
             "status": result.status,
+            "changed": result.summary.by_op(),
             "changes": result.summary.to_dict(),
             "objects_read": sum(result.stats.objects.values()),
             "objects_mirrored": mirrored,
@@ -111,7 +113,7 @@ async def _run_sync(settings: Settings, job: JobConfig, metrics: DaemonMetrics) 
     )
 
 
-async def _run_backup(settings: Settings, job: JobConfig, metrics: DaemonMetrics) -> JobOutcome:
+async def _run_backup(settings: Settings, job: JobConfig, metrics: DaemonMetrics, full: bool) -> JobOutcome:
     folder = backup_dir(settings, job)
     folder.mkdir(parents=True, exist_ok=True)
     out = _backup_path(folder, job.name, datetime.now(UTC))
@@ -140,17 +142,17 @@ async def _run_backup(settings: Settings, job: JobConfig, metrics: DaemonMetrics
     return JobOutcome("succeeded" if complete else "partial", summary)
 
 
-async def _run_mirror(settings: Settings, job: JobConfig, metrics: DaemonMetrics) -> JobOutcome:
+async def _run_mirror(settings: Settings, job: JobConfig, metrics: DaemonMetrics, full: bool) -> JobOutcome:
     assert job.target is not None and job.mode is not None and job.max_delete is not None
     db = default_db(settings)
     src, dst = job.source, job.target
-    prepared = await prepare(settings, src, dst, db)
+    prepared = await prepare(settings, src, dst, db, full=full)
     # Planning is pure and can take a while on a large organization: off the event loop,
     # so the control API keeps answering.
     the_plan = await anyio.to_thread.run_sync(lambda: plan_between(prepared, job.mode, job.max_delete))  # type: ignore[arg-type]
     if the_plan.refused:
         raise PlanRefusedError(f"plan refused: {the_plan.refused} (raise max_delete if the deletes are intended)")
-    summary: dict[str, Any] = {"planned": len(the_plan.ops), "warnings": list(prepared.warnings)}
+    summary: dict[str, Any] = {"full": full, "planned": len(the_plan.ops), "warnings": list(prepared.warnings)}
     failed = 0
     if the_plan.ops:
         result = await apply_between(settings, prepared, the_plan, db, source_ref=src, target_ref=dst)
@@ -174,6 +176,7 @@ async def _run_mirror(settings: Settings, job: JobConfig, metrics: DaemonMetrics
 _RUNNERS = {"sync": _run_sync, "backup": _run_backup, "mirror": _run_mirror}
 
 
-async def execute_job(settings: Settings, job: JobConfig, metrics: DaemonMetrics) -> JobOutcome:
-    """Run `job` once; any exception means the run failed (the caller records why)."""
-    return await _RUNNERS[job.kind](settings, job, metrics)
+async def execute_job(settings: Settings, job: JobConfig, metrics: DaemonMetrics, *, full: bool = False) -> JobOutcome:
+    """Run `job` once (`full`: read everything, whatever the change tokens say); any
+    exception means the run failed (the caller records why)."""
+    return await _RUNNERS[job.kind](settings, job, metrics, full)

@@ -180,6 +180,15 @@ class RunLog:
         ).fetchone()
         return _parse(row[0]) if row and row[0] else None
 
+    def last_full(self, job: str) -> datetime | None:
+        """When the job's latest full read (summary `full`) that finished started."""
+        row = self.db.execute(
+            "SELECT max(started_at) FROM runs WHERE job = ? AND outcome IN ('succeeded', 'partial') "
+            "AND json_extract(summary, '$.full') = 1",
+            [job],
+        ).fetchone()
+        return _parse(row[0]) if row and row[0] else None
+
     def last_success(self, job: str) -> datetime | None:
         row = self.db.execute(
             "SELECT max(ended_at) FROM runs WHERE job = ? AND outcome = 'succeeded'", [job]

@@ -363,8 +363,9 @@ class Daemon:
                     self.runs.save(record)
                     log.info("job.run_started", job=job.name, run=record.id, reason=record.reason)
                     self.metrics.run_started(job.name)
+                    full = self._full_due(job, record.started_at)
                     with observing(self.metrics):
-                        result = await execute_job(settings, job, self.metrics)
+                        result = await execute_job(settings, job, self.metrics, full=full)
                     record.outcome, record.summary = result.outcome, result.summary  # type: ignore[assignment]
         except Exception as exc:  # noqa: BLE001 - a run's failure must never stop the daemon
             record.outcome, record.error = "failed", describe_error(exc)
@@ -374,6 +375,14 @@ class Daemon:
                 record.outcome = "cancelled"
                 record.error = record.error or "cancelled: the daemon stopped before the run ended"
             self._finish(state, record)
+
+    def _full_due(self, job: JobConfig, now: datetime) -> bool:
+        """Whether this run reads everything: the job's last full read is `full_every` old."""
+        assert self.runs is not None
+        if not job.full_every:
+            return False
+        last = self.runs.last_full(job.name)
+        return last is None or (now - last).total_seconds() >= job.full_every
 
     def _finish(self, state: JobState, record: RunRecord) -> None:
         assert self.runs is not None
@@ -388,7 +397,7 @@ class Daemon:
         elif record.outcome == "cancelled":
             log.warning("job.run_cancelled", **event)
         else:
-            log.info("job.run_finished", **{k: v for k, v in record.summary.items() if k in ("status", "changes", "file", "planned", "writes", "verify", "requests")}, **event)
+            log.info("job.run_finished", **{k: v for k, v in record.summary.items() if k in ("full", "status", "changed", "file", "planned", "writes", "verify", "requests")}, **event)
         state.timer.finish(now, ok=record.outcome in ("succeeded", "partial"), rng=self.rng)
         if record.outcome == "failed" and state.timer.next_due is not None:
             log.info("job.retry_scheduled", job=record.job, at=state.timer.next_due.isoformat(), failures=state.timer.consecutive_failures)
