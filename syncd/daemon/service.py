@@ -95,7 +95,6 @@ class JobState:
     current: RunRecord | None = None
     queued: RunRecord | None = None
     """A triggered run waiting for the current one to end (triggers coalesce into it)."""
-    scope: anyio.CancelScope | None = None
     removed: bool = False
     """Dropped from the configuration while running: forgotten when the run ends."""
 
@@ -356,19 +355,19 @@ class Daemon:
         assert self.runs is not None
         settings, job = self.settings, state.config
         try:
-            with anyio.CancelScope() as scope:
-                state.scope = scope
-                async with self._files_locked(state_files(settings, job)):
-                    record.started_at, record.outcome = self.clock(), "running"
-                    self.runs.save(record)
-                    log.info("job.run_started", job=job.name, run=record.id, reason=record.reason)
-                    self.metrics.run_started(job.name)
-                    full = self._full_due(job, record.started_at)
-                    with observing(self.metrics):
-                        result = await execute_job(settings, job, self.metrics, full=full)
-                    record.outcome, record.summary = result.outcome, result.summary  # type: ignore[assignment]
+            async with self._files_locked(state_files(settings, job)):
+                record.started_at, record.outcome = self.clock(), "running"
+                self.runs.save(record)
+                log.info("job.run_started", job=job.name, run=record.id, reason=record.reason)
+                self.metrics.run_started(job.name)
+                full = self._full_due(job, record.started_at)
+                with observing(self.metrics):
+                    result = await execute_job(settings, job, self.metrics, full=full)
+                record.outcome, record.summary = result.outcome, result.summary  # type: ignore[assignment]
         except Exception as exc:  # noqa: BLE001 - a run's failure must never stop the daemon
-            record.outcome, record.error = "failed", describe_error(exc)
+            # An error raised while the run was being cancelled is the cancellation's doing.
+            cancelling = self._runs_group is not None and self._runs_group.cancel_scope.cancel_called
+            record.outcome, record.error = ("cancelled" if cancelling else "failed"), describe_error(exc)
         finally:
             # No await in here: this also runs while the run is being cancelled.
             if not record.finished:
@@ -401,7 +400,7 @@ class Daemon:
         state.timer.finish(now, ok=record.outcome in ("succeeded", "partial"), rng=self.rng)
         if record.outcome == "failed" and state.timer.next_due is not None:
             log.info("job.retry_scheduled", job=record.job, at=state.timer.next_due.isoformat(), failures=state.timer.consecutive_failures)
-        state.current, state.scope = None, None
+        state.current = None
         if state.removed:
             self.jobs.pop(record.job, None)
             self.metrics.forget_job(record.job)
