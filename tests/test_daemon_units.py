@@ -295,3 +295,22 @@ def test_metrics_forget_a_removed_job() -> None:
     metrics.run_finished("gone", "succeeded", 1.0, 1e9)
     metrics.forget_job("gone")
     assert 'job="gone"' not in metrics.render().decode()
+
+
+def test_runlog_prune_keeps_the_latest_and_what_scheduling_reads(tmp_path: Path) -> None:
+    log = RunLog(tmp_path / "daemon.db")
+    try:
+        full = log.new("sync", "sync", "schedule", T0)
+        full.started_at, full.ended_at, full.outcome, full.summary = T0, T0, "succeeded", {"full": True}
+        log.save(full)
+        for index in range(30):
+            record = log.new("sync", "sync", "schedule", T0 + timedelta(minutes=index + 1))
+            record.started_at = record.ended_at = T0 + timedelta(minutes=index + 1)
+            record.outcome = "failed"
+            log.save(record)
+        assert log.prune(keep=5) == 25
+        remaining = [row[0] for row in log.db.execute("SELECT id FROM runs ORDER BY id").fetchall()]
+        assert remaining == [full.id, *range(full.id + 26, full.id + 31)]
+        assert log.last_full("sync") == T0 and log.last_success("sync") is not None
+    finally:
+        log.close()

@@ -27,6 +27,9 @@ OUTCOMES: tuple[Outcome, ...] = ("succeeded", "partial", "failed", "cancelled")
 """How a finished run ended: `partial` did its work but could not read or copy everything."""
 log = get_logger("syncd.daemon")
 _MEMORY = 200
+KEEP_RUNS = 10_000
+"""Rows of history kept in daemon.db: a job every minute fills it in a week, and never more."""
+_PRUNE_EVERY = 500
 DIED = "the daemon process ended during the run"
 
 
@@ -136,9 +139,25 @@ class RunLog:
     def close(self) -> None:
         self.db.conn.close()
 
+    def prune(self, keep: int = KEEP_RUNS) -> int:
+        """Forget all but the latest `keep` finished runs (each job's latest success and full
+        read stay: scheduling reads them)."""
+        cursor = self.db.execute(
+            "DELETE FROM runs WHERE id <= (SELECT max(id) FROM runs) - ? "
+            "AND outcome NOT IN ('queued', 'running') "
+            "AND id NOT IN (SELECT max(id) FROM runs WHERE outcome = 'succeeded' GROUP BY job) "
+            "AND id NOT IN (SELECT max(id) FROM runs WHERE outcome IN ('succeeded', 'partial') "
+            "AND json_extract(summary, '$.full') = 1 GROUP BY job) "
+            "AND id NOT IN (SELECT max(id) FROM runs WHERE outcome != 'cancelled' GROUP BY job)",
+            [keep],
+        )
+        return cursor.rowcount
+
     def new(self, job: str, kind: str, reason: str, now: datetime) -> RunRecord:
         record = RunRecord(id=self._next_id, job=job, kind=kind, reason=reason, queued_at=now)
         self._next_id += 1
+        if record.id % _PRUNE_EVERY == 0:
+            self.prune()
         self.save(record)
         return record
 
