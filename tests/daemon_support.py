@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 START_TIMEOUT = 30.0
+SIGTERM = signal.SIGTERM
 
 
 def http(method: str, url: str, token: str | None = None, timeout: float = 10.0, body: Any = None) -> tuple[int, Any]:
@@ -132,9 +133,9 @@ class DaemonProcess:
     def signal(self, signum: signal.Signals) -> None:
         self.process.send_signal(signum)
 
-    def stop(self, timeout: float = 30.0) -> int:
+    def stop(self, timeout: float = 30.0, signum: int = SIGTERM) -> int:
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+            self.process.send_signal(signum)
             try:
                 self.process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:

@@ -210,7 +210,8 @@ def test_sigterm_cancels_a_run_past_the_deadline_and_leaves_state_consistent(tmp
             assert run["outcome"] == "succeeded", run
             assert run["id"] > backup_run
         finally:
-            assert again.stop() == 0
+            assert again.stop(signum=signal.SIGINT) == 0  # Ctrl-C stops it as gracefully
+        assert "reason=SIGINT" in again.log() and "daemon.stopped" in again.log()
 
 
 def test_serve_refuses_bad_configuration_with_one_line(tmp_path: Path) -> None:
