@@ -21,18 +21,20 @@ app = typer.Typer(
 
 @app.callback()
 def _global_options(
-    log_format: str = typer.Option("console", "--log-format", help="console (human) or json (one JSON object a line)."),
-    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
+    log_format: str | None = typer.Option(None, "--log-format", help="console (human; the default) or json (one JSON object a line)."),
+    log_level: str | None = typer.Option(None, "--log-level", help="debug, info (the default), warning or error."),
 ) -> None:
     """Sync, back up and migrate organizations of the Documentation Management API."""
     from syncd.errors import UsageError
-    from syncd.logging import configure_logging
+    from syncd.logging import LOG_OPTIONS, configure_logging
 
-    if log_format not in ("console", "json"):
+    if log_format is not None and log_format not in ("console", "json"):
         raise UsageError(f"--log-format must be console or json, got {log_format!r}")
-    if log_level.lower() not in ("debug", "info", "warning", "error"):
+    if log_level is not None and log_level.lower() not in ("debug", "info", "warning", "error"):
         raise UsageError(f"--log-level must be debug, info, warning or error, got {log_level!r}")
-    configure_logging(log_format, log_level.lower())  # type: ignore[arg-type]
+    LOG_OPTIONS.clear()
+    LOG_OPTIONS.update({k: v.lower() for k, v in (("format", log_format), ("level", log_level)) if v is not None})
+    configure_logging(LOG_OPTIONS.get("format", "console"), LOG_OPTIONS.get("level", "info"))  # type: ignore[arg-type]
 
 
 def _register() -> None:

@@ -35,6 +35,7 @@ from pydantic import SecretStr
 from structlog.typing import EventDict, Processor, WrappedLogger
 
 __all__ = [
+    "LOG_OPTIONS",
     "MASK",
     "LogFormat",
     "configure_logging",
@@ -227,6 +228,11 @@ def _level_number(level: str | int) -> int:
     if number is None:
         raise ValueError(f"unknown log level {level!r} (use debug, info, warning, error or critical)")
     return number
+
+
+LOG_OPTIONS: dict[str, str] = {}
+"""`format` / `level` given on the command line (--log-format, --log-level): they win over
+the configuration's `log_format` / `log_level` where a command reads those (`syncd serve`)."""
 
 
 def configure_logging(

@@ -248,3 +248,22 @@ def test_serve_refuses_a_job_whose_token_is_missing(tmp_path: Path) -> None:
         "syncd: error: job sync: tenants.src.token_env: environment variable SYNCD_TEST_NO_SUCH_TOKEN is not set or empty"
     ]
     assert not (tmp_path / "state" / "daemon.lock").exists()
+
+
+def test_serve_logs_as_the_file_says_unless_the_command_line_says_otherwise(tmp_path: Path) -> None:
+    config = tmp_path / "syncd.toml"
+    config.write_text(f'state_dir = "{tmp_path / "state"}"\nlog_format = "json"\n[daemon]\nport = 0\n')
+    for argv, is_json in ((["serve"], True), (["--log-format", "console", "serve"], False)):
+        process = subprocess.Popen(
+            [sys.executable, "-m", "syncd.cli", *argv[:-1], argv[-1], "--config", str(config)],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        try:
+            assert process.stdout is not None
+            line = next(line for line in process.stdout if "daemon.started" in line)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=30) == 0
+            if process.stdout is not None:
+                process.stdout.close()
+        assert line.lstrip().startswith("{") is is_json, line

@@ -27,10 +27,10 @@ JsonOption = typer.Option(False, "--json", help="Print the daemon's JSON answer.
 def serve(config: Path | None = ConfigOption) -> None:
     """Run the configured jobs on their schedules, with the control API, until SIGTERM/SIGINT."""
     from syncd.daemon.service import Daemon
-    from syncd.logging import configure_logging
+    from syncd.logging import LOG_OPTIONS, configure_logging
 
     settings = load_settings(config)
-    configure_logging(settings.log_format, settings.log_level)
+    configure_logging(LOG_OPTIONS.get("format", settings.log_format), LOG_OPTIONS.get("level", settings.log_level))  # type: ignore[arg-type]
     if not settings.jobs:
         console.print("[yellow]no jobs configured: the daemon only serves its control API[/yellow]", highlight=False)
     path = settings.config_file
