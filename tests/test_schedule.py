@@ -407,3 +407,24 @@ def test_reschedule_applies_new_schedule_when_idle() -> None:
     timer.trigger(now)
     timer.reschedule(Schedule(every="1d"), now, rng)
     assert timer.due(now)  # a trigger already due survives the reload
+
+
+def test_reschedule_keeps_a_failing_jobs_backoff() -> None:
+    """A reload that shortens the schedule must not retry a failing job sooner than its backoff."""
+    rng = random.Random(0)
+    now = at(2025, 5, 6, 12)
+    timer = JobTimer.create(Schedule(every="10s"), now, rng)
+    for failures in range(1, 4):
+        timer.start(now)
+        now += timedelta(seconds=5)
+        timer.finish(now, ok=False, rng=rng)
+        assert timer.next_due == now + timedelta(seconds=failure_backoff(failures))
+    backoff_end = timer.next_due
+    assert backoff_end is not None
+    timer.reschedule(Schedule(every="5s"), now, rng)
+    assert timer.next_due == backoff_end
+    timer.start(backoff_end)
+    timer.finish(backoff_end + timedelta(seconds=1), ok=True, rng=rng)
+    assert timer.retry_not_before is None
+    timer.reschedule(Schedule(every="10s"), backoff_end + timedelta(seconds=1), rng)
+    assert timer.next_due == backoff_end + timedelta(seconds=10)

@@ -222,6 +222,8 @@ class JobTimer:
     consecutive_failures: int = 0
     last_start: datetime | None = field(default=None)
     backoff_base: float = BACKOFF_BASE
+    retry_not_before: datetime | None = None
+    """After a failure: the backoff's end, which a new schedule (reload) must respect too."""
 
     @classmethod
     def create(
@@ -264,12 +266,13 @@ class JobTimer:
         now = _require_aware(now, "now")
         self.running = False
         self.consecutive_failures = 0 if ok else self.consecutive_failures + 1
+        retry = None if ok else now + timedelta(seconds=failure_backoff(self.consecutive_failures, self.backoff_base))
+        self.retry_not_before = retry
         if self.schedule is None:
             self.next_due = None
         else:
             self.next_due = next_run(self.schedule, self.last_start, now, rng)
-            if not ok:
-                retry = now + timedelta(seconds=failure_backoff(self.consecutive_failures, self.backoff_base))
+            if retry is not None:
                 self.next_due = max(self.next_due, retry)
         if self.pending_trigger:
             self.pending_trigger = False
@@ -296,3 +299,5 @@ class JobTimer:
             self.next_due = self.next_due if triggered else None
         elif not triggered:
             self.next_due = next_run(schedule, self.last_start, now, rng)
+            if self.retry_not_before is not None:
+                self.next_due = max(self.next_due, self.retry_not_before)
