@@ -167,6 +167,26 @@ def metric_value(text: str, name: str, **labels: str) -> float | None:
     return values[0] if values else None
 
 
-def write_config(path: Path, text: str) -> Path:
-    path.write_text(text)
+def _toml(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{key} = {_toml(item)}" for key, item in value.items()) + " }"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value if isinstance(value, int | float) else str(value))
+
+
+def daemon_config(
+    tmp: Path, url: str, token: str, *, retry: dict[str, Any], daemon: dict[str, Any], jobs: list[dict[str, Any]]
+) -> Path:
+    """`tmp/syncd.toml`: tenants `src` and `dst` on the emulator at `url` with `token`, state in
+    `tmp/state`, and the given retry, daemon and job settings."""
+    lines = [f"state_dir = {_toml(tmp / 'state')}"]
+    for tenant in ("src", "dst"):
+        lines += [f"[tenants.{tenant}]", f"base_url = {_toml(url)}", f"token = {_toml(token)}"]
+    for section, values in (("retry", retry), ("daemon", daemon)):
+        lines += [f"[{section}]", *(f"{key} = {_toml(value)}" for key, value in values.items())]
+    for job in jobs:
+        lines += ["[[jobs]]", *(f"{key} = {_toml(value)}" for key, value in job.items())]
+    path = tmp / "syncd.toml"
+    path.write_text("\n".join(lines) + "\n")
     return path

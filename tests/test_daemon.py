@@ -15,7 +15,13 @@ from pathlib import Path
 import pytest
 
 from syncd.emulator.process import EmulatorProcess, emulator_process
-from tests.daemon_support import DaemonProcess, http, metric_value, wait_for
+from tests.daemon_support import (
+    DaemonProcess,
+    daemon_config,
+    http,
+    metric_value,
+    wait_for,
+)
 
 ALL_TOKEN = "daemon-test-token"
 CONTROL_TOKEN = "control-secret-1234"
@@ -33,53 +39,20 @@ def _orgs(emulator: EmulatorProcess) -> tuple[str, str]:
     return source, empty
 
 
-def _config(tmp: Path, emulator: EmulatorProcess, *, extra: str = "", deadline: str = "10s") -> Path:
+def _config(tmp: Path, emulator: EmulatorProcess) -> Path:
     source, empty = _orgs(emulator)
-    text = f"""
-state_dir = "{tmp / 'state'}"
-
-[tenants.src]
-base_url = "{emulator.url}"
-token = "{ALL_TOKEN}"
-
-[tenants.dst]
-base_url = "{emulator.url}"
-token = "{ALL_TOKEN}"
-
-[retry]
-max_attempts = 4
-initial_wait = "0.1s"
-max_wait = "1s"
-
-[daemon]
-port = 0
-token = "{CONTROL_TOKEN}"
-shutdown_deadline = "{deadline}"
-failure_backoff = "1s"
-
-[[jobs]]
-name = "sync"
-kind = "sync"
-source = "src"
-schedule = {{ every = "2s" }}
-
-[[jobs]]
-name = "backup"
-kind = "backup"
-source = "src:{source}"
-retention = 2
-schedule = {{ cron = "0 3 1 1 *" }}
-
-[[jobs]]
-name = "mirror"
-kind = "mirror"
-source = "src:{source}"
-target = "dst:{empty}"
-schedule = {{ every = "3s" }}
-{extra}"""
-    path = tmp / "syncd.toml"
-    path.write_text(text)
-    return path
+    return daemon_config(
+        tmp,
+        emulator.url,
+        ALL_TOKEN,
+        retry={"max_attempts": 4, "initial_wait": "0.1s", "max_wait": "1s"},
+        daemon={"port": 0, "token": CONTROL_TOKEN, "shutdown_deadline": "10s", "failure_backoff": "1s"},
+        jobs=[
+            {"name": "sync", "kind": "sync", "source": "src", "schedule": {"every": "2s"}},
+            {"name": "backup", "kind": "backup", "source": f"src:{source}", "retention": 2, "schedule": {"cron": "0 3 1 1 *"}},
+            {"name": "mirror", "kind": "mirror", "source": f"src:{source}", "target": f"dst:{empty}", "schedule": {"every": "3s"}},
+        ],
+    )
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

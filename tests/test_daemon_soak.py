@@ -20,6 +20,7 @@ from typing import Any
 from syncd.emulator.process import emulator_process
 from tests.daemon_support import (
     DaemonProcess,
+    daemon_config,
     http,
     metric_samples,
     metric_value,
@@ -34,38 +35,17 @@ MEMORY_TOLERANCE = 0.10
 
 
 def _config(tmp: Path, url: str, source: str, target: str) -> Path:
-    path = tmp / "syncd.toml"
-    path.write_text(
-        f"""
-state_dir = "{tmp / 'state'}"
-[tenants.src]
-base_url = "{url}"
-token = "{TOKEN}"
-[tenants.dst]
-base_url = "{url}"
-token = "{TOKEN}"
-[retry]
-max_attempts = 10
-initial_wait = "0.1s"
-max_wait = "1s"
-[daemon]
-port = 0
-failure_backoff = "0.5s"
-shutdown_deadline = "20s"
-[[jobs]]
-name = "sync"
-kind = "sync"
-source = "src"
-schedule = {{ every = "1s" }}
-[[jobs]]
-name = "mirror"
-kind = "mirror"
-source = "src:{source}"
-target = "dst:{target}"
-schedule = {{ every = "1.5s" }}
-"""
+    return daemon_config(
+        tmp,
+        url,
+        TOKEN,
+        retry={"max_attempts": 10, "initial_wait": "0.1s", "max_wait": "1s"},
+        daemon={"port": 0, "failure_backoff": "0.5s", "shutdown_deadline": "20s"},
+        jobs=[
+            {"name": "sync", "kind": "sync", "source": "src", "schedule": {"every": "1s"}},
+            {"name": "mirror", "kind": "mirror", "source": f"src:{source}", "target": f"dst:{target}", "schedule": {"every": "1.5s"}},
+        ],
     )
-    return path
 
 
 class Soak:
