@@ -29,8 +29,8 @@ from syncd.catalog import Kind
 from syncd.errors import SyncdError
 from syncd.logging import get_logger
 from syncd.mirror import Mirror, Row
-from syncd.mirror.rows import canonical_json
 from syncd.mirror.diff import ChangeSummary
+from syncd.mirror.rows import canonical_json
 
 log = get_logger("syncd.crawl")
 
@@ -155,13 +155,17 @@ class Crawler:
             await self._walk(orgs, org)
             status = "partial" if self.stats.failed_listings else "complete"
             stats = self.stats.as_dict() | {"requests": self.client.stats.requests}
-            summary = self.mirror.finish_run(self._run, status, stats, quiet_kinds=catalog.DERIVED)
+            # Merging a large run takes seconds of SQLite work: off the event loop, so a
+            # daemon's control API keeps answering (the Mirror is thread-safe). Not abandoned on
+            # cancellation: the merge completes, or never started.
+            summary = await anyio.to_thread.run_sync(
+                lambda: self.mirror.finish_run(self._run, status, stats, quiet_kinds=catalog.DERIVED)
+            )
             finished = True
             return CrawlResult(self._run, status, summary, self.stats)
         finally:
-            if not finished:
-                with anyio.CancelScope(shield=True):
-                    self.mirror.abandon_run(self._run, "cancelled", "the crawl was interrupted or failed")
+            if not finished:  # synchronous: nothing here can be cancelled half-way
+                self.mirror.abandon_run(self._run, "cancelled", "the crawl was interrupted or failed")
 
     async def _organizations(self, org: str | None) -> list[tuple[str, dict[str, Any]]]:
         """(listing, organization) of the organizations to crawl."""

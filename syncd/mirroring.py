@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import anyio
+
 from syncd.api import ApiError, TenantClient, make_global_limiter
 from syncd.config import Settings, TargetRef
 from syncd.crawl import CrawlResult
@@ -71,8 +73,12 @@ async def read_side(settings: Settings, ref: TargetRef, db: Path, on_progress: P
     org = require_org(ref, str(ref))
     result, client = await sync_into(settings, ref, db, full=full, on_progress=on_progress)
     tenant = settings.tenant(ref.tenant).name
-    with Mirror(db) as mirror:
-        snapshot = Snapshot.from_mirror(mirror, tenant, org)
+
+    def load() -> Snapshot:
+        with Mirror(db) as mirror:
+            return Snapshot.from_mirror(mirror, tenant, org)
+
+    snapshot = await anyio.to_thread.run_sync(load)  # seconds for a large organization: off the loop
     return Side(tenant, org, snapshot, result, client.stats.requests, str(ref))
 
 

@@ -240,3 +240,20 @@ def test_serve_logs_as_the_file_says_unless_the_command_line_says_otherwise(tmp_
             if process.stdout is not None:
                 process.stdout.close()
         assert line.lstrip().startswith("{") is is_json, line
+
+
+def test_serve_on_a_port_in_use_says_so_in_one_line(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = tmp_path / "syncd.toml"
+        config.write_text(f'state_dir = "{tmp_path / "state"}"\n[daemon]\nport = {port}\n')
+        done = _cli("serve", "--config", str(config), cwd=tmp_path)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert lines[-1].startswith(f"syncd: error: control API: cannot listen on 127.0.0.1:{port}:"), done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "state" / "daemon.lock").exists()

@@ -167,18 +167,18 @@ class Daemon:
         try:
             self.runs = RunLog(self.state_dir / "daemon.db")
             self._adopt_jobs(self.settings.jobs)
-            async with anyio.create_task_group() as group:
+            # Listen first: a port in use is a plain error, not one wrapped by a task group.
+            async with self._control_api() as url, anyio.create_task_group() as group:
                 await group.start(self._watch_signals)
-                async with self._control_api() as url:
-                    self.url = url
-                    info_file.write_text(json.dumps({"pid": os.getpid(), "url": url, "started_at": self.started_at.isoformat()}) + "\n")
-                    log.info("daemon.started", url=url, jobs=sorted(self.jobs), state_dir=str(self.state_dir), pid=os.getpid())
-                    task_status.started(url)
-                    async with anyio.create_task_group() as runs:
-                        self._runs_group = runs
-                        group.start_soon(self._schedule_loop)
-                        await self._stop.wait()
-                        await self._drain(runs)
+                self.url = url
+                info_file.write_text(json.dumps({"pid": os.getpid(), "url": url, "started_at": self.started_at.isoformat()}) + "\n")
+                log.info("daemon.started", url=url, jobs=sorted(self.jobs), state_dir=str(self.state_dir), pid=os.getpid())
+                task_status.started(url)
+                async with anyio.create_task_group() as runs:
+                    self._runs_group = runs
+                    group.start_soon(self._schedule_loop)
+                    await self._stop.wait()
+                    await self._drain(runs)
                 group.cancel_scope.cancel()
             log.info("daemon.stopped")
         finally:
