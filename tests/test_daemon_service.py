@@ -502,3 +502,23 @@ async def test_full_reads_catch_edits_no_change_token_shows(emulator: RunningEmu
         third = await wait_finished(daemon, daemon.trigger("sync").run.id)
         assert third.summary["full"] is True
         assert values() != before
+
+
+async def test_a_run_that_finds_the_state_mirror_busy_fails_and_is_retried(emulator: RunningEmulator, tmp_path: Path) -> None:
+    """`syncd sync` writing the state mirror while a job wants it: the job's run fails with a
+    clear reason, and a later run succeeds once the file is free."""
+    from syncd.mirror.lock import WriterLock
+
+    org = emulator.generated.org_ids[0]
+    daemon = Daemon(make_settings(emulator, tmp_path, [{"name": "sync", "kind": "sync", "source": f"src:{org}"}]))
+    other = WriterLock(tmp_path / "syncd.db")  # what another syncd process holds while it writes
+    other.acquire()
+    async with serving(daemon):
+        try:
+            busy = await wait_finished(daemon, daemon.trigger("sync").run.id)
+        finally:
+            other.release()
+        assert busy.outcome == "failed"
+        assert busy.error is not None and "being written by another syncd process" in busy.error
+        later = await wait_finished(daemon, daemon.trigger("sync").run.id)
+        assert later.outcome == "succeeded"
