@@ -522,3 +522,22 @@ async def test_a_run_that_finds_the_state_mirror_busy_fails_and_is_retried(emula
         assert busy.error is not None and "being written by another syncd process" in busy.error
         later = await wait_finished(daemon, daemon.trigger("sync").run.id)
         assert later.outcome == "succeeded"
+
+
+async def test_reload_rejects_a_job_whose_token_cannot_be_read(emulator: RunningEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SYNCD_TEST_ABSENT_TOKEN", raising=False)
+    jobs = [{"name": "keep", "kind": "sync", "source": "src"}]
+    broken = Settings.model_validate(
+        {
+            "tenants": {"src": {"base_url": emulator.url, "token": ALL_TOKEN}, "gone": {"base_url": emulator.url, "token_env": "SYNCD_TEST_ABSENT_TOKEN"}},
+            "state_dir": str(tmp_path),
+            "daemon": {"port": 0},
+            "jobs": [*jobs, {"name": "new", "kind": "sync", "source": "gone"}],
+        }
+    )
+    daemon = Daemon(make_settings(emulator, tmp_path, jobs), reload=lambda: broken)
+    async with serving(daemon):
+        assert daemon.reload() is False
+        assert sorted(daemon.jobs) == ["keep"]
+        text = daemon.metrics.render().decode()
+        assert metric_value(text, "syncd_config_reloads_total", outcome="rejected") == 1
