@@ -7,7 +7,6 @@ port chosen at start is found too), else from the configuration's `daemon.host/p
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -16,9 +15,17 @@ import anyio
 from syncd.config import Settings
 from syncd.errors import SyncdError
 
-__all__ = ["ControlClient", "DaemonUnreachable", "daemon_url"]
+__all__ = ["ControlClient", "DaemonUnreachable", "daemon_url", "local_url"]
 
 _WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+
+
+def local_url(host: str, port: int) -> str:
+    """The URL a client on this machine dials for a server bound to host:port (a wildcard
+    address is reached through loopback)."""
+    host = _WILDCARDS.get(host, host)
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
 
 
 class DaemonUnreachable(SyncdError):
@@ -33,9 +40,7 @@ def daemon_url(settings: Settings) -> str:
             return url
     except (OSError, ValueError, AttributeError):
         pass
-    host = _WILDCARDS.get(settings.daemon.host, settings.daemon.host)
-    shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{settings.daemon.port}"
+    return local_url(settings.daemon.host, settings.daemon.port)
 
 
 class ControlClient:
@@ -82,11 +87,3 @@ class ControlClient:
                 await anyio.sleep(poll)
         assert scope.cancelled_caught
         raise SyncdError(f"run {run_id} has not ended after {timeout:g}s (it goes on in the daemon)")
-
-
-def read_pid(state_dir: Path) -> int | None:
-    try:
-        pid = json.loads((state_dir / "daemon.json").read_text()).get("pid")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return pid if isinstance(pid, int) else None

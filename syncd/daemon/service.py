@@ -39,6 +39,7 @@ from syncd.api.telemetry import observing
 from syncd.config import DaemonConfig, JobConfig, Settings, load_settings
 from syncd.daemon.jobs import execute_job, state_files
 from syncd.daemon.metrics import DaemonMetrics
+from syncd.daemon.remote import local_url
 from syncd.daemon.runs import RunLog, RunRecord
 from syncd.daemon.schedule import JobTimer
 from syncd.errors import ConfigError, SyncdError
@@ -459,8 +460,6 @@ class Daemon:
             except OSError as exc:
                 raise SyncdError(f"control API: cannot listen on {config.host}:{config.port}: {exc.strerror or exc}") from None
             host, port = site._server.sockets[0].getsockname()[:2]  # type: ignore[union-attr]
-            host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)  # the address a local client dials
-            shown = f"[{host}]" if ":" in host else host
-            yield f"http://{shown}:{port}"
+            yield local_url(host, port)
         finally:
             await runner.cleanup()
