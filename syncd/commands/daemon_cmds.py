@@ -18,7 +18,6 @@ from rich.table import Table
 
 from syncd.commands.read_cmds import ConfigOption
 from syncd.config import format_duration, load_settings
-from syncd.errors import SyncdError
 
 console = Console()
 UrlOption = typer.Option(None, "--url", help="The daemon's control API (default: from STATE_DIR/daemon.json, else daemon.host/port).")
@@ -34,19 +33,7 @@ def serve(config: Path | None = ConfigOption) -> None:
     configure_logging(LOG_OPTIONS.get("format", settings.log_format), LOG_OPTIONS.get("level", settings.log_level))  # type: ignore[arg-type]
     if not settings.jobs:
         console.print("[yellow]no jobs configured: the daemon only serves its control API[/yellow]", highlight=False)
-    path = settings.config_file
-    daemon = Daemon(settings, reload=lambda: load_settings(path))
-    try:
-        anyio.run(daemon.serve)
-    except BaseExceptionGroup as group:
-        # One line for the user, as for any other error: the first of ours inside the group.
-        ours, _ = group.split(SyncdError)
-        if ours is None:
-            raise
-        first: BaseException = ours
-        while isinstance(first, BaseExceptionGroup):
-            first = first.exceptions[0]
-        raise first from None
+    anyio.run(Daemon(settings).serve)
 
 
 def _relative(iso: str | None, now: datetime) -> str:
