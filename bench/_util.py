@@ -1,8 +1,8 @@
-"""Helpers of the benchmarks: an emulator in a process of its own, peak RSS, formatting.
+"""Helpers of the benchmarks: the emulator's counters, peak RSS, formatting, the runner.
 
-The emulator runs as a separate process (`syncd.emulator.process`) so that the benchmark
-process's peak RSS and CPU are syncd's own, and so that the server's work does not share
-syncd's event loop.
+The benchmarks start the emulator as a process of its own (`syncd.emulator.process`), so
+that their peak RSS and CPU are syncd's own and the server's work does not share syncd's
+event loop.
 """
 
 from __future__ import annotations
@@ -12,10 +12,6 @@ import sys
 from typing import Any
 
 import aiohttp
-
-from syncd.emulator.process import EmulatorProcess, emulator_process
-
-__all__ = ["EmulatorProcess", "emulator_process"]
 
 
 async def emulator_stats(url: str) -> dict[str, Any]:

@@ -33,8 +33,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _util import (
-    EmulatorProcess,
-    emulator_process,
     emulator_stats,
     peak_rss_mb,
     reset_emulator_stats,
@@ -46,6 +44,7 @@ from baseline import BaselineStats, run_baseline
 from syncd.api import TenantClient
 from syncd.config import RetryConfig
 from syncd.crawl import Crawler, CrawlResult
+from syncd.emulator.process import EmulatorProcess, emulator_process
 from syncd.mirror import Mirror
 
 DEFAULT_SPEC = (

@@ -50,8 +50,6 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _util import (
-    EmulatorProcess,
-    emulator_process,
     emulator_stats,
     peak_rss_mb,
     reset_emulator_stats,
@@ -62,6 +60,7 @@ from _util import (
 from syncd.api import TenantClient, make_global_limiter
 from syncd.api.client import ApiResponse
 from syncd.config import Settings, TargetRef, load_settings
+from syncd.emulator.process import EmulatorProcess, emulator_process
 from syncd.mirror import Mirror
 from syncd.mirroring import Prepared, plan_between, prepare, verify_prepared
 from syncd.replay.apply import ApplyResult, apply_plan, dependencies

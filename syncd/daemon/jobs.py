@@ -26,6 +26,7 @@ import anyio
 from syncd.backup import backup, blobs_dir
 from syncd.config import JobConfig, Settings
 from syncd.daemon.metrics import DaemonMetrics
+from syncd.daemon.runs import Outcome
 from syncd.errors import SyncdError
 from syncd.mirror import Mirror
 from syncd.mirroring import apply_between, plan_between, prepare, verify_prepared
@@ -42,7 +43,7 @@ class PlanRefusedError(SyncdError):
 
 @dataclass
 class JobOutcome:
-    outcome: str
+    outcome: Outcome
     summary: dict[str, Any] = field(default_factory=dict)
 
 

@@ -364,7 +364,7 @@ class Daemon:
                 full = self._full_due(job, record.started_at)
                 with observing(self.metrics):
                     result = await execute_job(settings, job, self.metrics, full=full)
-                record.outcome, record.summary = result.outcome, result.summary  # type: ignore[assignment]
+                record.outcome, record.summary = result.outcome, result.summary
         except Exception as exc:  # noqa: BLE001 - a run's failure must never stop the daemon
             # An error raised while the run was being cancelled is the cancellation's doing.
             cancelling = self._runs_group is not None and self._runs_group.cancel_scope.cancel_called
