@@ -1,8 +1,4 @@
-"""`syncd serve` as a real process for the daemon tests, and blocking helpers to talk to it.
-
-Blocking on purpose: the daemon and the emulator are processes of their own, so the tests
-are plain functions that poll over loopback HTTP, like a user's monitoring would.
-"""
+"""`syncd serve` as a real process for the daemon tests, and what reads its answers."""
 
 from __future__ import annotations
 
@@ -12,48 +8,14 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.loopback import http, wait_for
+
 START_TIMEOUT = 30.0
 SIGTERM = signal.SIGTERM
-
-
-def http(method: str, url: str, token: str | None = None, timeout: float = 10.0, body: Any = None) -> tuple[int, Any]:
-    """(status, parsed JSON or text) of one call; connection errors raise."""
-    data = json.dumps(body).encode() if body is not None else (b"" if method in ("POST", "PUT") else None)
-    request = urllib.request.Request(url, method=method, data=data)
-    if body is not None:
-        request.add_header("Content-Type", "application/json")
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as resp:
-            status, raw, ctype = resp.status, resp.read(), resp.headers.get("Content-Type", "")
-    except urllib.error.HTTPError as exc:
-        status, raw, ctype = exc.code, exc.read(), exc.headers.get("Content-Type", "")
-    if "json" in ctype:
-        return status, json.loads(raw)
-    return status, raw.decode()
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float, interval: float = 0.2) -> Any:
-    """Poll `check` until it returns something truthy; a timeout is a test failure."""
-    deadline = time.monotonic() + timeout
-    last_error: BaseException | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-        except (OSError, ValueError, KeyError) as exc:
-            last_error, value = exc, None
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what} (last error: {last_error})")
 
 
 @dataclass

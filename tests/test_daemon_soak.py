@@ -21,11 +21,11 @@ from syncd.emulator.process import emulator_process
 from tests.daemon_support import (
     DaemonProcess,
     daemon_config,
-    http,
     metric_samples,
     metric_value,
     wait_for,
 )
+from tests.loopback import EmulatorClient
 from tests.oracle import copied_view, mirror_mismatches
 
 TOKEN = "soak-token"
@@ -49,21 +49,11 @@ def _config(tmp: Path, url: str, source: str, target: str) -> Path:
 
 
 class Soak:
-    """The emulator's admin and API routes, and the daemon's RSS after each sync run."""
+    """The daemon's RSS after each sync run, sampled while phases go by."""
 
-    def __init__(self, url: str, daemon: DaemonProcess) -> None:
-        self.url, self.daemon = url, daemon
+    def __init__(self, daemon: DaemonProcess) -> None:
+        self.daemon = daemon
         self.rss: list[tuple[int, float]] = []
-
-    def admin(self, method: str, path: str, body: Any = None) -> Any:
-        status, answer = http(method, self.url + path, body=body)
-        assert status < 300, (path, answer)
-        return answer
-
-    def api(self, method: str, path: str, body: Any = None) -> Any:
-        status, answer = http(method, self.url + path, TOKEN, body=body)
-        assert status < 300, (path, answer)
-        return answer
 
     def sample(self) -> None:
         """Record the RSS once per finished sync run (the metric is read after the run)."""
@@ -85,36 +75,37 @@ def test_daemon_survives_faults_and_outages_and_converges(tmp_path: Path) -> Non
     with emulator_process(token=TOKEN, spec=SPEC, rate=300, seed=5) as emulator:
         source, target = (org["id"] for org in emulator.report["organizations"])
         daemon = DaemonProcess.start(_config(tmp_path, emulator.url, source, target), tmp_path / "state")
-        soak = Soak(emulator.url, daemon)
+        soak = Soak(daemon)
+        emu = EmulatorClient(emulator.url, emulator.report, TOKEN)
         try:
-            collections = soak.api("GET", f"/v1/orgs/{source}/collections")["items"]
-            spaces = soak.api("GET", f"/v1/orgs/{source}/spaces")["items"]
+            collections = emu.api("GET", f"/v1/orgs/{source}/collections")["items"]
+            spaces = emu.api("GET", f"/v1/orgs/{source}/spaces")["items"]
 
             # Calm cycles first: the baseline of memory is taken once the first runs are over.
             wait_for("five sync runs", lambda: len(daemon.finished_runs("sync")) >= 5, 60)
             soak.phase(PHASE_SECONDS)
             baseline = soak.rss[-1][1]
 
-            soak.api("PATCH", f"/v1/collections/{collections[0]['id']}", {"title": "Renamed in the 429 storm"})
+            emu.api("PATCH", f"/v1/collections/{collections[0]['id']}", {"title": "Renamed in the 429 storm"})
             soak.phase(
                 PHASE_SECONDS,
-                on=lambda: soak.admin("PUT", "/_emulator/faults", {"429": 0.3}),
-                off=lambda: soak.admin("PUT", "/_emulator/faults", {"reset": True}),
+                on=lambda: emu.admin("PUT", "/_emulator/faults", {"429": 0.3}),
+                off=lambda: emu.admin("PUT", "/_emulator/faults", {"reset": True}),
             )
-            soak.api("POST", f"/v1/orgs/{source}/collections", {"title": "Born in a 5xx burst"})
+            emu.api("POST", f"/v1/orgs/{source}/collections", {"title": "Born in a 5xx burst"})
             soak.phase(
                 PHASE_SECONDS,
-                on=lambda: soak.admin("PUT", "/_emulator/faults", {"5xx": 0.3, "html502": 0.1}),
-                off=lambda: soak.admin("PUT", "/_emulator/faults", {"reset": True}),
+                on=lambda: emu.admin("PUT", "/_emulator/faults", {"5xx": 0.3, "html502": 0.1}),
+                off=lambda: emu.admin("PUT", "/_emulator/faults", {"reset": True}),
             )
-            soak.api("PATCH", f"/v1/spaces/{spaces[0]['id']}", {"title": "Renamed while answers drop"})
+            emu.api("PATCH", f"/v1/spaces/{spaces[0]['id']}", {"title": "Renamed while answers drop"})
             soak.phase(
                 PHASE_SECONDS,
-                on=lambda: soak.admin("PUT", "/_emulator/faults", {"drop": 0.15, "truncate": 0.1}),
-                off=lambda: soak.admin("PUT", "/_emulator/faults", {"reset": True}),
+                on=lambda: emu.admin("PUT", "/_emulator/faults", {"drop": 0.15, "truncate": 0.1}),
+                off=lambda: emu.admin("PUT", "/_emulator/faults", {"reset": True}),
             )
-            soak.api("PATCH", f"/v1/spaces/{spaces[1]['id']}", {"title": "Renamed before the outage"})
-            soak.admin("POST", "/_emulator/outage", {"seconds": 3})
+            emu.api("PATCH", f"/v1/spaces/{spaces[1]['id']}", {"title": "Renamed before the outage"})
+            emu.admin("POST", "/_emulator/outage", {"seconds": 3})
             soak.phase(PHASE_SECONDS)
             changed_at = time.time()
 
@@ -131,7 +122,7 @@ def test_daemon_survives_faults_and_outages_and_converges(tmp_path: Path) -> Non
             soak.phase(PHASE_SECONDS)
             metrics = daemon.metrics()
             runs = {job: sum(metric_samples(metrics, "syncd_job_runs_total", job=job)) for job in ("sync", "mirror")}
-            stats = soak.admin("GET", "/_emulator/stats")["by_status"]
+            stats = emu.admin("GET", "/_emulator/stats")["by_status"]
         finally:
             code = daemon.stop()
         assert code == 0, daemon.log()[-3000:]
@@ -143,8 +134,8 @@ def test_daemon_survives_faults_and_outages_and_converges(tmp_path: Path) -> Non
         assert (metric_value(metrics, "syncd_api_requests_total", tenant="src", method="GET", status="error") or 0) > 0
 
         # The mirror equals the canonical dump, for the source and for the copy.
-        source_dump = soak.admin("GET", f"/_emulator/orgs/{source}/dump")
-        target_dump = soak.admin("GET", f"/_emulator/orgs/{target}/dump")
+        source_dump = emu.admin("GET", f"/_emulator/orgs/{source}/dump")
+        target_dump = emu.admin("GET", f"/_emulator/orgs/{target}/dump")
         db = tmp_path / "state" / "syncd.db"
         assert mirror_mismatches(db, "src", source_dump, org=source) == []
         assert mirror_mismatches(db, "dst", target_dump, org=target) == []

@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,56 +19,20 @@ from typing import Any
 import pytest
 
 from syncd.cli import main
-from tests.oracle import COPIED, copied_view
+from syncd.emulator.process import emulator_process
+from tests.loopback import EmulatorClient
+from tests.oracle import COPIED
 
 TOKEN = "e2e-token"
 SPEC = "orgs=1,empty_orgs=3,collections=4,spaces=10,pages=3,files=1,sites=2,sections=3,members=2,teams=2,saml=1,openapi=2,translations=1,custom_fields=2,comments=1,change_requests=1,integrations=1"
-class Emulator:
-    def __init__(self, url: str, report: dict[str, Any]) -> None:
-        self.url, self.report = url, report
-        self.orgs = [o["id"] for o in report["organizations"]]
-
-    def admin(self, method: str, path: str, body: Any = None) -> Any:
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.url + path, data=data, method=method, headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request) as response:
-            raw = response.read()
-        return json.loads(raw) if raw else None
-
-    def dump(self, org: str) -> dict[str, list[tuple[str, Any]]]:
-        return copied_view(self.admin("GET", f"/_emulator/orgs/{org}/dump"))
-
-    def writes(self) -> int:
-        stats = self.admin("GET", "/_emulator/stats")
-        return sum(r["count"] for r in stats["routes"] if r["method"] in ("POST", "PUT", "PATCH", "DELETE"))
-
-    def api(self, method: str, path: str, body: Any = None, token: str = TOKEN) -> Any:
-        data = json.dumps(body).encode() if body is not None else None
-        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-        request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
-        with urllib.request.urlopen(request) as response:
-            raw = response.read()
-        return json.loads(raw) if raw else None
+@pytest.fixture
+def emulator() -> Iterator[EmulatorClient]:
+    with emulator_process(token=TOKEN, spec=SPEC, seed=3, rate=0) as running:
+        yield EmulatorClient(running.url, running.report, TOKEN)
 
 
 @pytest.fixture
-def emulator() -> Iterator[Emulator]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "syncd.cli", "emulator", "serve", "--port", "0", "--json", "--token", TOKEN,
-         "--rate-limit", "0", "--generate", SPEC, "--seed", "3"],
-        stdout=subprocess.PIPE, text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        report = json.loads(proc.stdout.readline())
-        yield Emulator(report["url"], report)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
-@pytest.fixture
-def env(emulator: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def env(emulator: EmulatorClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     for name, token in (("SRC", TOKEN), ("DST", TOKEN), ("ONE", "org1-token"), ("TWO", "org2-token")):
         monkeypatch.setenv(f"SYNCD_TENANTS__{name}__BASE_URL", emulator.url)
@@ -82,7 +45,7 @@ def no_duplicates(dump: dict[str, list[tuple[str, Any]]]) -> bool:
     return not any("#" in path for rows in dump.values() for path, _ in rows)
 
 
-def test_copy_to_an_empty_organization_then_nothing_left_to_do(emulator: Emulator, env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_copy_to_an_empty_organization_then_nothing_left_to_do(emulator: EmulatorClient, env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src, dst = emulator.orgs[0], emulator.orgs[1]
     assert main(["mirror", "plan", f"src:{src}", f"dst:{dst}"]) == 2  # changes pending
     capsys.readouterr()
@@ -99,7 +62,7 @@ def test_copy_to_an_empty_organization_then_nothing_left_to_do(emulator: Emulato
     assert main(["mirror", "plan", f"src:{src}", f"dst:{dst}"]) == 0
 
 
-def test_copy_across_tenants_uses_import(emulator: Emulator, env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_copy_across_tenants_uses_import(emulator: EmulatorClient, env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src, dst = emulator.orgs[0], emulator.orgs[1]
     # org1-token sees only the source, org2-token only the target: no organization visible to both.
     code = main(["mirror", "apply", f"one:{src}", f"two:{dst}"])
@@ -125,7 +88,7 @@ def test_copy_across_tenants_uses_import(emulator: Emulator, env: Path, capsys: 
     assert bool(private) == ("content not copied" in out or "cannot" in out)
 
 
-def _kill_apply_after(emulator: Emulator, env: Path, src: str, dst: str, writes: int) -> None:
+def _kill_apply_after(emulator: EmulatorClient, env: Path, src: str, dst: str, writes: int) -> None:
     emulator.admin("PUT", "/_emulator/faults", {"latency": 15})
     start = emulator.writes()
     proc = subprocess.Popen([sys.executable, "-m", "syncd.cli", "mirror", "apply", f"src:{src}", f"dst:{dst}"], cwd=env,
@@ -140,7 +103,7 @@ def _kill_apply_after(emulator: Emulator, env: Path, src: str, dst: str, writes:
         emulator.admin("PUT", "/_emulator/faults", {"reset": True})
 
 
-def test_killed_applies_resume_without_duplicates(emulator: Emulator, env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_killed_applies_resume_without_duplicates(emulator: EmulatorClient, env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src, dst = emulator.orgs[0], emulator.orgs[1]
     for writes in (3, 15, 40):
         _kill_apply_after(emulator, env, src, dst, writes)
@@ -150,7 +113,7 @@ def test_killed_applies_resume_without_duplicates(emulator: Emulator, env: Path,
     assert target == emulator.dump(src) and no_duplicates(target)
 
 
-def test_lost_answers_do_not_duplicate(emulator: Emulator, env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_lost_answers_do_not_duplicate(emulator: EmulatorClient, env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src, dst = emulator.orgs[0], emulator.orgs[2]
     emulator.admin("PUT", "/_emulator/faults", {"lost": 0.1})
     try:
@@ -164,7 +127,7 @@ def test_lost_answers_do_not_duplicate(emulator: Emulator, env: Path, capsys: py
     assert target == emulator.dump(src) and no_duplicates(target)
 
 
-def test_source_changes_plan_exactly_those_operations(emulator: Emulator, env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_source_changes_plan_exactly_those_operations(emulator: EmulatorClient, env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src, dst = emulator.orgs[0], emulator.orgs[1]
     doomed = emulator.api("POST", f"/v1/orgs/{src}/collections", {"title": "Doomed"})
     assert main(["mirror", "apply", f"src:{src}", f"dst:{dst}"]) == 0
@@ -188,7 +151,7 @@ def test_source_changes_plan_exactly_those_operations(emulator: Emulator, env: P
     assert "max-delete" in capsys.readouterr().err
 
 
-def test_restore_a_backup_into_an_empty_organization(emulator: Emulator, env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_restore_a_backup_into_an_empty_organization(emulator: EmulatorClient, env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src, dst = emulator.orgs[0], emulator.orgs[3]
     backup = env / "b.db"
     assert main(["backup", f"src:{src}", "--out", str(backup)]) == 0
@@ -197,7 +160,7 @@ def test_restore_a_backup_into_an_empty_organization(emulator: Emulator, env: Pa
     assert target == emulator.dump(src) and no_duplicates(target)
 
 
-def test_dry_run_and_clear_errors(emulator: Emulator, env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_dry_run_and_clear_errors(emulator: EmulatorClient, env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src, dst = emulator.orgs[0], emulator.orgs[1]
     before = emulator.writes()
     assert main(["mirror", "apply", f"src:{src}", f"dst:{dst}", "--dry-run"]) == 2
@@ -214,7 +177,7 @@ def test_dry_run_and_clear_errors(emulator: Emulator, env: Path, capsys: pytest.
     assert "no such backup" in capsys.readouterr().err
 
 
-def test_a_write_that_leaves_the_space_token_alone_is_still_verified(emulator: Emulator, env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_write_that_leaves_the_space_token_alone_is_still_verified(emulator: EmulatorClient, env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Setting a custom field value does not move the space's change token: the target's
     re-read must still read that space again, because syncd wrote into it."""
     src, dst = emulator.orgs[0], emulator.orgs[3]

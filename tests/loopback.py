@@ -1,0 +1,73 @@
+"""Blocking loopback HTTP for tests that run syncd or the emulator as processes of their own:
+plain functions that call and poll, like a user's scripts and monitoring would."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+from tests.oracle import copied_view
+
+
+def http(method: str, url: str, token: str | None = None, timeout: float = 10.0, body: Any = None) -> tuple[int, Any]:
+    """(status, parsed JSON or text) of one call; connection errors raise."""
+    data = json.dumps(body).encode() if body is not None else (b"" if method in ("POST", "PUT") else None)
+    request = urllib.request.Request(url, method=method, data=data)
+    if body is not None:
+        request.add_header("Content-Type", "application/json")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
+            status, raw, ctype = resp.status, resp.read(), resp.headers.get("Content-Type", "")
+    except urllib.error.HTTPError as exc:
+        status, raw, ctype = exc.code, exc.read(), exc.headers.get("Content-Type", "")
+    if "json" in ctype:
+        return status, json.loads(raw)
+    return status, raw.decode()
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float, interval: float = 0.2) -> Any:
+    """Poll `check` until it returns something truthy; a timeout is a test failure."""
+    deadline = time.monotonic() + timeout
+    last_error: BaseException | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+        except (OSError, ValueError, KeyError) as exc:
+            last_error, value = exc, None
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what} (last error: {last_error})")
+
+
+class EmulatorClient:
+    """An emulator process's admin routes and API (with one token); any answer >= 300 fails."""
+
+    def __init__(self, url: str, report: dict[str, Any], token: str) -> None:
+        self.url, self.report, self.token = url, report, token
+        self.orgs = [o["id"] for o in report["organizations"]]
+
+    def _call(self, method: str, path: str, body: Any, token: str | None) -> Any:
+        status, answer = http(method, self.url + path, token, body=body)
+        assert status < 300, (method, path, status, answer)
+        return answer if answer != "" else None
+
+    def admin(self, method: str, path: str, body: Any = None) -> Any:
+        return self._call(method, path, body, None)
+
+    def api(self, method: str, path: str, body: Any = None, token: str | None = None) -> Any:
+        return self._call(method, path, body, token or self.token)
+
+    def dump(self, org: str) -> dict[str, list[tuple[str, Any]]]:
+        """The copied view of the organization's canonical dump (see `tests.oracle`)."""
+        return copied_view(self.admin("GET", f"/_emulator/orgs/{org}/dump"))
+
+    def writes(self) -> int:
+        stats = self.admin("GET", "/_emulator/stats")
+        return sum(r["count"] for r in stats["routes"] if r["method"] in ("POST", "PUT", "PATCH", "DELETE"))
