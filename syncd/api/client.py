@@ -356,9 +356,9 @@ class TenantClient:
                     if self._observer is not None:
                         self._observer.on_response(self.name, method, "error", None)
                     raise self._transport_error(exc, method, path) from None
-            slot.observe(status, headers if same_origin else {})
+            rate = slot.observe(status, headers if same_origin else {})
         if self._observer is not None:
-            self._observer.on_response(self.name, method, status, parse_rate_headers(headers).remaining if same_origin else None)
+            self._observer.on_response(self.name, method, status, rate.remaining)
         self.stats.responses[status] += 1
         self.stats.bytes_received += len(raw)
         if 200 <= status < 300:

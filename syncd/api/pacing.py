@@ -140,8 +140,9 @@ class Slot:
         self._pacer = pacer
         self.seq = seq
 
-    def observe(self, status: int, headers: Mapping[str, str]) -> None:
-        self._pacer._observe(self.seq, status, headers)
+    def observe(self, status: int, headers: Mapping[str, str]) -> RateInfo:
+        """Learn from the answer; returns its rate-limit headers, parsed (once)."""
+        return self._pacer._observe(self.seq, status, headers)
 
 
 class Pacer:
@@ -298,7 +299,7 @@ class Pacer:
         self._changed.set()
         self._changed = anyio.Event()
 
-    def _observe(self, seq: int, status: int, headers: Mapping[str, str]) -> None:
+    def _observe(self, seq: int, status: int, headers: Mapping[str, str]) -> RateInfo:
         now, wall = self._clock(), self._wall()
         info = parse_rate_headers(headers, wall)
         if info.remaining is not None:
@@ -342,6 +343,7 @@ class Pacer:
             self._caution = max(0.0, self._caution - _RELAX)
         self.stats.server_rate = self._rate
         self._notify()
+        return info
 
     def _estimate(self, obs: _Observation) -> None:
         """Update the refill-rate estimate with the longest valid pair ending at `obs`."""
