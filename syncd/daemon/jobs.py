@@ -85,11 +85,13 @@ def _backup_path(folder: Path, job: str, now: datetime) -> Path:
         when += timedelta(milliseconds=1)
 
 
-def _record_objects(metrics: DaemonMetrics, db: Path, tenant: str) -> int:
+def _record_objects(metrics: DaemonMetrics, db: Path, *tenants: str) -> int:
+    """Publish the tenants' object counts; returns how many objects they hold together."""
     with Mirror(db) as mirror:
-        counts = mirror.counts(tenant)
-    metrics.set_objects(tenant, counts)
-    return sum(counts.values())
+        counts = {tenant: mirror.counts(tenant) for tenant in dict.fromkeys(tenants)}
+    for tenant, kinds in counts.items():
+        metrics.set_objects(tenant, kinds)
+    return sum(sum(kinds.values()) for kinds in counts.values())
 
 
 async def _run_sync(settings: Settings, job: JobConfig, metrics: DaemonMetrics, full: bool) -> JobOutcome:
@@ -168,8 +170,7 @@ async def _run_mirror(settings: Settings, job: JobConfig, metrics: DaemonMetrics
         prepared = await prepare(settings, src, dst, db)
     verification = await anyio.to_thread.run_sync(lambda: verify_prepared(prepared))
     summary["verify"] = verification.counts()
-    for side in (prepared.source, prepared.target):
-        _record_objects(metrics, db, side.tenant)
+    _record_objects(metrics, db, prepared.source.tenant, prepared.target.tenant)
     ok = verification.equal and not failed and prepared.read_cleanly
     return JobOutcome("succeeded" if ok else "partial", summary)
 
