@@ -541,3 +541,16 @@ async def test_reload_rejects_a_job_whose_token_cannot_be_read(emulator: Running
         assert sorted(daemon.jobs) == ["keep"]
         text = daemon.metrics.render().decode()
         assert metric_value(text, "syncd_config_reloads_total", outcome="rejected") == 1
+
+
+async def test_reload_keeps_the_listening_address_and_takes_a_new_control_token(emulator: RunningEmulator, tmp_path: Path) -> None:
+    jobs = [{"name": "keep", "kind": "sync", "source": "src"}]
+    first = make_settings(emulator, tmp_path, jobs, token=CONTROL_TOKEN)
+    second = make_settings(emulator, tmp_path, jobs, port=1, token="rotated-token-77")
+    daemon = Daemon(first, reload=lambda: second)
+    async with serving(daemon) as url, control(url) as api:
+        assert (await api.get("/jobs", token=CONTROL_TOKEN))[0] == 200
+        assert daemon.reload() is True
+        assert (daemon.settings.daemon.host, daemon.settings.daemon.port) == (first.daemon.host, first.daemon.port)
+        assert (await api.get("/jobs", token=CONTROL_TOKEN))[0] == 401
+        assert (await api.get("/jobs", token="rotated-token-77"))[0] == 200

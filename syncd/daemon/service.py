@@ -36,7 +36,7 @@ from aiohttp import web
 from anyio.abc import TaskGroup, TaskStatus
 
 from syncd.api.telemetry import observing
-from syncd.config import DaemonConfig, JobConfig, Settings, load_settings
+from syncd.config import JobConfig, Settings, load_settings
 from syncd.daemon.jobs import execute_job, state_files
 from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.remote import local_url
@@ -284,9 +284,7 @@ class Daemon:
         if needs_restart:
             log.warning("config.restart_needed", settings=needs_restart, detail="these take effect when the daemon restarts")
             new.state_dir = self.settings.state_dir
-            new.daemon = DaemonConfig.model_validate(
-                {**new.daemon.model_dump(), "host": self.settings.daemon.host, "port": self.settings.daemon.port}
-            )
+            new.daemon = new.daemon.model_copy(update={"host": self.settings.daemon.host, "port": self.settings.daemon.port})
         self.settings = new
         report = self._adopt_jobs(new.jobs)
         self.metrics.reloads.labels("accepted").inc()
