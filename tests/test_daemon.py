@@ -55,8 +55,11 @@ def _config(tmp: Path, emulator: EmulatorProcess) -> Path:
     )
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "syncd.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+def _cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "syncd.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_daemon_runs_jobs_serves_control_api_reloads_and_stops(tmp_path: Path, emulator: EmulatorProcess) -> None:
@@ -112,6 +115,12 @@ def test_daemon_runs_jobs_serves_control_api_reloads_and_stops(tmp_path: Path, e
         listed = _cli("jobs", "--json", "--config", str(config), cwd=tmp_path)
         assert listed.returncode == 0, listed.stderr
         assert [job["name"] for job in json.loads(listed.stdout)["jobs"]] == ["backup", "mirror", "sync"]
+        unknown = _cli("trigger", "nope", "--config", str(config), cwd=tmp_path)
+        assert unknown.returncode == 1
+        assert unknown.stderr.strip().splitlines() == ["syncd: error: daemon: unknown job 'nope' (configured: backup, mirror, sync)"]
+        wrong = _cli("jobs", "--config", str(config), "--url", daemon.url, cwd=tmp_path, env={"SYNCD_DAEMON__TOKEN": "not-the-token"})
+        assert wrong.returncode == 1
+        assert wrong.stderr.strip().splitlines() == ["syncd: error: daemon: missing or wrong bearer token (daemon.token)"]
 
         # -- a second daemon on the same state directory refuses to start
         second = _cli("serve", "--config", str(config), cwd=tmp_path)
