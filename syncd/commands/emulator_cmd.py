@@ -21,26 +21,29 @@ def serve(
     seed: int = typer.Option(0, help="Seed of the generator: the same seed gives the same data."),
     rate_limit: float = typer.Option(100.0, help="Requests per second per token (0: unlimited, and no X-RateLimit headers)."),
     burst: float = typer.Option(0.0, help="Bucket size of the rate limit (default: one second's worth)."),
-    page_cap: int = typer.Option(1000, help="Largest page the server answers, whatever `limit` asks."),
+    page_cap: int | None = typer.Option(None, help="Largest page the server answers, whatever `limit` asks (default: the profile's, 1000 or 100)."),
     latency_ms: float = typer.Option(0.0, help="Added latency per request, in milliseconds."),
     faults: str = typer.Option("", help="Fault probabilities, e.g. 5xx=0.1,drop=0.05,lost=0.1,truncate=0.05,html502=0.02,jitter=5."),
+    profile: str = typer.Option("default", help="Behaviour at the points the spec leaves open: default or divergent."),
     print_json: bool = typer.Option(False, "--json", help="Print the start-up report as one JSON line."),
 ) -> None:
     """Serve generated organizations over HTTP until interrupted."""
     from syncd.emulator.faults import parse_faults
     from syncd.emulator.generate import generate as run_generate
     from syncd.emulator.generate import parse_spec
+    from syncd.emulator.profile import get_profile
     from syncd.emulator.server import serve_forever
     from syncd.emulator.store import Store
 
     try:
+        get_profile(profile)
         params = parse_spec(generate)
         fault_values = parse_faults(faults)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if latency_ms:
         fault_values["latency"] = latency_ms
-    if rate_limit < 0 or page_cap < 1:
+    if rate_limit < 0 or (page_cap is not None and page_cap < 1):
         raise UsageError("--rate-limit must be >= 0 and --page-cap >= 1")
     if not 0 <= port <= 65535:
         raise UsageError(f"--port must be between 0 and 65535, got {port}")
@@ -54,6 +57,7 @@ def serve(
         url = running.url
         report = {
             "url": url,
+            "profile": profile,
             "organizations": [{"id": o, "title": store.orgs[o]["title"]} for o in result.org_ids],
             "tokens": result.tokens,
             "objects": {kind: len(rows) for kind, rows in sorted(store.tables.items())},
@@ -61,7 +65,7 @@ def serve(
         if print_json:
             print(json.dumps(report), flush=True)
             return
-        print(f"emulator serving {url}/v1 (admin: {url}/_emulator)", flush=True)
+        print(f"emulator serving {url}/v1 (admin: {url}/_emulator), profile {profile}", flush=True)
         for org in report["organizations"]:
             print(f"  organization {org['id']}  {org['title']}", flush=True)
         for tok, orgs in result.tokens.items():
@@ -70,7 +74,12 @@ def serve(
         print(f"  objects: {counts}", flush=True)
 
     try:
-        asyncio.run(serve_forever(store, host, port, ready, rate_limit=rate_limit, burst=burst or None, page_cap=page_cap, faults=fault_values))
+        asyncio.run(
+            serve_forever(
+                store, host, port, ready,
+                profile=profile, rate_limit=rate_limit, burst=burst or None, page_cap=page_cap, faults=fault_values,
+            )
+        )
     except OSError as exc:
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 

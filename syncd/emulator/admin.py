@@ -1,6 +1,6 @@
 """Admin routes outside `/v1` (tests, benchmarks and the demo only): statistics, faults,
-rate limit, clock, outages, and the canonical dump of an organization. No auth: the emulator
-is meant for loopback."""
+rate limit, page size and page-token lifetime, clock, outages, and the canonical dump of an
+organization. No auth: the emulator is meant for loopback."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from aiohttp import web
 from syncd.emulator import http as h
 from syncd.emulator.canonical import dump_org
 from syncd.emulator.errors import bad_request, conflict, not_found
+from syncd.emulator.profile import PROFILE
 
 ADMIN_PREFIX = "/_emulator"
 OUTAGE_DELAY = 0.05
@@ -108,6 +109,20 @@ async def put_page_cap(request: web.Request) -> web.Response:
     return h.json_answer({"cap": cap})
 
 
+@routes.put(ADMIN_PREFIX + "/page-tokens")
+async def put_page_tokens(request: web.Request) -> web.Response:
+    """`{"ttl": seconds}`: page tokens older than that are refused (400) from now on, including
+    those already handed out; `{"ttl": null}`: they never expire. Lets tests expire tokens fast."""
+    body = await h.json_body(request)
+    if "ttl" not in body:
+        raise bad_request("ttl: is required (seconds, or null for tokens that never expire)")
+    ttl = body["ttl"]
+    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or ttl < 0):
+        raise bad_request("ttl: must be a number of seconds >= 0, or null")
+    request.app[h.CAPS].page_token_ttl = None if ttl is None else float(ttl)
+    return h.json_answer({"ttl": request.app[h.CAPS].page_token_ttl})
+
+
 @routes.post(ADMIN_PREFIX + "/clock")
 async def advance_clock(request: web.Request) -> web.Response:
     body = await h.json_body(request)
@@ -147,7 +162,8 @@ async def info(request: web.Request) -> web.Response:
         tokens = [t for t, u in store.tokens.items() if u == user_id]
         orgs = [{"id": o["id"], "title": o["title"]} for o in store.user_orgs(user_id)]
         users.append({"id": user_id, "email": user["email"], "tokens": tokens, "organizations": orgs})
-    return h.json_answer({"users": users, "organizations": len(store.orgs)})
+    profile = request.app[PROFILE].name
+    return h.json_answer({"users": users, "organizations": len(store.orgs), "profile": profile})
 
 
 @routes.get(ADMIN_PREFIX + "/orgs/{organizationId}/dump")

@@ -1,14 +1,17 @@
 """The emulator's aiohttp application: middlewares for statistics, rate limits, faults,
-authentication and errors around the route families of `syncd.emulator.routes`."""
+authentication, errors and the behaviour profile's answer shapes around the route families
+of `syncd.emulator.routes`."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import random
 import re
 import time
+import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -19,6 +22,7 @@ from aiohttp import web
 from syncd.emulator.errors import ApiProblem, error_response, unauthorized
 from syncd.emulator.faults import Faults
 from syncd.emulator.http import CAPS, FAULT_STATUS, STORE, USER_ID, ServerCaps
+from syncd.emulator.profile import PROFILE, Profile, get_profile
 from syncd.emulator.ratelimit import RateLimiter
 from syncd.emulator.store import Store
 
@@ -227,19 +231,96 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return error_response(500, "internal error")
 
 
+# ----- answer shapes of the profile ---------------------------------------------------------
+
+
+def etag(data: Any) -> str:
+    """A short hash of an object's JSON: stable while the object does not change."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+def with_unknown_fields(data: Any, profile: Profile) -> Any:
+    """`data` with fields no client knows on every object (anything with an `object` key,
+    at any depth); the etag is taken over the object as the handler rendered it."""
+    if isinstance(data, list):
+        return [with_unknown_fields(item, profile) for item in data]
+    if not isinstance(data, dict):
+        return data
+    out = {key: with_unknown_fields(value, profile) for key, value in data.items()}
+    if "object" in data:
+        out["etag"] = etag(data)
+        out["x-emulator"] = {"profile": profile.name}
+    return out
+
+
+def minimal_created(full: Any, body: Any) -> dict[str, Any]:
+    """What a minimal create answers: `object` and `id`, plus the top-level fields of the
+    whole object whose names the request body also had."""
+    if not isinstance(full, dict):
+        return {}
+    sent = body if isinstance(body, dict) else {}
+    out = {key: full[key] for key in ("object", "id") if key in full}
+    out.update({key: full[key] for key in sent if key in full and key not in out})
+    return out
+
+
+async def _request_json(request: web.Request) -> Any:
+    """The request's JSON body (aiohttp keeps the bytes the handler read), or None."""
+    raw = await request.read()
+    try:
+        return json.loads(raw) if raw.strip() else None
+    except ValueError:
+        return None
+
+
+@web.middleware
+async def shape_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Reshape `/v1/` JSON answers as the profile says: minimal creates, unknown fields.
+
+    A middleware, not the render functions: the canonical dump renders with those and must
+    not change with the profile."""
+    response = await handler(request)
+    profile = request.app[PROFILE]
+    if not _is_api(request) or not (profile.unknown_fields or profile.minimal_create):
+        return response
+    if not isinstance(response, web.Response) or response.content_type != "application/json" or not response.body:
+        return response
+    try:
+        data = json.loads(bytes(response.body))  # type: ignore[arg-type]
+    except ValueError:
+        return response
+    status = response.status
+    headers = {k: v for k, v in response.headers.items() if k.lower() not in ("content-type", "content-length")}
+    if profile.minimal_create and status == 201:
+        data = minimal_created(data, await _request_json(request))
+        status = 200
+        headers.pop("Location", None)
+    if profile.unknown_fields and 200 <= status < 300:
+        data = with_unknown_fields(data, profile)
+        if isinstance(data, dict) and isinstance(data.get("items"), list):
+            data["hasMore"] = bool(data.get("next"))
+            data["requestId"] = uuid.uuid4().hex
+    return web.Response(
+        status=status, body=json.dumps(data, separators=(",", ":")).encode(), content_type="application/json", headers=headers
+    )
+
+
 def create_app(
     store: Store,
     *,
+    profile: str = "default",
     rate_limit: float = 0.0,
     burst: float | None = None,
-    page_cap: int = 1000,
+    page_cap: int | None = None,
     faults: dict[str, float] | None = None,
     fault_seed: int = 0,
 ) -> web.Application:
-    """An application serving `store`; every knob can be changed later through `/_emulator`."""
+    """An application serving `store` with the behaviour `profile` (see `syncd.emulator.profile`);
+    `page_cap` None takes the profile's. Every knob can be changed later through `/_emulator`."""
     from syncd.emulator import admin
     from syncd.emulator.routes import FAMILIES
 
+    chosen = get_profile(profile)
     emu = Emulator(store=store, rng=random.Random(fault_seed))
     emu.limiter.configure(rate_limit, burst)
     if faults:
@@ -251,12 +332,14 @@ def create_app(
             fault_middleware,
             error_middleware,
             auth_middleware,
+            shape_middleware,
         ],
         client_max_size=32 * 1024 * 1024,
     )
     app[STORE] = store
     app[EMULATOR] = emu
-    app[CAPS] = ServerCaps(page_cap=page_cap)
+    app[PROFILE] = chosen
+    app[CAPS] = ServerCaps(page_cap=page_cap or chosen.page_cap, page_token_ttl=chosen.page_token_ttl)
     for family in FAMILIES:
         app.add_routes(family.routes)
     app.add_routes(admin.routes)

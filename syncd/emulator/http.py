@@ -10,6 +10,7 @@ import base64
 import binascii
 import json
 import re
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from syncd.emulator.errors import bad_request
+from syncd.emulator.profile import profile_of, unordered
 from syncd.emulator.store import ROLES, Record, Store
 from syncd.ordering import PositionError, parse_position
 
@@ -27,9 +29,13 @@ STORE: web.AppKey[Store] = web.AppKey("store", Store)
 
 @dataclass
 class ServerCaps:
-    """Server-side limits that tests change at run time (the app's state is frozen once started)."""
+    """Server-side limits that tests change at run time (the app's state is frozen once started).
+
+    Both start from the app's profile; the admin routes `page-cap` and `page-tokens` change them."""
 
     page_cap: int = MAX_LIMIT_DEFAULT
+    page_token_ttl: float | None = None
+    """Seconds a page token stays valid, measured on the monotonic clock; None: forever."""
 
 
 CAPS: web.AppKey[ServerCaps] = web.AppKey("caps", ServerCaps)
@@ -234,19 +240,29 @@ def position(body: dict[str, Any], ref_type: str | tuple[str, ...], ref_key: str
 # ----- paging ---------------------------------------------------------------------------
 
 
+PAGE_EXPIRED = "page: the page token has expired; list again from the first page"
+token_clock: Callable[[], float] = time.monotonic
+"""The clock page tokens are stamped and aged with: real time (tests may move it on)."""
+
+
 def _encode_page(offset: int, scope: str) -> str:
-    raw = json.dumps([offset, scope], separators=(",", ":")).encode()
+    """An opaque token: the offset, the list it belongs to, and when it was issued (monotonic
+    seconds, so that a token's age is real time whatever the store's clock says)."""
+    raw = json.dumps([offset, scope, round(token_clock(), 3)], separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def _decode_page(token: str, scope: str) -> int:
+def _decode_page(token: str, scope: str, ttl: float | None) -> int:
     try:
         padded = token + "=" * (-len(token) % 4)
-        offset, token_scope = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        offset, token_scope, *rest = json.loads(base64.urlsafe_b64decode(padded.encode()))
     except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
         raise bad_request("page: invalid page token") from None
     if token_scope != scope or not isinstance(offset, int) or offset < 0:
         raise bad_request("page: the page token does not belong to this list")
+    issued = rest[0] if rest and isinstance(rest[0], (int, float)) else None
+    if ttl is not None and issued is not None and token_clock() - issued > ttl:
+        raise bad_request(PAGE_EXPIRED)
     return offset
 
 
@@ -261,10 +277,10 @@ def page_window(request: web.Request) -> tuple[int, int]:
             raise bad_request("limit: must be a number") from None
         if limit < 1 or limit > MAX_LIMIT:
             raise bad_request(f"limit: must be between 1 and {MAX_LIMIT}")
-    cap = request.app[CAPS].page_cap
+    caps = request.app[CAPS]
     token = request.query.get("page")
-    offset = _decode_page(token, request.path) if token else 0
-    return offset, min(limit, cap)
+    offset = _decode_page(token, request.path, caps.page_token_ttl) if token else 0
+    return offset, min(limit, caps.page_cap)
 
 
 def list_answer(
@@ -272,9 +288,14 @@ def list_answer(
     records: Sequence[Record] | Iterable[Record],
     render: Callable[[Record], Any],
     extra: dict[str, Any] | None = None,
+    label: Callable[[Record], Any] | None = None,
 ) -> web.Response:
-    """The list envelope over `records`: `next.page` only while more items follow."""
+    """The list envelope over `records`: `next.page` only while more items follow.
+
+    `label` marks a list whose order the spec leaves open: the profile may sort it by label."""
     items = records if isinstance(records, Sequence) else list(records)
+    if label is not None:
+        items = unordered(profile_of(request), items, label)
     offset, size = page_window(request)
     window = items[offset : offset + size]
     data: dict[str, Any] = {"items": [render(r) for r in window], "count": len(items)}

@@ -53,14 +53,17 @@ def emulator_process(
     rate: float = 0.0,
     burst: float = 0.0,
     latency_ms: float = 0.0,
+    profile: str = "default",
     start_timeout: float = 120.0,
     extra: Sequence[str] = (),
 ) -> Iterator[EmulatorProcess]:
-    """Start the emulator on a free port, yield it once it is serving, always stop it."""
+    """Start the emulator on a free port, yield it once it is serving, always stop it.
+
+    `profile` picks the behaviour at the points the spec leaves open (`default`, `divergent`)."""
     args = [
         sys.executable, "-m", "syncd.cli", "emulator", "serve", "--port", "0", "--json",
         "--token", token, "--generate", spec, "--seed", str(seed),
-        "--rate-limit", f"{rate:g}", "--latency-ms", f"{latency_ms:g}",
+        "--rate-limit", f"{rate:g}", "--latency-ms", f"{latency_ms:g}", "--profile", profile,
     ]
     if burst:
         args += ["--burst", f"{burst:g}"]

@@ -1,5 +1,6 @@
-"""Route families of the emulator; each module has `routes` (aiohttp RouteTableDef),
-optionally `DUMP` (canonical dump kinds) and `seed` (the generator's part for it)."""
+"""Route families of the emulator; each module in FAMILIES has `routes` (aiohttp RouteTableDef),
+optionally `DUMP` (canonical dump kinds) and `seed` (the generator's part for it).
+`site_model` is no family: it holds the model and rendering of the `sites` family."""
 
 from syncd.emulator.routes import (
     change_requests,

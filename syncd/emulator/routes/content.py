@@ -516,7 +516,7 @@ def answer_pages(request: web.Request, holder: Holder) -> web.Response:
 def answer_files(request: web.Request, holder: Holder) -> web.Response:
     _content_flags(request)
     store, base = h.store_of(request), h.base_url(request)
-    return h.list_answer(request, holder.revision(store)["files"], lambda f: render_file(store, f, base))
+    return h.list_answer(request, holder.revision(store)["files"], lambda f: render_file(store, f, base), label=lambda f: f["name"])
 
 
 def _file_of(request: web.Request, holder: Holder) -> Record:

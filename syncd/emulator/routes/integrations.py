@@ -417,7 +417,7 @@ async def list_integrations(request: web.Request) -> web.Response:
 
     base = h.base_url(request)
     items = [r for r in store.tables[INTEGRATION].values() if keep(r)]
-    return h.list_answer(request, items, lambda r: render_integration(store, r, base, user))
+    return h.list_answer(request, items, lambda r: render_integration(store, r, base, user), label=lambda r: r["title"])
 
 
 @routes.get("/v1/integrations/{integrationName}")
@@ -471,7 +471,10 @@ async def list_installations(request: web.Request) -> web.Response:
         and (external_id is None or external_id in inst.get("externalIds", []))
     ]
     base = h.base_url(request)
-    return h.list_answer(request, items, lambda r: render_installation(store, r, base))
+    # Installations have no title: the organization they are installed in names them.
+    return h.list_answer(
+        request, items, lambda r: render_installation(store, r, base), label=lambda r: store.orgs[r["org"]]["title"]
+    )
 
 
 # ----- generator --------------------------------------------------------------------------

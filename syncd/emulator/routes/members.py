@@ -264,7 +264,10 @@ async def list_members(request: web.Request) -> web.Response:
     items.sort(key=_member_sort_key(store, sort or "joinedAt"))
     if order == "desc":
         items.reverse()
-    return h.list_answer(request, items, _member_renderer(store, org_id, h.base_url(request)))
+    # Asked for no order: the profile may list members by email instead of the documented default.
+    asked = "sort" in request.query or "order" in request.query
+    by_email = None if asked else lambda m: store.users[m["id"]].get("email") or ""
+    return h.list_answer(request, items, _member_renderer(store, org_id, h.base_url(request)), label=by_email)
 
 
 def _searchable(user: Record) -> str:
@@ -356,6 +359,7 @@ async def list_member_teams(request: web.Request) -> web.Response:
             "team": render_team(store, t, base, user),
             "member": {"role": "owner" if record["id"] in t["owners"] else "member"},
         },
+        label=lambda t: t["title"],
     )
 
 
@@ -375,7 +379,7 @@ async def list_teams(request: web.Request) -> web.Response:
     if owner is not None:
         teams = [t for t in teams if owner in store.members.get(org_id, {}) and can_manage_team(store, t, owner)]
     base = h.base_url(request)
-    return h.list_answer(request, teams, lambda t: render_team(store, t, base, user))
+    return h.list_answer(request, teams, lambda t: render_team(store, t, base, user), label=lambda t: t["title"])
 
 
 @routes.put("/v1/orgs/{organizationId}/teams")

@@ -18,6 +18,7 @@ from aiohttp import web
 from syncd.emulator import http as h
 from syncd.emulator.canonical import DumpKind
 from syncd.emulator.errors import bad_request, conflict, not_found
+from syncd.emulator.profile import profile_of, unordered
 from syncd.emulator.routes.members import TEAM, render_team
 from syncd.emulator.routes.spaces import SPACE, live_space, org_spaces
 from syncd.emulator.store import Record, Store
@@ -149,7 +150,9 @@ def org_saml_providers(store: Store, org_id: str) -> list[Record]:
 async def list_saml(request: web.Request) -> web.Response:
     store, org = _org(request)
     base = h.base_url(request)
-    return h.list_answer(request, org_saml_providers(store, org["id"]), lambda r: render_saml_provider(store, r, base))
+    return h.list_answer(
+        request, org_saml_providers(store, org["id"]), lambda r: render_saml_provider(store, r, base), label=lambda r: r["label"]
+    )
 
 
 @routes.post("/v1/orgs/{organizationId}/saml")
@@ -190,13 +193,12 @@ async def delete_saml(request: web.Request) -> web.Response:
 
 @routes.get("/v1/orgs/{organizationId}/sso")
 async def list_sso_logins(request: web.Request) -> web.Response:
-    """The sign-in choices of the organization: not a paged list (`items` only)."""
+    """The sign-in choices of the organization: not a paged list (`items` only), in the
+    profile's order for unordered lists."""
     store, org = _org(request)
     base = h.base_url(request)
-    items = [
-        {"id": r["id"], "label": r["label"], "startURL": _saml_service(r, base)["startURL"]}
-        for r in org_saml_providers(store, org["id"])
-    ]
+    providers = unordered(profile_of(request), org_saml_providers(store, org["id"]), lambda r: r["label"])
+    items = [{"id": r["id"], "label": r["label"], "startURL": _saml_service(r, base)["startURL"]} for r in providers]
     return h.json_answer({"items": items})
 
 
@@ -321,7 +323,10 @@ async def list_openapi(request: web.Request) -> web.Response:
     store, org = _org(request)
     base = h.base_url(request)
     return h.list_answer(
-        request, org_openapi_specs(store, org["id"]), lambda r: render_openapi_spec(store, advance_processing(store, r), base)
+        request,
+        org_openapi_specs(store, org["id"]),
+        lambda r: render_openapi_spec(store, advance_processing(store, r), base),
+        label=lambda r: r["slug"],
     )
 
 
@@ -421,7 +426,9 @@ def _translation(store: Store, org: Record, request: web.Request) -> Record:
 async def list_translations(request: web.Request) -> web.Response:
     store, org = _org(request)
     base = h.base_url(request)
-    return h.list_answer(request, org_translations(store, org["id"]), lambda r: render_translation(store, r, base))
+    return h.list_answer(
+        request, org_translations(store, org["id"]), lambda r: render_translation(store, r, base), label=lambda r: r["title"]
+    )
 
 
 @routes.post("/v1/orgs/{organizationId}/translations")
@@ -521,7 +528,9 @@ def _field(store: Store, org: Record, request: web.Request) -> Record:
 async def list_custom_fields(request: web.Request) -> web.Response:
     store, org = _org(request)
     base = h.base_url(request)
-    return h.list_answer(request, org_custom_fields(store, org["id"]), lambda r: render_custom_field(store, r, base))
+    return h.list_answer(
+        request, org_custom_fields(store, org["id"]), lambda r: render_custom_field(store, r, base), label=lambda r: r["name"]
+    )
 
 
 @routes.post("/v1/orgs/{organizationId}/custom-fields")
@@ -621,13 +630,15 @@ def set_field_value(store: Store, space: Record, field: Record, value: Any) -> N
 
 @routes.get("/v1/spaces/{spaceId}/custom-fields")
 async def get_space_custom_fields(request: web.Request) -> web.Response:
-    """A bare JSON array (not a list envelope) of the fields that have a value."""
+    """A bare JSON array (not a list envelope) of the fields that have a value, in the order
+    the profile lists custom fields."""
     store = h.store_of(request)
     space = live_space(store, request.match_info["spaceId"], h.user_of(request))
     base = h.base_url(request)
-    return h.json_answer(
-        [{"customField": render_custom_field(store, f, base), "value": v["value"]} for f, v in space_field_values(store, space)]
-    )
+    pairs = space_field_values(store, space)
+    if profile_of(request).sort_unordered:
+        pairs.sort(key=lambda fv: (fv[0]["name"].casefold(), fv[0]["id"]))
+    return h.json_answer([{"customField": render_custom_field(store, f, base), "value": v["value"]} for f, v in pairs])
 
 
 @routes.patch("/v1/spaces/{spaceId}/custom-fields")

@@ -17,6 +17,7 @@ from syncd.emulator import http as h
 from syncd.emulator import revisions
 from syncd.emulator.canonical import DumpKind
 from syncd.emulator.errors import bad_request, not_found
+from syncd.emulator.profile import land, profile_of
 from syncd.emulator.store import ROLES, Record, Store, parse_iso
 
 routes = web.RouteTableDef()
@@ -29,6 +30,7 @@ SPACE_CONTENT_KINDS = ("change-request", "comment", "comment-reply")
 FIELD_VALUE = "space-custom-field-value"
 RESTORE_WINDOW = timedelta(days=7)
 EMOJI_MAX = 50
+TITLE_MAX = 50
 
 
 # ----- model ------------------------------------------------------------------------------
@@ -271,7 +273,7 @@ def render_space(store: Store, record: Record, base: str) -> dict[str, Any]:
 def _space_fields(body: dict[str, Any]) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     if "title" in body:
-        fields["title"] = h.text(body, "title", max_len=50)
+        fields["title"] = h.text(body, "title", max_len=TITLE_MAX)
     if "emoji" in body:
         fields["emoji"] = h.text(body, "emoji", max_len=EMOJI_MAX)
     if "editMode" in body:
@@ -314,6 +316,7 @@ async def create_collection(request: web.Request) -> web.Response:
     title = h.text(body, "title", max_len=50, default="Untitled")
     parent = _parent_collection(store, org["id"], body)
     record = new_collection(store, org["id"], title, parent)
+    land(store, profile_of(request), tree_key(org["id"], parent), record["id"])
     return h.json_answer(render_collection(store, record, h.base_url(request)), status=201)
 
 
@@ -379,6 +382,7 @@ async def transfer_collection(request: web.Request) -> web.Response:
     body = await h.json_body(request)
     org_id = h.text(body, "organization", required=True)
     _transfer(store, h.user_of(request), record, org_id, None)
+    land(store, profile_of(request), tree_key(org_id, None), record["id"])
     return h.json_answer(render_collection(store, record, h.base_url(request)))
 
 
@@ -404,6 +408,7 @@ async def create_space(request: web.Request) -> web.Response:
     if "language" in body:
         fields["language"] = h.text(body, "language", max_len=10)
     record = new_space(store, org["id"], title, parent, **fields)
+    land(store, profile_of(request), tree_key(org["id"], parent), record["id"])
     base = h.base_url(request)
     response = h.json_answer(render_space(store, record, base), status=201)
     response.headers["Location"] = f"{base}/v1/spaces/{record['id']}"
@@ -461,11 +466,17 @@ async def restore_space(request: web.Request) -> web.Response:
 
 @routes.post("/v1/spaces/{spaceId}/duplicate")
 async def duplicate_space(request: web.Request) -> web.Response:
-    store, record = h.store_of(request), _space(request)
+    """A copy of the space under the same parent; its title and place follow the profile."""
+    store, record, profile = h.store_of(request), _space(request), profile_of(request)
     revision = revisions.copy_into(store, record["revision"], fresh_ids=True)
     copy_fields = {k: record[k] for k in ("emoji", "visibility", "editMode", "defaultLevel", "language") if k in record}
-    duplicate = new_space(store, record["org"], record["title"], record.get("parent"), revision=revision["id"], **copy_fields)
-    store.place(tree_key(record["org"], record.get("parent")), duplicate["id"], after=record["id"])
+    title = profile.duplicate_title(record["title"], TITLE_MAX)
+    duplicate = new_space(store, record["org"], title, record.get("parent"), revision=revision["id"], **copy_fields)
+    key = tree_key(record["org"], record.get("parent"))
+    if profile.duplicate_first:
+        store.place(key, duplicate["id"], before=store.orders[key][0])
+    else:
+        store.place(key, duplicate["id"], after=record["id"])
     return h.json_answer(render_space(store, duplicate, h.base_url(request)), status=201)
 
 
@@ -484,6 +495,7 @@ async def transfer_space(request: web.Request) -> web.Response:
     org_id = h.text(body, "organization", required=True)
     collection = h.text(body, "collection", nullable=True)
     _transfer(store, h.user_of(request), record, org_id, collection)
+    land(store, profile_of(request), tree_key(org_id, collection), record["id"])
     if collection is None and record.get("visibility") == "in-collection":
         record["visibility"] = "private"
     return h.json_answer(render_space(store, record, h.base_url(request)))
