@@ -107,6 +107,35 @@ class _Scope:
     pages_with_links: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
 
 
+@dataclass
+class _Listing:
+    """What the crawler accumulates while reading one listing, and how a restart of the
+    listing from its first page forgets it (see `syncd.api.paging`)."""
+
+    kind: str
+    stats: CrawlStats
+    positions: Counter[tuple[str, str] | None] = field(default_factory=Counter)
+    malformed: list[str] = field(default_factory=list)
+    yielded: set[str] = field(default_factory=set)
+    """Ids of rows handed to the consumer (over every pass)."""
+    counted: int = 0
+    """Rows of this pass counted in `stats.objects`."""
+
+    def fresh(self, rows: list[Row]) -> list[Row]:
+        """The rows of a page the consumer has not had yet; counts the page's rows."""
+        self.counted += len(rows)
+        new = [row for row in rows if row.id not in self.yielded]
+        self.yielded.update(row.id for row in new)
+        return new
+
+    def restart(self) -> None:
+        """The listing starts over: positions from zero, malformed items and counts forgotten."""
+        self.positions.clear()
+        self.malformed.clear()
+        self.stats.objects[self.kind] -= self.counted
+        self.counted = 0
+
+
 def scope_name(kind_scope: str, context: Mapping[str, str]) -> str:
     if kind_scope == "space":
         return f"space:{context['space']}"
@@ -180,8 +209,8 @@ class Crawler:
                     ) from None
                 raise
             return [(path, data)]
-        found = []
-        async for page in self.client.paginate(ORGS_LISTING):
+        found: list[tuple[str, dict[str, Any]]] = []
+        async for page in self.client.paginate(ORGS_LISTING, on_restart=found.clear):
             found.extend((ORGS_LISTING, item) for item in page)
         return found
 
@@ -253,10 +282,13 @@ class Crawler:
 
     # ----- listing -------------------------------------------------------------------------
 
-    async def _items(self, kind: Kind, path: str, query: dict[str, str]) -> AsyncIterator[list[Any]]:
-        """The listing's items, a page at a time, whatever the shape of the answer."""
+    async def _items(
+        self, kind: Kind, path: str, query: dict[str, str], on_restart: Callable[[], None] | None = None
+    ) -> AsyncIterator[list[Any]]:
+        """The listing's items, a page at a time, whatever the shape of the answer;
+        `on_restart` runs when a paged listing starts over from its first page."""
         if kind.shape == "envelope":
-            async for page in self.client.paginate(path, query):
+            async for page in self.client.paginate(path, query, on_restart=on_restart):
                 yield page
             return
         data = await self.client.get_json(path, query or None)
@@ -273,19 +305,23 @@ class Crawler:
         yield items
 
     async def _read(self, job: _Job, scope: str | None) -> AsyncIterator[tuple[str, list[Row]]]:
-        """Rows of every listing of a job; a failed listing is recorded, not raised."""
+        """Rows of every listing of a job; a failed listing is recorded, not raised.
+
+        A listing that starts over (its page token was refused) counts positions from zero
+        again and stages every row again (staging keeps the last version); rows already
+        yielded are not yielded twice, so their children are not read twice."""
         kind, context = job.kind, job.context
         for path, query in kind.list_paths(context):
             key = catalog.listing_key(path, query)
-            positions: Counter[tuple[str, str] | None] = Counter()
-            malformed: list[str] = []
+            state = _Listing(kind.name, self.stats)
+            positions, malformed = state.positions, state.malformed
             try:
-                async for page in self._items(kind, path, query):
+                async for page in self._items(kind, path, query, on_restart=state.restart):
                     if kind.name in catalog.PAGE_BODY_PATH:
                         page = await self._with_bodies(kind, page, context)
                     rows = self._rows(kind, page, context, job.parent, key, positions, malformed, scope)
                     self._stage(rows)
-                    yield key, rows
+                    yield key, state.fresh(rows)
             except (ApiError, MalformedAnswer) as exc:
                 self._listed(key, ok=False, scope=scope, error=str(exc))
                 continue

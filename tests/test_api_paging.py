@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import math
 from typing import Any
@@ -10,8 +11,11 @@ import pytest
 from aiohttp import web
 
 from syncd.api import (
+    MAX_RESTARTS,
     ApiError,
+    AuthError,
     MalformedResponse,
+    NotFound,
     Paginator,
     PagingError,
     TenantClient,
@@ -193,6 +197,118 @@ async def test_a_malformed_envelope_is_retried_then_raised(body: Any) -> None:
     assert calls == FAST.max_attempts + 1
     assert caught.value.attempts == FAST.max_attempts and "unexpected answer" in str(caught.value)
     assert api.stats.malformed == FAST.max_attempts and api.stats.retries == FAST.max_attempts - 1
+
+
+# ----------------------------------------------------------------------------- expiring page tokens
+
+
+def expiring_server(status: int, seen: list[str | None], refusals: int = 1) -> web.Application:
+    """`GET /v1/things` in two pages whose token `t1` is refused with `status` `refusals` times."""
+    refused = 0
+
+    async def things(request: web.Request) -> web.Response:
+        nonlocal refused
+        page = request.query.get("page")
+        seen.append(page)
+        if page is None:
+            return web.json_response({"items": [{"id": 1}, {"id": 2}], "next": {"page": "t1"}})
+        if refused < refusals:
+            refused += 1
+            return web.json_response({"error": {"code": status, "message": "anything at all"}}, status=status)
+        return web.json_response({"items": [{"id": 3}]})
+
+    return app_with(("GET", "/v1/things", things))
+
+
+@pytest.mark.parametrize("status", [400, 404, 410])
+async def test_a_refused_page_token_restarts_the_listing_from_the_first_page(status: int) -> None:
+    seen: list[str | None] = []
+    events: list[Any] = []
+    async with serve(expiring_server(status, seen)) as url, client(url) as api:
+        async for page in api.paginate("/v1/things", on_restart=lambda: events.append("restart")):
+            events.append([item["id"] for item in page])
+    assert events == [[1, 2], "restart", [1, 2], [3]]
+    assert seen == [None, "t1", None, "t1"] and api.stats.paging_restarts == 1
+
+
+async def test_an_async_on_restart_is_awaited_before_the_first_page_again() -> None:
+    seen: list[str | None] = []
+    items: list[int] = []
+
+    async def reset() -> None:
+        await asyncio.sleep(0)
+        items.clear()
+
+    async with serve(expiring_server(410, seen, refusals=2)) as url, client(url) as api:
+        async for page in api.paginate("/v1/things", on_restart=reset):
+            items.extend(item["id"] for item in page)
+    assert items == [1, 2, 3] and api.stats.paging_restarts == 2
+
+
+async def test_a_listing_gives_up_after_three_restarts_with_a_paging_error() -> None:
+    seen: list[str | None] = []
+    restarts = 0
+
+    def count() -> None:
+        nonlocal restarts
+        restarts += 1
+
+    async with serve(expiring_server(400, seen, refusals=99)) as url, client(url) as api:
+        with pytest.raises(PagingError) as caught:
+            await collect(api, "/v1/things", on_restart=count)
+    assert restarts == MAX_RESTARTS == 3 and len(seen) == 2 * (MAX_RESTARTS + 1)
+    error = caught.value
+    assert error.path == "/v1/things" and "/v1/things" in str(error) and "400" in str(error) and error.tenant == "src"
+    assert isinstance(error.__cause__, ApiError) and error.__cause__.status == 400
+
+
+async def test_a_refused_first_page_and_other_statuses_are_not_restarts() -> None:
+    async def first_404(request: web.Request) -> web.Response:
+        return web.json_response({"error": {"code": 404, "message": "no such list"}}, status=404)
+
+    seen: list[str | None] = []
+    async with serve(app_with(("GET", "/v1/gone", first_404))) as url, client(url) as api:
+        with pytest.raises(NotFound):
+            await collect(api, "/v1/gone", on_restart=lambda: pytest.fail("restarted"))
+        assert api.stats.paging_restarts == 0
+    async with serve(expiring_server(403, seen, refusals=99)) as url, client(url) as api:
+        with pytest.raises(AuthError):
+            await collect(api, "/v1/things", on_restart=lambda: pytest.fail("restarted"))
+    assert seen == [None, "t1"]
+
+
+async def test_expired_emulator_tokens_restart_the_listing_and_every_item_comes_once(emulator: Any, org_id: str) -> None:
+    path = f"/v1/orgs/{org_id}/spaces"
+    async with client(emulator.url, ALL_TOKEN) as api:
+        expected, _ = await collect(api, path)
+        await admin(emulator, "PUT", "/page-cap", {"cap": 3})
+        items: list[Any] = []
+        pages = 0
+
+        async def reset() -> None:
+            await admin(emulator, "PUT", "/page-tokens", {"ttl": None})
+            items.clear()
+
+        async for page in api.paginate(path, on_restart=reset):
+            pages += 1
+            items.extend(page)
+            if pages == 1:  # the token just handed out will be too old when it is used
+                await admin(emulator, "PUT", "/page-tokens", {"ttl": 0.01})
+                await asyncio.sleep(0.05)
+    assert api.stats.paging_restarts == 1 and pages == 1 + math.ceil(len(expected) / 3)
+    assert [item["id"] for item in items] == [item["id"] for item in expected]
+
+
+async def test_emulator_tokens_that_always_expire_fail_the_listing_after_three_restarts(emulator: Any, org_id: str) -> None:
+    await admin(emulator, "PUT", "/page-cap", {"cap": 2})
+    await admin(emulator, "PUT", "/page-tokens", {"ttl": 0.05})
+    await admin(emulator, "PUT", "/faults", {"latency": 100})  # every token is older than that when used
+    path = f"/v1/orgs/{org_id}/collections"
+    async with client(emulator.url, ALL_TOKEN) as api:
+        with pytest.raises(PagingError, match="gave up") as caught:
+            await collect(api, path)
+    assert caught.value.path == path and api.stats.requests == 2 * (MAX_RESTARTS + 1)
+    assert api.stats.paging_restarts == MAX_RESTARTS
 
 
 # ----------------------------------------------------------------------------- the pure part

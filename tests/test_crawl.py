@@ -18,7 +18,7 @@ from syncd.emulator.generate import generate, parse_spec
 from syncd.emulator.server import RunningEmulator, serve_emulator
 from syncd.emulator.store import Store
 from syncd.mirror import Mirror
-from tests.conftest import ALL_TOKEN, Api
+from tests.conftest import ALL_TOKEN, SMALL, Api
 from tests.oracle import mirror_mismatches
 
 FAST_RETRY = RetryConfig(max_attempts=12, initial_wait=0.01, max_wait=0.3)
@@ -209,3 +209,45 @@ async def test_forbidden_sub_resource_and_malformed_object_make_a_partial_run(em
     assert result.stats.objects["space"] > 0  # the rest went on
     healed, _ = await crawl(emulator, db, org=org)
     assert healed.status == "complete" and current(db) == before
+
+
+class HoldsFirstPageTokens(TenantClient):
+    """A client that holds back the first request carrying a page token of its first
+    `listings` paged listings, longer than the emulator lets a token live: each of those
+    listings gets its token refused once, and must start over from its first page."""
+
+    def __init__(self, *args: Any, hold: float, listings: int, **options: Any) -> None:
+        super().__init__(*args, **options)
+        self.hold, self.listings = hold, listings
+        self.held: set[str] = set()
+
+    async def request(self, method: str, path: str, *, params: Any = None, **options: Any) -> Any:
+        if params and params.get("page") and path not in self.held and len(self.held) < self.listings:
+            self.held.add(path)
+            await anyio.sleep(self.hold)
+        return await super().request(method, path, params=params, **options)
+
+
+async def test_expiring_page_tokens_of_the_divergent_profile_still_give_the_exact_mirror(tmp_path: Path) -> None:
+    """Listings restarted half-way (tokens that expired) stage the same rows, positions and
+    counts as a clean crawl, and the mirror holds exactly what the emulator's dump holds."""
+    store = Store(seed=7)
+    generated = generate(store, parse_spec(SMALL), seed=7, all_token=ALL_TOKEN)
+    clean_db, restarted_db = tmp_path / "clean.db", tmp_path / "restarted.db"
+    async with serve_emulator(store, profile="divergent") as running, aiohttp.ClientSession() as session:
+        admin = Api(session, running.url, None)
+        assert (await admin.put(running.url + "/_emulator/page-cap", {"cap": 2}))[0] == 200
+        assert (await admin.put(running.url + "/_emulator/page-tokens", {"ttl": 0.5}))[0] == 200
+        clean, _ = await crawl(running, clean_db)
+        client = HoldsFirstPageTokens("src", running.url, ALL_TOKEN, hold=0.8, listings=6, concurrency=8, retry=FAST_RETRY)
+        async with client:
+            with Mirror(restarted_db) as mirror:
+                restarted = await Crawler(client, mirror, "src", workers=8).crawl()
+        dumps = {org: dump_org(running.store, org) for org in generated.org_ids}
+    assert clean.status == restarted.status == "complete", restarted.stats.errors
+    assert len(client.held) == 6 and client.stats.paging_restarts >= 6
+    assert client.stats.responses[400] >= 6
+    for org, dump in dumps.items():
+        assert mirror_mismatches(restarted_db, "src", dump, org=org) == [], org
+    assert current(restarted_db) == current(clean_db)
+    assert restarted.stats.objects == clean.stats.objects

@@ -27,7 +27,10 @@ from syncd.api.errors import (
 from syncd.api.pacing import Pacer, RateInfo, parse_rate_headers
 from syncd.api.paging import (
     DEFAULT_MAX_PAGES,
+    MAX_RESTARTS,
     PAGE_LIMIT,
+    RESTART_STATUSES,
+    OnRestart,
     Paginator,
     check_envelope,
     next_token,
@@ -38,7 +41,9 @@ from syncd.api.stats import ClientStats
 __all__ = [
     "DEFAULT_MAX_PAGES",
     "IDEMPOTENT_METHODS",
+    "MAX_RESTARTS",
     "PAGE_LIMIT",
+    "RESTART_STATUSES",
     "ApiError",
     "ApiResponse",
     "AuthError",
@@ -46,6 +51,7 @@ __all__ = [
     "Conflict",
     "MalformedResponse",
     "NotFound",
+    "OnRestart",
     "Pacer",
     "Paginator",
     "PagingError",

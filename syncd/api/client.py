@@ -53,7 +53,7 @@ from syncd.api.errors import (
     excerpt,
 )
 from syncd.api.pacing import Pacer, parse_rate_headers
-from syncd.api.paging import DEFAULT_MAX_PAGES, PAGE_LIMIT, paginate
+from syncd.api.paging import DEFAULT_MAX_PAGES, PAGE_LIMIT, OnRestart, paginate
 from syncd.api.stats import ClientStats
 from syncd.api.telemetry import current_observer
 from syncd.config import RetryConfig
@@ -309,9 +309,11 @@ class TenantClient:
         *,
         limit: int = PAGE_LIMIT,
         max_pages: int | None = None,
+        on_restart: OnRestart | None = None,
     ) -> AsyncIterator[list[Any]]:
-        """Yield the items of each page of a list operation (see `syncd.api.paging`)."""
-        return paginate(self, path, params, limit=limit, max_pages=max_pages)
+        """Yield the items of each page of a list operation (see `syncd.api.paging`);
+        `on_restart` runs when a refused page token makes the listing start over."""
+        return paginate(self, path, params, limit=limit, max_pages=max_pages, on_restart=on_restart)
 
     # ----------------------------------------------------------------- one attempt
 

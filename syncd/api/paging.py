@@ -6,25 +6,53 @@ sizes, ordering or the token's format: the token is opaque and sent back verbati
 `page`. A repeated token or more pages than `max_pages` stops the listing with a
 `PagingError` instead of spinning: a listing that did not finish is "unknown", and the
 caller must not treat anything missing from it as deleted.
+
+Page tokens may expire. The spec says nothing about it, so any 400, 404 or 410 answer to a
+request that carried a token (never the first page) is taken for a refused token, whatever
+its message: the listing starts again from the first page, at most `MAX_RESTARTS` times,
+then fails with a `PagingError`. Callers that stream pages pass `on_restart` to forget what
+they took from the abandoned pass (it runs before the first page is read again); the pages
+of the new pass are yielded again, items already seen included.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from syncd.api.errors import PagingError
+from syncd.api.errors import ApiError, PagingError
+from syncd.logging import get_logger
 
 if TYPE_CHECKING:
     from syncd.api.client import TenantClient
 
-__all__ = ["DEFAULT_MAX_PAGES", "PAGE_LIMIT", "Paginator", "check_envelope", "next_token", "paginate"]
+log = get_logger("syncd.api")
+
+__all__ = [
+    "DEFAULT_MAX_PAGES",
+    "MAX_RESTARTS",
+    "PAGE_LIMIT",
+    "RESTART_STATUSES",
+    "OnRestart",
+    "Paginator",
+    "check_envelope",
+    "next_token",
+    "paginate",
+]
 
 PAGE_LIMIT = 1000
 """The largest page the API serves; asking for it keeps the number of calls down."""
 DEFAULT_MAX_PAGES = 100_000
 """100 million items at 1000 a page: far beyond any real listing, a guard against loops."""
+MAX_RESTARTS = 3
+"""Restarts from the first page per listing after refused page tokens, before giving up."""
+RESTART_STATUSES = frozenset({400, 404, 410})
+"""Answers to a request with a page token that mean "list again": how a server may say that
+a token expired (the spec does not say which, so the message is not read)."""
+
+OnRestart = Callable[[], Awaitable[None] | None]
 
 
 def next_token(data: Any) -> str | None:
@@ -122,15 +150,47 @@ async def paginate(
     *,
     limit: int = PAGE_LIMIT,
     max_pages: int | None = None,
+    on_restart: OnRestart | None = None,
+    max_restarts: int = MAX_RESTARTS,
 ) -> AsyncIterator[list[Any]]:
     """Yield the `items` of each page of the list at `path`, following `next.page`.
 
     Each page is fetched with the client's retries; an answer that is not a list envelope
-    is a MalformedResponse (retried, then raised). A `PagingError` carries the tenant.
+    is a MalformedResponse (retried, then raised). A page token refused with 400, 404 or
+    410 restarts the listing from the first page (after `on_restart`, sync or async), at
+    most `max_restarts` times; then a `PagingError`. A `PagingError` carries the tenant.
     """
-    pager = Paginator(path=path, limit=limit, max_pages=max_pages or client.max_pages)
+
+    def fresh() -> Paginator:
+        return Paginator(path=path, limit=limit, max_pages=max_pages or client.max_pages)
+
+    pager = fresh()
+    restarts = 0
     while not pager.done:
-        answer = await client.request("GET", path, params=pager.params(params), validate=check_envelope)
+        try:
+            answer = await client.request("GET", path, params=pager.params(params), validate=check_envelope)
+        except ApiError as error:
+            if pager.token is None or error.status not in RESTART_STATUSES:
+                raise
+            if restarts >= max_restarts:
+                raise PagingError(
+                    f"a page token was refused again ({error.status} {error.message}) after "
+                    f"{restarts} restart(s) from the first page: gave up",
+                    method="GET",
+                    path=path,
+                    tenant=client.name,
+                ) from error
+            restarts += 1
+            client.stats.paging_restarts += 1
+            log.info(
+                "paging.restart", tenant=client.name, path=path, status=error.status, after_pages=pager.pages, restart=restarts
+            )
+            if on_restart is not None:
+                outcome = on_restart()
+                if inspect.isawaitable(outcome):
+                    await outcome
+            pager = fresh()
+            continue
         try:
             items = pager.update(answer.data)
         except PagingError as error:

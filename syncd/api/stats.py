@@ -30,6 +30,8 @@ class ClientStats:
     """Attempts without a complete answer (refused, dropped, timed out, cut short)."""
     malformed: int = 0
     """2xx answers whose body was not the JSON expected."""
+    paging_restarts: int = 0
+    """Listings started again from the first page after the server refused a page token."""
     bytes_received: int = 0
     paced_waits: int = 0
     """Times the pacer held a request back to stay under the server's limit."""
@@ -57,6 +59,7 @@ class ClientStats:
             "rate_limited": self.rate_limited,
             "transport_errors": self.transport_errors,
             "malformed": self.malformed,
+            "paging_restarts": self.paging_restarts,
             "bytes_received": self.bytes_received,
             "paced_waits": self.paced_waits,
             "paced_seconds": round(self.paced_seconds, 3),
