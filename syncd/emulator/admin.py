@@ -63,7 +63,8 @@ async def put_faults(request: web.Request) -> web.Response:
 
 @routes.put(ADMIN_PREFIX + "/forbidden")
 async def put_forbidden(request: web.Request) -> web.Response:
-    """`{"patterns": [regex, ...]}`: API paths answered 403 from now on (`[]` clears)."""
+    """`{"patterns": [regex, ...]}`: API paths answered 403 from now on (`[]` clears); a
+    pattern is matched against the path and against `METHOD path`."""
     _emulator(request).forbidden[:] = await _patterns(request)
     return h.json_answer({"patterns": _emulator(request).forbidden})
 

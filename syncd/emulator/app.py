@@ -67,7 +67,8 @@ class Emulator:
     stats: Stats = field(default_factory=Stats)
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     forbidden: list[str] = field(default_factory=list)
-    """Regexes of paths answered 403 (a sub-resource the token may not read)."""
+    """Regexes of paths answered 403 (a sub-resource the token may not read), matched against
+    the path and against `METHOD path` (so `^GET /v1/...` refuses a listing, not its create)."""
     corrupt: list[str] = field(default_factory=list)
     """Regexes of list paths whose first item is answered as a malformed object."""
 
@@ -131,7 +132,8 @@ async def fault_middleware(request: web.Request, handler: Handler) -> web.Stream
     delay = faults.delay_seconds(rng)
     if delay:
         await asyncio.sleep(delay)
-    if any(re.search(pattern, request.path) for pattern in emu.forbidden):
+    call = f"{request.method} {request.path}"
+    if any(re.search(pattern, request.path) or re.search(pattern, call) for pattern in emu.forbidden):
         request[FAULT_STATUS] = "forbidden"
         return error_response(403, "you do not have access to this resource (injected)")
     if faults.drop and rng.random() < faults.drop:
@@ -226,6 +228,9 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return error_response(exc.status, exc.reason or "error")
     except asyncio.CancelledError:
         raise
+    except ConnectionResetError:  # the client went away while sending its body: nobody to answer
+        request[FAULT_STATUS] = "client-gone"
+        return web.Response(status=499)
     except Exception:  # an emulator bug must still answer with the documented body
         log.exception("emulator handler failed: %s %s", request.method, request.path)
         return error_response(500, "internal error")
