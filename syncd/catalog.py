@@ -49,9 +49,12 @@ class Writes:
     patch_fields: frozenset[str] = frozenset()
     move_ref: tuple[str, str] | None = None
     """(type, key) of a `position.before/after` reference to a sibling of this kind."""
+    address: str = "id"
+    """The field of an object that fills `{id}` in its write paths (a custom field is
+    addressed by its name, an OpenAPI spec by its slug)."""
     calls: tuple[tuple[str, Call], ...] = ()
-    """Other write calls on this kind, by name (a space's duplicate, transfer and content
-    import; a section group's section membership)."""
+    """Other calls on this kind, by name (a space's duplicate, transfer, content import and
+    the single-object read the write side checks it with; a section group's membership)."""
 
     def call(self, name: str) -> Call | None:
         """The named call: create/patch/move/delete or one of `calls`."""
@@ -130,6 +133,26 @@ def placeholders(template: str) -> list[str]:
     return _PLACEHOLDER.findall(template)
 
 
+def write_call(kind_name: str, call_name: str) -> Call:
+    """The named write call of a kind (create, patch, move, delete, or one of `calls`);
+    KeyError when the catalog has none: the write side never invents a path."""
+    writes = BY_NAME[kind_name].writes
+    found = writes.call(call_name) if writes is not None else None
+    if found is None:
+        raise KeyError(f"the catalog has no {call_name!r} call for {kind_name!r}")
+    return found
+
+
+def write_path(kind_name: str, call_name: str, segments: Mapping[str, str]) -> str:
+    """The path of a write call with its placeholders replaced by `segments`: path segments
+    that are already safe (quoted ids, or the write side's `{ref:...}` tokens)."""
+    template = write_call(kind_name, call_name).path
+    missing = [name for name in placeholders(template) if name not in segments]
+    if missing:
+        raise KeyError(f"{kind_name} {call_name}: the path {template!r} needs {', '.join(missing)}")
+    return _PLACEHOLDER.sub(lambda m: segments[m.group(1)], template)
+
+
 def listing_key(path: str, query: Mapping[str, str]) -> str:
     """The stable name of one listing, as recorded in the mirror."""
     if not query:
@@ -182,8 +205,8 @@ KINDS: tuple[Kind, ...] = (
         volatile=COMMON_VOLATILE | {"lastSeenAt", "spaces", "teams"},
         title_field="user.email",
         writes=Writes(
-            patch=Call("PATCH", "/v1/orgs/{org}/members/{member}"),
-            delete=Call("DELETE", "/v1/orgs/{org}/members/{member}"),
+            patch=Call("PATCH", "/v1/orgs/{org}/members/{id}"),
+            delete=Call("DELETE", "/v1/orgs/{org}/members/{id}"),
             patch_fields=frozenset({"role"}),
         ),
         note="Members cannot be created through the API; they are invited.",
@@ -216,8 +239,8 @@ KINDS: tuple[Kind, ...] = (
         volatile=COMMON_VOLATILE | {"members", "spaces"},
         writes=Writes(
             create=Call("PUT", "/v1/orgs/{org}/teams"),
-            patch=Call("PATCH", "/v1/orgs/{org}/teams/{team}"),
-            delete=Call("DELETE", "/v1/orgs/{org}/teams/{team}"),
+            patch=Call("PATCH", "/v1/orgs/{org}/teams/{id}"),
+            delete=Call("DELETE", "/v1/orgs/{org}/teams/{id}"),
             create_fields=frozenset({"title", "members"}),
             patch_fields=frozenset({"title"}),
         ),
@@ -256,11 +279,12 @@ KINDS: tuple[Kind, ...] = (
         volatile=COMMON_VOLATILE | {"processingState", "lastVersion", "lastProcessedAt", "lastProcessErrorCode"},
         title_field="slug",
         writes=Writes(
-            create=Call("PUT", "/v1/orgs/{org}/openapi/{spec}"),
-            patch=Call("PUT", "/v1/orgs/{org}/openapi/{spec}"),
-            delete=Call("DELETE", "/v1/orgs/{org}/openapi/{spec}"),
-            create_fields=frozenset({"slug", "source"}),
+            create=Call("PUT", "/v1/orgs/{org}/openapi/{id}"),
+            patch=Call("PUT", "/v1/orgs/{org}/openapi/{id}"),
+            delete=Call("DELETE", "/v1/orgs/{org}/openapi/{id}"),
+            create_fields=frozenset({"source"}),
             patch_fields=frozenset({"source"}),
+            address="slug",
         ),
     ),
     Kind(
@@ -295,10 +319,11 @@ KINDS: tuple[Kind, ...] = (
         title_field="name",
         writes=Writes(
             create=Call("POST", "/v1/orgs/{org}/custom-fields"),
-            patch=Call("PATCH", "/v1/orgs/{org}/custom-fields/{name}"),
-            delete=Call("DELETE", "/v1/orgs/{org}/custom-fields/{name}"),
+            patch=Call("PATCH", "/v1/orgs/{org}/custom-fields/{id}"),
+            delete=Call("DELETE", "/v1/orgs/{org}/custom-fields/{id}"),
             create_fields=frozenset({"name", "type", "title", "description", "placeholder", "options"}),
             patch_fields=frozenset({"title", "description", "placeholder", "options"}),
+            address="name",
         ),
     ),
     Kind(
@@ -370,6 +395,7 @@ KINDS: tuple[Kind, ...] = (
             patch_fields=frozenset({"title", "emoji", "editMode", "defaultLevel"}),
             move_ref=_SPACE_REF,
             calls=(
+                ("get", Call("GET", "/v1/spaces/{id}")),
                 ("duplicate", Call("POST", "/v1/spaces/{id}/duplicate")),
                 ("transfer", Call("POST", "/v1/spaces/{id}/transfer")),
                 ("import", Call("POST", "/v1/spaces/{id}/content/import")),
@@ -779,4 +805,6 @@ __all__ = [
     "route_shape",
     "title_of",
     "validate_catalog",
+    "write_call",
+    "write_path",
 ]

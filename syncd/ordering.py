@@ -81,3 +81,79 @@ def parse_position(position: Any, types: tuple[str, ...], key: str) -> tuple[str
     if ends[0] is not None and ends[1] is not None:
         raise PositionError("position: give before or after, not both")
     return ends[0], ends[1]
+
+
+Anchor = tuple[str, Any]
+"""("before" | "after", sibling): where a move puts an item."""
+
+
+def moves_to_order(desired: Sequence[Any], current: Sequence[Any]) -> list[tuple[Any, Anchor | None]]:
+    """The fewest moves that put the items of `desired` in that order among `current` (the
+    live order of the container); items of `desired` not in `current` are moved in. Each move
+    names a neighbour that is already in place when it runs (None: to the end); other items of
+    `current` are left alone. Run them in the order given."""
+    wanted = set(desired)
+    present = [item for item in current if item in wanted]
+    position = {item: float(index) for index, item in enumerate(present)}
+    moved = set(moved_items([item for item in desired if item in position], position))
+    moving = {item for item in desired if item in moved or item not in position}
+    if not moving:
+        return []
+    kept = [index for index, item in enumerate(desired) if item not in moving]
+    out: list[tuple[Any, Anchor | None]] = []
+    if not kept:
+        previous = None
+        for item in desired:
+            out.append((item, ("after", previous) if previous is not None else None))
+            previous = item
+        return out
+    for index in range(kept[0] - 1, -1, -1):
+        out.append((desired[index], ("before", desired[index + 1])))
+    for index in range(kept[0] + 1, len(desired)):
+        if desired[index] in moving:
+            out.append((desired[index], ("after", desired[index - 1])))
+    return out
+
+
+def apply_move(order: list[Any], item: Any, anchor: Anchor | None) -> None:
+    """`order` after a move of `item` to `anchor` (the API's documented move semantics)."""
+    side, sibling = anchor if anchor is not None else (None, None)
+    place(order, item, sibling if side == "before" else None, sibling if side == "after" else None)
+
+
+def path_changes(current: dict[Any, str], wanted: dict[Any, str], temporary: str = "-syncd-tmp") -> tuple[list[tuple[Any, str]], list[Any]]:
+    """The path changes that give each item of `wanted` its path, among siblings whose paths
+    must stay unique (`current`: every sibling's path now). A change waits for the sibling
+    holding its path to leave it; a cycle goes through a temporary path. Returns the changes
+    in order and the items whose path is held by a sibling that is not to change."""
+    pending = {item: path for item, path in wanted.items() if current.get(item) != path}
+    holder = {path: item for item, path in current.items()}
+    now = dict(current)
+    changes: list[tuple[Any, str]] = []
+    blocked: list[Any] = []
+
+    def change(item: Any, path: str) -> None:
+        holder.pop(now.get(item), None)  # type: ignore[arg-type]
+        holder[path] = item
+        now[item] = path
+        changes.append((item, path))
+
+    while pending:
+        progress = False
+        for item, path in list(pending.items()):
+            blocker = holder.get(path)
+            if blocker is None or blocker == item:
+                change(item, path)
+            elif blocker not in pending:
+                blocked.append(item)
+            else:
+                continue
+            del pending[item]
+            progress = True
+        if not progress:
+            item, path = next(iter(pending.items()))
+            stand_in, n = f"{path}{temporary}", 2
+            while stand_in in holder:
+                stand_in, n = f"{path}{temporary}-{n}", n + 1
+            change(item, stand_in)
+    return changes, blocked

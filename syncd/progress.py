@@ -67,11 +67,14 @@ class CrawlProgress(LiveLine):
         self.show(self.line(stats, client))
 
 
-class ApplyDisplay(LiveLine):
-    """Operations done of the total, write calls, reads and failures of an apply."""
+class CopyDisplay(LiveLine):
+    """One line for a whole copy: its reads (crawl figures) and its applies (ops, writes)."""
 
-    def update(self, progress: Any) -> None:
+    def reading(self, stats: CrawlStats, client: TenantClient) -> None:
+        self.show("reading: " + CrawlProgress.line(stats, client))
+
+    def applying(self, progress: Any) -> None:
         self.show(
-            f"{progress.done}/{progress.total} operations, {progress.writes} write calls, "
+            f"applying: {progress.done}/{progress.total} operations, {progress.writes} write calls, "
             f"{progress.reads} reads, {progress.failures} failed"
         )

@@ -3,6 +3,7 @@ and the daemon's sync jobs run. I/O at the edge: the CLI and the daemon call thi
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,13 +27,18 @@ async def sync_into(
     job: str = "sync",
     full: bool = False,
     on_progress: Progress | None = None,
+    client: TenantClient | None = None,
 ) -> tuple[CrawlResult, TenantClient]:
     """Crawl `ref` into the mirror at `db_path`; the previous snapshot stays current unless
-    the crawl finishes (complete, or partial with what could not be read kept)."""
-    client = TenantClient.from_settings(settings, ref.tenant, make_global_limiter(settings))
+    the crawl finishes (complete, or partial with what could not be read kept). `client`: an
+    open client to read with (left open), e.g. the one a copy also writes with, so that one
+    pacer spends the token's rate limit."""
+    own = client is None
+    if client is None:
+        client = TenantClient.from_settings(settings, ref.tenant, make_global_limiter(settings))
     tenant = settings.tenant(ref.tenant)
     with Mirror(db_path) as mirror:
-        async with client:
+        async with client if own else contextlib.nullcontext(client):
 
             def progress(stats: CrawlStats) -> None:
                 if on_progress is not None:

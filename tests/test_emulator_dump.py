@@ -53,7 +53,7 @@ async def test_organizations_built_alike_dump_alike_and_differences_show() -> No
         assert _content(dump_a) == _content(dump_b)
         assert comparable(dump_a)["member"] != comparable(dump_b)["member"]
         paths = [row["path"] for row in dump_a["kinds"]["space"]]
-        assert paths == ["collection:Guides/space:One", "collection:Guides/space:Two", "space:Root"]
+        assert paths == ["space:Root", "collection:Guides/space:One", "collection:Guides/space:Two"]  # by parent, then in order
         assert {row["id"] for row in dump_a["kinds"]["space"]} == {ids_a[t] for t in ("One", "Two", "Root")}
         site_space = dump_a["kinds"]["site-space"][-1]["data"]
         assert site_space["space"] == "collection:Guides/space:Two"  # references become paths

@@ -46,21 +46,18 @@ async def _rename_a_space(url: str, org_id: str) -> str:
 async def _copy(settings: Any, source_org: str, target_org: str, db: Path, row: Any) -> None:
     """Copy the first organization into the empty one, verify, and apply again (no writes)."""
     from syncd.config import parse_target_ref
-    from syncd.mirroring import apply_between, plan_between, prepare, verify_prepared
+    from syncd.copy import copy_org
 
     src = parse_target_ref(f"{DEMO_TENANT}:{source_org}", settings)
     dst = parse_target_ref(f"{DEMO_TENANT}:{target_org}", settings)
     for step in ("copy into the empty organization", "apply again"):
         clock = time.perf_counter()
-        prepared = await prepare(settings, src, dst, db)
-        the_plan = plan_between(prepared, "copy", 0)
-        result = await apply_between(settings, prepared, the_plan, db, source_ref=src, target_ref=dst) if the_plan.ops else None
-        after = verify_prepared(await prepare(settings, src, dst, db))
-        counts = after.counts()
+        report = await copy_org(settings, src, dst, db=db)
+        counts = report.verification.counts()
+        rounds = "; ".join(r.line() for r in report.rounds) or "nothing to do"
         note = (
-            f"{len(the_plan.ops)} operations, {result.writes if result else 0} write calls, {len(the_plan.skips)} skips "
-            f"(members, history, what the API cannot write); verify: "
-            f"{'equal' if after.equal else 'not equal'} ({counts['identical']} identical)"
+            f"{rounds}; {len(report.skips)} skips (members, history, what the API cannot write); verify: "
+            f"{'equal' if report.equal else 'not equal'} ({counts['identical']} identical)"
         )
         row(step, "", "", "", f"{time.perf_counter() - clock:.1f}", note)
 

@@ -3,8 +3,8 @@
 - `sync`: crawl TENANT[:ORG] into the state mirror (`state/syncd.db`), incrementally.
 - `backup`: a full crawl into a new file `state/backups/<job>/<job>-<UTC time>.db` (and file
   binaries beside it when `with_files`), then delete the oldest beyond `retention`.
-- `mirror`: settle open intents, read both sides, plan (copy or mirror mode), apply, re-read
-  the target and verify, exactly as `syncd mirror apply`.
+- `mirror`: `syncd.copy.copy_org`, exactly as `syncd mirror apply`: settle what earlier runs
+  left, read both sides, plan, apply, read again and verify, in rounds.
 
 A run returns its outcome and a JSON-ready summary, or raises: the daemon turns any
 exception into a failed run. `succeeded` means everything was read (and copied, and
@@ -21,7 +21,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import anyio
 
 from syncd.backup import backup, blobs_dir
 from syncd.config import JobConfig, Settings
@@ -29,7 +28,7 @@ from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.runs import Outcome
 from syncd.errors import SyncdError
 from syncd.mirror import Mirror
-from syncd.mirroring import apply_between, plan_between, prepare, verify_prepared
+from syncd.copy import PlanRefused, copy_org
 from syncd.sync import default_db, sync_into
 
 __all__ = ["BACKUP_SUFFIX", "JobOutcome", "backup_dir", "backup_files", "execute_job", "prune_backups", "state_files"]
@@ -148,31 +147,13 @@ async def _run_backup(settings: Settings, job: JobConfig, metrics: DaemonMetrics
 async def _run_mirror(settings: Settings, job: JobConfig, metrics: DaemonMetrics, full: bool) -> JobOutcome:
     assert job.target is not None and job.mode is not None and job.max_delete is not None
     db = default_db(settings)
-    src, dst = job.source, job.target
-    prepared = await prepare(settings, src, dst, db, full=full)
-    # Planning is pure and can take a while on a large organization: off the event loop,
-    # so the control API keeps answering.
-    the_plan = await anyio.to_thread.run_sync(lambda: plan_between(prepared, job.mode, job.max_delete))  # type: ignore[arg-type]
-    if the_plan.refused:
-        raise PlanRefusedError(f"plan refused: {the_plan.refused} (raise max_delete if the deletes are intended)")
-    summary: dict[str, Any] = {"full": full, "planned": len(the_plan.ops), "warnings": list(prepared.warnings)}
-    failed = 0
-    if the_plan.ops:
-        result = await apply_between(settings, prepared, the_plan, db, source_ref=src, target_ref=dst)
-        failed = len(result.failed)
-        summary.update(
-            writes=result.writes,
-            adopted=len(result.adopted),
-            skipped=len(result.skipped),
-            failed=failed,
-            failures=[f"{o.key}: {o.reason}" for o in result.failed[:20]],
-        )
-        prepared = await prepare(settings, src, dst, db)
-    verification = await anyio.to_thread.run_sync(lambda: verify_prepared(prepared))
-    summary["verify"] = verification.counts()
-    _record_objects(metrics, db, prepared.source.tenant, prepared.target.tenant)
-    ok = verification.equal and not failed and prepared.read_cleanly
-    return JobOutcome("succeeded" if ok else "partial", summary)
+    try:
+        report = await copy_org(settings, job.source, job.target, mode=job.mode, max_delete=job.max_delete, db=db, full=full)
+    except PlanRefused as exc:
+        raise PlanRefusedError(f"{exc} (raise max_delete if the deletes are intended)") from None
+    summary: dict[str, Any] = {"full": full, **report.summary(), "warnings": report.warnings[:20]}
+    _record_objects(metrics, db, settings.tenant(job.source.tenant).name, settings.tenant(job.target.tenant).name)
+    return JobOutcome("succeeded" if report.equal and report.read_cleanly else "partial", summary)
 
 
 _RUNNERS = {"sync": _run_sync, "backup": _run_backup, "mirror": _run_mirror}

@@ -395,7 +395,7 @@ class Daemon:
         elif record.outcome == "cancelled":
             log.warning("job.run_cancelled", **event)
         else:
-            log.info("job.run_finished", **{k: v for k, v in record.summary.items() if k in ("full", "status", "changed", "file", "planned", "writes", "verify", "requests")}, **event)
+            log.info("job.run_finished", **{k: v for k, v in record.summary.items() if k in ("full", "status", "changed", "file", "rounds", "writes", "verify", "requests")}, **event)
         state.timer.finish(now, ok=record.outcome in ("succeeded", "partial"), rng=self.rng)
         if record.outcome == "failed" and state.timer.next_due is not None:
             log.info("job.retry_scheduled", job=record.job, at=state.timer.next_due.isoformat(), failures=state.timer.consecutive_failures)

@@ -108,13 +108,22 @@ def _set_dotted(data: dict[str, Any], dotted: str, fn: Callable[[Any], Any]) -> 
 
 
 def dump_org(store: Store, org_id: str) -> dict[str, Any]:
-    """{"organization": id, "kinds": {kind: [{"path", "id", "data"}]}} in API order."""
+    """{"organization": id, "kinds": {kind: [{"path", "id", "data"}]}}: each kind's rows
+    grouped by parent (groups in path order), siblings in API order.
+
+    Why grouped: collections and spaces share one sibling order under a parent, which no
+    listing shows whole (the collections list and the spaces list each show one kind, and the
+    organization's space list walks the tree in an order the spec does not promise). What a
+    client can read, and so copy, is each kind's order among its siblings: that is what the
+    dump keeps."""
     kinds = all_dump_kinds()
     paths = _Paths(store, org_id, kinds)
     out: dict[str, list[dict[str, Any]]] = {}
     for kind in kinds:
         rows = []
-        for record_id in paths.order.get(kind.name, []):
+        ids = paths.order.get(kind.name, [])
+        parent_path = {record_id: _parent_path(paths, kind, record_id) for record_id in ids}
+        for record_id in sorted(ids, key=lambda i: parent_path[i]):
             data = dict(paths.rendered[(kind.name, record_id)])
             for dotted, target in kind.refs.items():
                 _set_dotted(data, dotted, lambda v, t=target: paths.rewrite(v, t))
@@ -123,6 +132,11 @@ def dump_org(store: Store, org_id: str) -> dict[str, Any]:
             rows.append({"path": paths.path(kind.name, record_id), "id": record_id, "data": data})
         out[kind.name] = rows
     return {"organization": org_id, "kinds": out}
+
+
+def _parent_path(paths: _Paths, kind: DumpKind, record_id: str) -> str:
+    parent = kind.parent(paths.store, paths.records[(kind.name, record_id)])
+    return paths.path(*parent) if parent else ""
 
 
 def comparable(dump: Mapping[str, Any]) -> dict[str, list[tuple[str, Any]]]:

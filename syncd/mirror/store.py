@@ -23,6 +23,7 @@ iterating before writing from another thread.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -240,6 +241,56 @@ class Mirror:
             run = int(cursor.lastrowid or 0)
             self._active[run] = tenant
             return run
+
+    def require_open(self, run: int) -> str:
+        """The tenant of `run`; MirrorError unless the run is open in this Mirror."""
+        with self._lock:
+            return self._tenant_of(run)
+
+    def open_runs(self) -> frozenset[int]:
+        """Runs open in this Mirror (their rows and intents are still being written)."""
+        with self._lock:
+            return frozenset(self._active)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Database]:
+        """One write transaction under this Mirror's lock.
+
+        Why public: other parts of syncd keep tables of their own in the state file (the write
+        side's journal and id map) and must write them atomically, between the crawler's
+        transactions, without reaching into the Mirror's internals."""
+        with self._lock, self.db.atomic():
+            yield self.db
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[Database]:
+        """The database under this Mirror's lock, for consistent reads from any thread."""
+        with self._lock:
+            yield self.db
+
+    def set_run_stats(self, run: int, stats: Mapping[str, Any]) -> None:
+        """Merge `stats` into an open run's statistics (kept with the run)."""
+        with self._lock, self.db.atomic():
+            self._tenant_of(run)
+            previous = self.run(run) or {}
+            merged = {**(previous.get("stats") or {}), **stats}
+            self.db.execute("UPDATE runs SET stats = ? WHERE id = ?", [json.dumps(merged, default=str), run])
+
+    def close_run(self, run: int, status: str, stats: Mapping[str, Any] | None = None, reason: str = "") -> None:
+        """End a run that merges no rows (an apply run, whose effects are its own committed
+        rows) as complete, partial, failed or cancelled, and let the writer lock go when it was
+        this Mirror's last open run."""
+        if status not in FINISHED + _ENDED:
+            raise MirrorError(f"a run ends as one of {FINISHED + _ENDED}, not {status!r}")
+        with self._lock:
+            self._tenant_of(run)
+            previous = self.run(run) or {}
+            merged = {**(previous.get("stats") or {}), **(stats or {})}
+            self.db.execute(
+                "UPDATE runs SET status = ?, finished_at = ?, stats = ?, reason = ? WHERE id = ?",
+                [status, utc_now(), json.dumps(merged, default=str), reason or None, run],
+            )
+            self._end(run)
 
     def _tenant_of(self, run: int, tenant: str | None = None) -> str:
         owner = self._active.get(run)

@@ -10,6 +10,9 @@ markdown, order) or files (by name) differ is different in `pages` / `files`.
 
 Compared fields are those a copy writes (rules.py): fields the API does not let a client
 write (a space's visibility, a site's hostname) are reported by the plan as skips, not here.
+A difference the plan announced as a skip (a space whose content cannot be copied) is
+`excused` (`excuse`): a copy is equal apart from those. `residue` checks the other side:
+nothing a copy made in the SOURCE (a duplicate for a transfer) may still be there.
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from syncd.ordering import moved_items
-from syncd.replay.rules import (
+from syncd.copy.model import IdMap, Node, Snapshot
+from syncd.copy.ops import Skip
+from syncd.copy.rules import (
     COPIED_KINDS,
     RULES,
-    SnapshotView,
     canonical,
     comparable,
     container_site_spaces,
@@ -34,7 +38,6 @@ from syncd.replay.rules import (
     tree_parent,
     unmapped,
 )
-from syncd.replay.snapshot import IdMap, Node, Snapshot
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,8 @@ class Verification:
     extra: list[Entry] = field(default_factory=list)
     different: list[Entry] = field(default_factory=list)
     errors: list[Entry] = field(default_factory=list)
+    excused: list[Entry] = field(default_factory=list)
+    """Differences the plan announced as skips (moved here by `excuse`)."""
 
     @property
     def equal(self) -> bool:
@@ -69,6 +74,7 @@ class Verification:
             "extra": len(self.extra),
             "different": len(self.different),
             "errors": len(self.errors),
+            "excused": len(self.excused),
         }
 
 
@@ -77,7 +83,44 @@ def compare(source: Snapshot, target: Snapshot, idmap: IdMap, kinds: Iterable[st
     return _Comparer(source, target, idmap).run(tuple(kinds))
 
 
-SYMBOLS = {"identical": "=", "missing": "+", "extra": "-", "different": "*", "errors": "!"}
+def excuse(verification: Verification, skips: Iterable[Skip]) -> Verification:
+    """The verification with the differences the plan announced (skips with `excuses`)
+    moved to `excused`: a missing object whose skip excuses `missing`, an extra one whose
+    skip excuses `extra`, the fields of a different one that its skips excuse."""
+    allowed: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for skip in skips:
+        if skip.source_id is not None:
+            allowed[(skip.kind, skip.source_id)].update(skip.excuses)
+    out = Verification(identical=list(verification.identical), errors=list(verification.errors))
+    for bucket in ("missing", "extra"):
+        for entry in getattr(verification, bucket):
+            excused = entry.source_id is not None and bucket in allowed.get((entry.kind, entry.source_id), set())
+            (out.excused if excused else getattr(out, bucket)).append(entry)
+    for entry in verification.different:
+        names = allowed.get((entry.kind, entry.source_id or ""), set())
+        left = {name: values for name, values in entry.fields.items() if name not in names}
+        if not left:
+            out.excused.append(entry)
+        elif len(left) < len(entry.fields):
+            out.excused.append(Entry(entry.kind, entry.source_id, entry.target_id, entry.title, {k: v for k, v in entry.fields.items() if k in names}))
+            out.different.append(Entry(entry.kind, entry.source_id, entry.target_id, entry.title, left, entry.note))
+        else:
+            out.different.append(entry)
+    return out
+
+
+def residue(source_now: Snapshot, made_in_source: Iterable[str]) -> list[Entry]:
+    """Objects a copy made in the source (duplicates for a transfer) that are still there:
+    the source must come out of a copy as it went in."""
+    made = set(made_in_source)
+    return [
+        Entry(node.kind, node.id, None, title_of(node.kind, node), note="made in the SOURCE by a copy and still there")
+        for node in source_now.of_kind("space")
+        if node.id in made
+    ]
+
+
+SYMBOLS = {"identical": "=", "missing": "+", "extra": "-", "different": "*", "errors": "!", "excused": "~"}
 """rclone check --combined: `+` only in the source, `-` only in the target."""
 
 
@@ -85,7 +128,7 @@ def render(verification: Verification, *, identical: bool = False, limit: int | 
     """Text lines: one per object (identical ones only when asked), the differing fields
     under each different one, then a summary line."""
     lines: list[str] = []
-    for bucket in ("missing", "extra", "different", "errors", "identical"):
+    for bucket in ("missing", "extra", "different", "errors", "excused", "identical"):
         if bucket == "identical" and not identical:
             continue
         entries: list[Entry] = getattr(verification, bucket)
@@ -100,6 +143,8 @@ def render(verification: Verification, *, identical: bool = False, limit: int | 
                 line += ": missing on the target"
             elif bucket == "extra":
                 line += ": only on the target"
+            elif bucket == "excused":
+                line += ": announced by the plan"
             if entry.note:
                 line += f": {entry.note}"
             lines.append(line)
@@ -111,6 +156,7 @@ def render(verification: Verification, *, identical: bool = False, limit: int | 
     lines.append(
         f"{c['identical']} identical, {c['missing']} missing on target, {c['extra']} extra on target, "
         f"{c['different']} different, {c['errors']} errors"
+        + (f", {c['excused']} announced by the plan" if c["excused"] else "")
         + (": equal" if verification.equal else "")
     )
     return lines
@@ -124,7 +170,7 @@ def _short(value: Any, width: int = 120) -> str:
 class _Comparer:
     def __init__(self, source: Snapshot, target: Snapshot, idmap: IdMap) -> None:
         self.source, self.target, self.idmap = source, target, idmap
-        self.src, self.tgt = SnapshotView(source), SnapshotView(target)
+        self.src, self.tgt = source, target
         self.result = Verification()
         self.rev: dict[str, dict[str, str]] = defaultdict(dict)
         self.duplicates = {m.target_id for (kind, _), m in idmap.entries.items() if kind == "space-duplicate"}
@@ -151,7 +197,7 @@ class _Comparer:
             return self.source.org
         return self.rev.get(kind, {}).get(target_id) or unmapped(kind, target_id)
 
-    def comparable(self, kind: str, node: Node, view: SnapshotView, side: str) -> dict[str, Any]:
+    def comparable(self, kind: str, node: Node, view: Snapshot, side: str) -> dict[str, Any]:
         canon = canonical(kind, node, view)
         return comparable(kind, canon, (lambda k, i: i) if side == "source" else self.to_source)
 
@@ -276,5 +322,5 @@ class _Comparer:
             self.out_of_order[(kind, source_id)] = (source_ids.index(source_id), int(position[source_id]))
 
 
-__all__ = ["SYMBOLS", "Entry", "Verification", "compare", "render"]
+__all__ = ["SYMBOLS", "Entry", "Verification", "compare", "excuse", "render", "residue"]
 

@@ -1,29 +1,28 @@
-"""How each kind is copied: identity for adoption, compared and written fields, references,
+"""How each kind is compared and copied: identity for adoption, compared fields, references,
 and what cannot be copied (with the reason a plan reports).
 
-Everything here is declarative or a pure reader of a `View` (a snapshot, or the in-memory
-model of simulate.py): plan and verify compare objects in the same canonical form, so a
-plan made right after an apply finds nothing to do.
+The API's side of it (paths, which body fields a create or a patch takes) is the catalog's
+(`syncd.catalog.Writes`): a rule only says which of those fields a copy compares, under which
+canonical name, and which fields name other objects. Everything here is a pure reader of a
+`Snapshot`: plan, the settle steps, the after-write checks and verify all compare objects in
+the same canonical form, so a plan made right after a copy finds nothing to do.
 
 Canonical form. `canonical(kind, node, view)` gives {field: value} for the kind's compared
 fields, read from the API object; fields naming another object (`Rule.refs`) hold that
 object's id in the view's tenant. `comparable` rewrites those ids to SOURCE ids through a
-function (identity for the source side, the reverse id map for the target side), so the
-two sides compare with `==`.
+function (identity for the source side, the reverse id map for the target side), so the two
+sides compare with `==`.
 """
 
 from __future__ import annotations
 
-import re
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from functools import cached_property
+from typing import Any, Literal
 
 from syncd.catalog import BY_NAME, dotted
-from syncd.replay.snapshot import Node, Snapshot
-
-# ----- what is copied -----------------------------------------------------------------------
+from syncd.copy.model import Node, Snapshot
 
 COPIED_KINDS: tuple[str, ...] = (
     "organization",
@@ -41,8 +40,6 @@ COPIED_KINDS: tuple[str, ...] = (
     "site-adaptive-schema",
 )
 """Kinds a copy makes equal on the target, in copy order (verify compares these)."""
-
-ORDERED_KINDS: frozenset[str] = frozenset({"collection", "space", "site-section-group", "site-section", "site-space"})
 
 NOT_COPIED: dict[str, str] = {
     "member": "members cannot be created through the API: invite them to the target organization",
@@ -91,29 +88,27 @@ SECTION_CREATE_TITLE_MAX = 64
 PAGE_FIELDS: tuple[str, ...] = ("title", "emoji", "description", "markdown", "hidden", "type")
 FILE_FIELDS: tuple[str, ...] = ("name", "contentType", "size")
 
-
 Scope = Literal["org", "tree", "site"]
 
 
 @dataclass(frozen=True)
 class Rule:
-    """How one kind is copied.
+    """How one kind is compared and copied.
 
     `key` is the canonical field that identifies an equivalent object within its scope (for
     adoption): org-wide, under the same parent collection (`tree`), or within the same site.
-    `fields` are compared (by plan and verify); `create` are sent on creation and `patch`
-    through the kind's patch call (catalog names); `structural` fields are compared but
-    written by dedicated ops (moves, membership, defaults, custom field values). Fields in
-    `skip_fields` are not writable: a difference is reported as a skip, never compared by
-    verify. `nullable` patch fields accept null to remove a value.
+    `fields` are compared (by plan and verify). Which of them a create or a patch can send is
+    the catalog's (`create_fields`, `patch_fields`, by API body name: `body_names` maps a
+    canonical name to its body name). `structural` fields are compared but written by the
+    settle steps or dedicated calls (parent, position, path, defaults, group membership,
+    custom field values). `skip_fields` are not writable: a difference is reported as a skip,
+    never compared by verify. `nullable` patch fields accept null to remove a value.
     """
 
     kind: str
     key: str | tuple[str, ...]
     scope: Scope
     fields: tuple[str, ...]
-    create: tuple[str, ...] = ()
-    patch: tuple[str, ...] = ()
     structural: tuple[str, ...] = ()
     refs: Mapping[str, str] = field(default_factory=dict)
     nullable: frozenset[str] = frozenset()
@@ -121,12 +116,23 @@ class Rule:
     body_names: Mapping[str, str] = field(default_factory=dict)
     title_field: str = "title"
 
-    @property
-    def create_only(self) -> tuple[str, ...]:
-        return tuple(f for f in self.create if f not in self.patch and f not in self.structural and f in self.fields)
-
     def body_name(self, name: str) -> str:
         return self.body_names.get(name, name)
+
+    @cached_property
+    def create(self) -> tuple[str, ...]:
+        """Compared fields a create call carries (the catalog's `create_fields`)."""
+        writes = BY_NAME[self.kind].writes
+        allowed = writes.create_fields if writes is not None else frozenset()
+        return tuple(name for name in self.fields if self.body_name(name) in allowed)
+
+    @cached_property
+    def patch(self) -> tuple[str, ...]:
+        """Compared fields the kind's patch call writes (the catalog's `patch_fields`),
+        structural ones left to the settle steps."""
+        writes = BY_NAME[self.kind].writes
+        allowed = writes.patch_fields if writes is not None else frozenset()
+        return tuple(n for n in self.fields if self.body_name(n) in allowed and n not in self.structural)
 
 
 RULES: dict[str, Rule] = {
@@ -137,37 +143,19 @@ RULES: dict[str, Rule] = {
             key="id",
             scope="org",
             fields=("emailDomains", "defaultRole", "sso", "ai", "inviteLinks", "defaultContent"),
-            patch=("emailDomains", "defaultRole", "sso", "ai", "inviteLinks", "defaultContent"),
             refs={"defaultContent.site": "site"},
             nullable=frozenset({"defaultRole", "defaultContent"}),
             skip_fields={"hostname": "an organization hostname is unique across the service: set the target's by hand"},
         ),
-        Rule("team", key="title", scope="org", fields=("title",), create=("title",), patch=("title",)),
-        Rule(
-            "custom-field",
-            key="name",
-            scope="org",
-            fields=("name", "type", "title", "description", "placeholder", "options"),
-            create=("name", "type", "title", "description", "placeholder", "options"),
-            patch=("title", "description", "placeholder", "options"),
-            title_field="name",
-        ),
-        Rule(
-            "translation",
-            key="title",
-            scope="org",
-            fields=("title", "languages"),
-            create=("title", "languages"),
-            patch=("title",),
-        ),
-        Rule("openapi-spec", key="slug", scope="org", fields=("slug", "source"), create=("source",), patch=("source",), title_field="slug"),
+        Rule("team", key="title", scope="org", fields=("title",)),
+        Rule("custom-field", key="name", scope="org", fields=("name", "type", "title", "description", "placeholder", "options"), title_field="name"),
+        Rule("translation", key="title", scope="org", fields=("title", "languages")),
+        Rule("openapi-spec", key="slug", scope="org", fields=("slug", "source"), title_field="slug"),
         Rule(
             "saml-provider",
             key="label",
             scope="org",
             fields=("label", "entityID", "certificate", "ssoURL", "defaultTeam", "defaultRole"),
-            create=("label", "entityID", "certificate", "ssoURL", "defaultTeam", "defaultRole"),
-            patch=("label", "entityID", "certificate", "ssoURL", "defaultTeam", "defaultRole"),
             refs={"defaultTeam": "team"},
             nullable=frozenset({"defaultTeam", "defaultRole"}),
             title_field="label",
@@ -177,8 +165,6 @@ RULES: dict[str, Rule] = {
             key="title",
             scope="tree",
             fields=("title", "description", "defaultLevel", "parent"),
-            create=("title", "parent"),
-            patch=("title", "description", "defaultLevel"),
             structural=("parent",),
             refs={"parent": "collection"},
             nullable=frozenset({"description"}),
@@ -188,8 +174,6 @@ RULES: dict[str, Rule] = {
             key="title",
             scope="tree",
             fields=("title", "emoji", "editMode", "defaultLevel", "language", "parent", "customFields"),
-            create=("title", "emoji", "parent", "editMode", "language"),
-            patch=("title", "emoji", "editMode", "defaultLevel"),
             structural=("parent", "customFields"),
             refs={"parent": "collection"},
             skip_fields={"visibility": "space visibility is not writable through the API: set it on the target by hand"},
@@ -199,31 +183,19 @@ RULES: dict[str, Rule] = {
             key="title",
             scope="org",
             fields=("type", "title", "visibility", "basename", "adaptiveContent", "proxy"),
-            create=("type", "title", "visibility"),
-            patch=("title", "visibility", "basename", "adaptiveContent", "proxy"),
             nullable=frozenset({"proxy"}),
             skip_fields={
                 "hostname": "a site hostname is not writable through the API: set the target's by hand",
                 "published": "publishing a site is not available through the API: publish it on the target by hand",
             },
         ),
-        Rule(
-            "site-section-group",
-            key="title",
-            scope="site",
-            fields=("title", "icon"),
-            create=("title", "icon"),
-            patch=("title", "icon"),
-            nullable=frozenset({"icon"}),
-        ),
+        Rule("site-section-group", key="title", scope="site", fields=("title", "icon"), nullable=frozenset({"icon"})),
         Rule(
             "site-section",
             key="title",
             scope="site",
             fields=("title", "path", "condition", "icon", "description", "sectionGroup", "default"),
-            create=("title",),
-            patch=("title", "path", "condition", "icon", "description"),
-            structural=("sectionGroup", "default"),
+            structural=("path", "sectionGroup", "default"),
             refs={"sectionGroup": "site-section-group"},
             nullable=frozenset({"condition", "icon", "description"}),
         ),
@@ -232,92 +204,38 @@ RULES: dict[str, Rule] = {
             key=("space", "section"),
             scope="site",
             fields=("space", "path", "condition", "section", "default"),
-            create=("space", "section"),
-            patch=("path", "condition"),
-            structural=("section", "default"),
+            structural=("path", "section", "default"),
             refs={"space": "space", "section": "site-section"},
             nullable=frozenset({"condition"}),
             body_names={"space": "spaceId", "section": "sectionId"},
             title_field="path",
         ),
-        Rule(
-            "site-adaptive-schema",
-            key="site",
-            scope="site",
-            fields=("jsonSchema",),
-            patch=("jsonSchema",),
-            title_field="object",
-        ),
+        Rule("site-adaptive-schema", key="site", scope="site", fields=("jsonSchema",), title_field="object"),
     )
 }
 
+ORGANIZATION_IDENTITY: dict[str, str] = {
+    "title": "the target organization keeps its own title",
+    "urls.logo": "the target organization keeps its own logo",
+}
+"""What a copy leaves alone on purpose: the target keeps its identity (reported as skips)."""
+
 
 # ----- reading objects ----------------------------------------------------------------------
-
-
-class View(Protocol):
-    """What the readers need from a snapshot or a model: objects by id and children in order."""
-
-    org: str
-
-    def get(self, kind: str, node_id: str | None) -> Node | None: ...
-
-    def children(self, kind: str, parent: tuple[str, str] | None) -> list[Node]: ...
-
-    def of_kind(self, kind: str) -> list[Node]: ...
-
-
-class SnapshotView:
-    """A Snapshot indexed once by (kind, parent), children in position order.
-
-    (Snapshot.children filters and sorts a whole kind on every call: too slow for plans
-    over thousands of objects.)"""
-
-    def __init__(self, snapshot: Snapshot) -> None:
-        self.snapshot = snapshot
-        self.org = snapshot.org
-        self.tenant = snapshot.tenant
-        grouped: dict[tuple[str, tuple[str, str] | None], list[Node]] = defaultdict(list)
-        by_kind: dict[str, list[Node]] = defaultdict(list)
-        for node in snapshot.nodes.values():
-            grouped[(node.kind, node.parent)].append(node)
-            by_kind[node.kind].append(node)
-        order = {id(node): index for index, node in enumerate(snapshot.nodes.values())}
-
-        def key(node: Node) -> tuple[int, int]:
-            return (node.position if node.position is not None else 1 << 30, order[id(node)])
-
-        self._children = {k: sorted(v, key=key) for k, v in grouped.items()}
-        self._by_kind = {k: sorted(v, key=lambda n: (_parent_key(n), *key(n))) for k, v in by_kind.items()}
-
-    def get(self, kind: str, node_id: str | None) -> Node | None:
-        return self.snapshot.get(kind, node_id)
-
-    def children(self, kind: str, parent: tuple[str, str] | None) -> list[Node]:
-        return list(self._children.get((kind, parent), ()))
-
-    def of_kind(self, kind: str) -> list[Node]:
-        return list(self._by_kind.get(kind, ()))
-
-    def kinds(self) -> list[str]:
-        return list(self._by_kind)
-
-
-def _parent_key(node: Node) -> tuple[str, str]:
-    return node.parent or ("", "")
-
-
-def as_view(value: Snapshot | View) -> View:
-    return SnapshotView(value) if isinstance(value, Snapshot) else value
 
 
 def ref_id(value: Any) -> str | None:
     """An id from a reference field: a string, or an embedded object with an `id`."""
     if isinstance(value, str) and value:
         return value
-    if isinstance(value, Mapping) and isinstance(value.get("id"), str):
+    if isinstance(value, Mapping) and isinstance(value.get("id"), str) and value["id"]:
         return str(value["id"])
     return None
+
+
+def text(value: Any) -> str | None:
+    """A non-empty string, or None (titles and names of malformed objects)."""
+    return value if isinstance(value, str) and value else None
 
 
 def title_of(kind: str, node: Node | None) -> str:
@@ -346,17 +264,17 @@ def site_of(node: Node) -> str | None:
     return None
 
 
-def spec_source(node: Node, view: View) -> dict[str, str] | None:
+def spec_source(node: Node, view: Snapshot) -> dict[str, str] | None:
     """`{url}` or `{text}`: what a PUT of the spec sends (None when the text was not read)."""
     url = node.data.get("sourceURL")
     if isinstance(url, str) and url:
         return {"url": url}
     raw = view.get("openapi-spec-source", f"{node.id}/openapi-spec-source")
-    text = raw.data.get("text") if raw is not None else None
-    return {"text": text} if isinstance(text, str) and text else None
+    content = raw.data.get("text") if raw is not None else None
+    return {"text": content} if isinstance(content, str) and content else None
 
 
-def custom_field_values(node: Node, view: View) -> dict[str, Any]:
+def custom_field_values(node: Node, view: Snapshot) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for value in view.children("space-custom-field-value", ("space", node.id)):
         name = dotted(value.data, "customField.name") or value.api_id
@@ -365,7 +283,7 @@ def custom_field_values(node: Node, view: View) -> dict[str, Any]:
     return dict(sorted(out.items()))
 
 
-def canonical(kind: str, node: Node, view: View) -> dict[str, Any]:
+def canonical(kind: str, node: Node, view: Snapshot) -> dict[str, Any]:
     """The compared fields of an object; references as ids of the view's tenant."""
     rule = RULES[kind]
     data = node.data
@@ -376,7 +294,7 @@ def canonical(kind: str, node: Node, view: View) -> dict[str, Any]:
             value = tree_parent(node)
         elif name == "customFields":
             value = custom_field_values(node, view)
-        elif name in rule.refs and "." not in name and kind not in ("collection", "space"):
+        elif name in rule.refs and "." not in name:
             value = ref_id(value)  # an id, or an embedded object (a site-space's space)
         elif name == "default":
             value = bool(value)
@@ -390,23 +308,17 @@ def canonical(kind: str, node: Node, view: View) -> dict[str, Any]:
             value = dict(value) if isinstance(value, Mapping) and value else None
         elif kind == "site-adaptive-schema" and name == "jsonSchema":
             value = value if isinstance(value, Mapping) else DEFAULT_ADAPTIVE_SCHEMA
-        out[name] = _plain(value)
+        out[name] = plain(value)
     return out
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """JSON-like values with mappings as dicts and sequences as lists (so `==` is exact)."""
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     return value
-
-
-def skipped_values(kind: str, node: Node) -> dict[str, Any]:
-    """Values of the kind's non-writable fields (compared only to report a skip)."""
-    rule = RULES.get(kind)
-    return {name: node.data.get(name) for name in (rule.skip_fields if rule else {})}
 
 
 def comparable(kind: str, canon: Mapping[str, Any], to_source: Callable[[str, str], str]) -> dict[str, Any]:
@@ -429,28 +341,18 @@ def unmapped(kind: str, target_id: str) -> str:
     return f"<target {kind} {target_id}>"
 
 
-def refs_of(kind: str, canon: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-    """(field path, referenced kind, id) of each reference in a canonical object."""
-    out = []
-    for path, ref_kind in RULES[kind].refs.items():
-        value = dotted(canon, path)
-        if isinstance(value, str):
-            out.append((path, ref_kind, value))
-    return out
-
-
 # ----- identity -----------------------------------------------------------------------------
 
 
-def identity(kind: str, node: Node, view: View, to_source: Callable[[str, str], str] = lambda k, i: i) -> tuple[Any, ...]:
+def identity(kind: str, node: Node, view: Snapshot, to_source: Callable[[str, str], str] = lambda k, i: i) -> tuple[Any, ...]:
     """What makes two objects equivalent for adoption, in source terms: the natural key
     (title, name, slug, label; a site-space's space and section) and the scope it is unique in
     (the parent collection, the site), references rewritten by `to_source`."""
     rule = RULES[kind]
-    canon = comparable(kind, canonical(kind, node, view), to_source)
-    keys = rule.key if isinstance(rule.key, tuple) else (rule.key,)
     if kind == "organization":
         return ("organization",)
+    canon = comparable(kind, canonical(kind, node, view), to_source)
+    keys = rule.key if isinstance(rule.key, tuple) else (rule.key,)
     natural = tuple(canon.get(k) if k in canon else node.data.get(k) for k in keys)
     if rule.scope == "tree":
         parent = tree_parent(node)
@@ -464,7 +366,7 @@ def identity(kind: str, node: Node, view: View, to_source: Callable[[str, str], 
 # ----- sites --------------------------------------------------------------------------------
 
 
-def site_top_order(view: View, site_id: str) -> list[tuple[str, str]]:
+def site_top_order(view: Snapshot, site_id: str) -> list[tuple[str, str]]:
     """The site's top-level items (sections and groups, mixed) in navigation order.
 
     Listings show sections in navigation order (grouped ones where their group stands) and
@@ -494,15 +396,11 @@ def site_top_order(view: View, site_id: str) -> list[tuple[str, str]]:
     return items
 
 
-def group_sections(view: View, site_id: str, group_id: str) -> list[str]:
-    return [
-        s.id
-        for s in view.children("site-section", ("site", site_id))
-        if ref_id(s.data.get("sectionGroup")) == group_id
-    ]
+def group_sections(view: Snapshot, site_id: str, group_id: str) -> list[str]:
+    return [s.id for s in view.children("site-section", ("site", site_id)) if ref_id(s.data.get("sectionGroup")) == group_id]
 
 
-def container_site_spaces(view: View, site_id: str, section_id: str | None) -> list[Node]:
+def container_site_spaces(view: Snapshot, site_id: str, section_id: str | None) -> list[Node]:
     """Site-spaces of one section (or of the site root) in their order."""
     return [n for n in view.children("site-space", ("site", site_id)) if ref_id(n.data.get("section")) == section_id]
 
@@ -512,24 +410,24 @@ def container_site_spaces(view: View, site_id: str, section_id: str | None) -> l
 PageTree = tuple[tuple[Any, ...], ...]
 
 
-def page_tree(view: View, space_id: str) -> PageTree:
+def page_tree(view: Snapshot, space_id: str) -> PageTree:
     """A space's pages as nested tuples (PAGE_FIELDS..., children), in document order."""
 
     def below(parent: tuple[str, str]) -> PageTree:
         return tuple(
-            (*(_plain(page.data.get(f)) if f != "hidden" else bool(page.data.get(f)) for f in PAGE_FIELDS), below(("page", page.id)))
+            (*(plain(page.data.get(f)) if f != "hidden" else bool(page.data.get(f)) for f in PAGE_FIELDS), below(("page", page.id)))
             for page in view.children("page", parent)
         )
 
     return below(("space", space_id))
 
 
-def file_list(view: View, space_id: str) -> tuple[tuple[Any, ...], ...]:
+def file_list(view: Snapshot, space_id: str) -> tuple[tuple[Any, ...], ...]:
     """A space's files by name (ids differ between copies)."""
     return tuple(sorted(tuple(str(f.data.get(k)) for k in FILE_FIELDS) for f in view.children("file", ("space", space_id))))
 
 
-def space_content(view: View, space_id: str) -> tuple[PageTree, tuple[tuple[Any, ...], ...]]:
+def space_content(view: Snapshot, space_id: str) -> tuple[PageTree, tuple[tuple[Any, ...], ...]]:
     return page_tree(view, space_id), file_list(view, space_id)
 
 
@@ -561,43 +459,17 @@ def content_difference(source: tuple[PageTree, Any], target: tuple[PageTree, Any
     return out
 
 
-# ----- paths --------------------------------------------------------------------------------
-
-PATH_MAX = 100
-
-
-def slugify(text: str, fallback: str) -> str:
-    """The path the service derives from a title for a new section or site-space."""
-    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-    return slug[:PATH_MAX].strip("-") or fallback
-
-
-def unique_path(wanted: str, taken: Iterable[str]) -> str:
-    """`wanted`, or `wanted-2`, `wanted-3`...: siblings never share a path."""
-    used = set(taken)
-    if wanted not in used:
-        return wanted
-    n = 2
-    while True:
-        suffix = f"-{n}"
-        candidate = wanted[: PATH_MAX - len(suffix)] + suffix
-        if candidate not in used:
-            return candidate
-        n += 1
-
-
 __all__ = [
     "COPIED_KINDS",
     "COVERED",
     "DEFAULT_ADAPTIVE_SCHEMA",
     "NOT_COPIED",
-    "ORDERED_KINDS",
+    "ORGANIZATION_IDENTITY",
     "RULES",
+    "SECTION_CREATE_TITLE_MAX",
     "SHAREABLE",
+    "TEAM_MEMBERS_REASON",
     "Rule",
-    "SnapshotView",
-    "View",
-    "as_view",
     "canonical",
     "comparable",
     "container_site_spaces",
@@ -605,13 +477,14 @@ __all__ = [
     "custom_field_values",
     "group_sections",
     "identity",
+    "plain",
     "ref_id",
+    "site_of",
     "site_top_order",
-    "slugify",
     "space_content",
     "spec_source",
+    "text",
     "title_of",
     "tree_parent",
-    "unique_path",
+    "unmapped",
 ]
-

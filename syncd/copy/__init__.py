@@ -1,0 +1,59 @@
+"""The write side: make a target organization equal to a source (a copy, a mirror, a restore).
+
+    engine.py   copy_org: settle leftovers, read, plan, apply, read again; rounds; the report
+    sides.py    the two sides and how they are read (live organization, backup file)
+    plan.py     plan_copy(source, target, idmap, mode) -> Plan: the order of the parts (pure)
+    context.py  what the parts of the planner share: snapshots, id map, the plan being written
+    org.py      organization settings, teams, custom fields, translations, specs, SAML
+    tree.py     collections, spaces, their values and content, their order (settle step)
+    sites.py    sites, groups, sections, site-spaces, adaptive schemas, their layout (settle)
+    deletes.py  mirror mode: what syncd made and the source lost, children first, capped
+    apply.py    execute a Plan: dependencies, concurrency, one create per listing at a time
+    observe.py  plain calls, and the check of every create's answer against the source
+    writer.py   journaled calls; a lost answer settled by what appeared in the listing
+    recover.py  what earlier runs left: open intents, duplicates in the source
+    journal.py  the apply runs, the journal and the id map in the state file
+    verify.py   compare source and target (rclone check style), excuses, residue
+    rules.py    how each kind is compared: fields, identity, canonical form
+    model.py    Snapshot, Node, IdMap (pure data)
+    ops.py      Op, Ref, Expect, Plan, Skip (JSON round-trip)
+
+Ids never cross tenants: every reference in an op is a `Ref(kind, source id)` resolved
+through the id map when the op runs. The service's answers and listings are the truth: no part
+predicts a name, a path, a position or a default the service chooses.
+"""
+
+from syncd.copy.context import ContentStrategy, Mode
+from syncd.copy.engine import CopyReport, PlanRefused, Reading, RoundReport, copy_org, dry_run_lines, plan_org, verify_org
+from syncd.copy.model import IdMap, Node, Snapshot
+from syncd.copy.ops import Op, Plan, Ref, Skip
+from syncd.copy.plan import plan_copy
+from syncd.copy.recover import UnsettledError
+from syncd.copy.sides import BackupSource
+from syncd.copy.verify import Verification, compare, render
+
+__all__ = [
+    "BackupSource",
+    "ContentStrategy",
+    "CopyReport",
+    "IdMap",
+    "Mode",
+    "Node",
+    "Op",
+    "Plan",
+    "PlanRefused",
+    "Reading",
+    "Ref",
+    "RoundReport",
+    "Skip",
+    "Snapshot",
+    "UnsettledError",
+    "Verification",
+    "compare",
+    "copy_org",
+    "dry_run_lines",
+    "plan_copy",
+    "plan_org",
+    "render",
+    "verify_org",
+]

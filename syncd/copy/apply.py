@@ -1,0 +1,188 @@
+"""Execute a Plan: every op after what it depends on, independent ones side by side.
+
+1. Order. An op runs after the ops named in its `after` and after the ops that make the
+   objects its Refs name. At most `concurrency` ops run at once; ops with the same `serial`
+   (creates into one listing) run one at a time. An op whose dependency failed or was
+   skipped is skipped, with the root cause as its reason. A plan with a repeated key or a
+   cycle is refused before anything is sent (ValueError).
+2. Each op runs its recipe (`RECIPES`): one call, or the few calls that belong together,
+   sent through the run's `Writer` (journaled; lost answers settled by what appeared) and
+   checked against the service's answer or listing.
+3. Cancellation leaves the journal and id map consistent (state-file writes are shielded);
+   what was in flight is settled by the next run.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from syncd.copy.observe import Outcome, Status, outcome, run_adopt, run_call
+from syncd.copy.ops import Op, Plan, consumed
+from syncd.copy.sites import create_section, settle_site
+from syncd.copy.tree import copy_by_duplicate, settle_tree
+from syncd.copy.writer import Writer
+
+__all__ = ["ApplyProgress", "ApplyResult", "RECIPES", "apply_plan", "dependencies"]
+
+Recipe = Callable[[Op, Writer], Awaitable[Outcome]]
+RECIPES: dict[str, Recipe] = {
+    "call": run_call,
+    "adopt": run_adopt,
+    "duplicate-transfer": copy_by_duplicate,
+    "section": create_section,
+    "settle-tree": settle_tree,
+    "settle-site": settle_site,
+}
+
+
+@dataclass(frozen=True)
+class ApplyProgress:
+    """Counts handed to `on_progress` after each op."""
+
+    done: int
+    total: int
+    writes: int
+    failures: int
+    reads: int
+
+
+@dataclass
+class ApplyResult:
+    """One application's report: every op's outcome and what the calls cost."""
+
+    total: int
+    writes: int = 0
+    reads: int = 0
+    seconds: float = 0.0
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    reconciled: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def of(self, *statuses: Status) -> list[Outcome]:
+        return [o for o in self.outcomes.values() if o.status in statuses]
+
+    @property
+    def failed(self) -> list[Outcome]:
+        return self.of("failed")
+
+    @property
+    def skipped(self) -> list[Outcome]:
+        return self.of("skipped")
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and not self.skipped and len(self.outcomes) == self.total
+
+    def stats(self) -> dict[str, Any]:
+        counts = Counter(o.status for o in self.outcomes.values())
+        fixes = sum(o.fixes for o in self.outcomes.values())
+        return {"ops": self.total, "writes": self.writes, "reads": self.reads, "fixes": fixes, "reconciled": len(self.reconciled), **counts}
+
+    def summary(self, limit: int = 20) -> str:
+        """Totals, then failures and skips with their reasons (at most `limit`) and notes."""
+        counts = Counter(o.status for o in self.outcomes.values())
+        head = f"applied {self.total} operations: {counts['done']} done"
+        parts = [f"{counts[s]} {s.replace('-', ' ')}" for s in ("adopted", "already-done", "failed", "skipped") if counts[s]]
+        fixes = sum(o.fixes for o in self.outcomes.values())
+        if fixes:
+            parts.append(f"{fixes} calls after checking answers and listings")
+        if self.reconciled:
+            parts.append(f"{len(self.reconciled)} found after a lost answer")
+        lines = [", ".join([head, *parts]) + f" ({self.writes} write calls, {self.reads} reads)"]
+        problems = self.failed + self.skipped
+        lines += [f"  {o.status} {o.kind} {o.title or o.key}: {o.reason}" for o in problems[:limit]]
+        if len(problems) > limit:
+            lines.append(f"  ... and {len(problems) - limit} more")
+        lines += [f"  note: {note}" for note in self.notes[:limit]]
+        return "\n".join(lines)
+
+
+def dependencies(plan: Plan) -> dict[str, list[str]]:
+    """op key -> keys it waits for: its `after` and the makers of the objects it names.
+    ValueError for a repeated key or a cycle: such a plan cannot be applied."""
+    keys: set[str] = set()
+    for op in plan.ops:
+        if op.key in keys:
+            raise ValueError(f"the plan holds two ops with the key {op.key!r}")
+        keys.add(op.key)
+    makers: dict[tuple[str, str], str] = {}
+    for op in plan.ops:
+        for made in op.products:
+            makers.setdefault(made, op.key)
+    deps: dict[str, list[str]] = {}
+    for op in plan.ops:
+        wanted = [k for k in op.after if k in keys]
+        wanted += [m for ref in consumed(op) if (m := makers.get((ref.kind, ref.source_id))) is not None]
+        deps[op.key] = [k for k in dict.fromkeys(wanted) if k != op.key]
+    _check_acyclic(deps)
+    return deps
+
+
+def _check_acyclic(deps: Mapping[str, list[str]]) -> None:
+    waiting = {key: len(before) for key, before in deps.items()}
+    followers: dict[str, list[str]] = {key: [] for key in deps}
+    for key, before in deps.items():
+        for dep in before:
+            followers[dep].append(key)
+    ready = [key for key, n in waiting.items() if n == 0]
+    while ready:
+        for follower in followers[ready.pop()]:
+            waiting[follower] -= 1
+            if waiting[follower] == 0:
+                ready.append(follower)
+    stuck = sorted(key for key, n in waiting.items() if n)
+    if stuck:
+        raise ValueError(f"the plan's ops wait for each other in a cycle: {', '.join(stuck[:5])}")
+
+
+async def apply_plan(
+    plan: Plan, writer: Writer, *, concurrency: int = 8, on_progress: Callable[[ApplyProgress], Any] | None = None
+) -> ApplyResult:
+    """Run every op of `plan` through `writer` (see the module docstring); API failures of
+    single ops are reported in the result, never raised."""
+    deps = dependencies(plan)
+    result = ApplyResult(total=len(plan.ops))
+    events = {op.key: anyio.Event() for op in plan.ops}
+    limiter = anyio.CapacityLimiter(max(1, concurrency))
+    serials: dict[str, anyio.Lock] = {}
+    writes_before, reads_before = writer.counts.writes, writer.counts.reads
+    started = anyio.current_time()
+
+    async def run(op: Op) -> None:
+        done: Outcome | None = None
+        try:
+            for dep in deps[op.key]:
+                await events[dep].wait()
+            blocker = next((result.outcomes[d] for d in deps[op.key] if not result.outcomes[d].ok), None)
+            if blocker is not None:
+                reason = blocker.reason if blocker.status == "skipped" else f"{blocker.key} failed: {blocker.reason}"
+                done = outcome(op, "skipped", reason)
+                return
+            lock = serials.setdefault(op.serial, anyio.Lock()) if op.serial else None
+            if lock is not None:
+                async with lock, limiter:
+                    done = await RECIPES[op.recipe](op, writer)
+            else:
+                async with limiter:
+                    done = await RECIPES[op.recipe](op, writer)
+        finally:
+            result.outcomes[op.key] = done or outcome(op, "failed", "interrupted")
+            result.writes = writer.counts.writes - writes_before
+            result.reads = writer.counts.reads - reads_before
+            events[op.key].set()
+            if on_progress is not None:
+                failures = sum(1 for o in result.outcomes.values() if not o.ok)
+                on_progress(ApplyProgress(len(result.outcomes), result.total, result.writes, failures, result.reads))
+
+    async with anyio.create_task_group() as tg:
+        for op in plan.ops:
+            tg.start_soon(run, op)
+    result.seconds = anyio.current_time() - started
+    result.reconciled = list(writer.counts.reconciled)
+    result.notes = list(writer.counts.notes)
+    return result

@@ -1,0 +1,359 @@
+"""copy_org: the one entry point of the write side (`mirror apply`, `restore`, the daemon's
+mirror jobs, the demo and the benchmark all call it).
+
+A controller loop, like Kubernetes' or `terraform plan` after a refresh:
+
+1. settle what earlier runs of this pair left (`recover`), before anything is read;
+2. read both sides (incremental syncs into the state mirror; a backup file is read as is);
+3. plan from what was read (`plan_copy`); nothing to do: the copy is verified and ends;
+4. apply (`apply_plan`): every write checked against the service's answer, order, paths and
+   defaults settled from listings read at run time;
+5. read again and go back to 3, at most `max_rounds` applies: each round is reported (ops,
+   writes, what was left). The copy is equal when verify finds nothing but what the plan
+   announced as skips, and nothing the copy made in the source is left there.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from syncd.catalog import write_call
+from syncd.config import Settings, TargetRef
+from syncd.copy import journal
+from syncd.copy.apply import ApplyProgress, ApplyResult, apply_plan
+from syncd.copy.context import ContentStrategy, Mode
+from syncd.copy.journal import Pair
+from syncd.copy.model import IdMap, Snapshot
+from syncd.copy.ops import Plan, Ref, Skip
+from syncd.copy.plan import plan_copy
+from syncd.copy.recover import UnsettledError, settle_leftovers
+from syncd.copy.sides import BackupSource, ClientFactory, Endpoints, Side, Source, connect, read_backup, read_source, read_target, target_reads_source
+from syncd.copy.verify import Entry, Verification, compare, excuse, residue
+from syncd.copy.writer import Writer
+from syncd.errors import SyncdError
+from syncd.mirror import Mirror
+from syncd.sync import Progress, default_db
+
+__all__ = ["CopyReport", "PlanRefused", "Reading", "RoundReport", "copy_org", "dry_run_lines", "plan_org", "verify_org"]
+
+MAX_ROUNDS = 3
+
+
+class PlanRefused(SyncdError):
+    """The plan must not be applied: deletes beyond the limit, or a source that looks empty."""
+
+    exit_code = 2
+
+
+@dataclass
+class Reading:
+    """Both sides as just read, the id map, and how content can travel."""
+
+    pair: Pair
+    source: Side
+    target: Side
+    idmap: IdMap
+    content: ContentStrategy
+    source_as_read: Snapshot
+    """The source with everything in it, duplicates a copy left there included (residue)."""
+    pending: int = 0
+    """Calls of earlier runs with an unknown effect (a plan made without settling them)."""
+
+    @property
+    def complete(self) -> bool:
+        return self.source.complete and self.target.complete
+
+
+@dataclass
+class RoundReport:
+    """One round: its plan, what applying it cost, and what the next read found left."""
+
+    number: int
+    ops: int
+    counts: dict[str, dict[str, int]]
+    apply: ApplyResult | None = None
+    left: dict[str, int] | None = None
+
+    @property
+    def writes(self) -> int:
+        return self.apply.writes if self.apply else 0
+
+    def line(self) -> str:
+        cost = f"{self.writes} writes, {self.apply.reads} reads, {self.apply.seconds:.1f}s" if self.apply else "not applied"
+        failed = f", {len(self.apply.failed)} failed" if self.apply and self.apply.failed else ""
+        left = ""
+        if self.left is not None:
+            shown = {k: v for k, v in self.left.items() if v and k != "identical"}
+            left = "; left: " + (", ".join(f"{v} {k}" for k, v in shown.items()) if shown else "nothing")
+        return f"round {self.number}: {self.ops} operations, {cost}{failed}{left}"
+
+
+@dataclass
+class CopyReport:
+    source: str
+    target: str
+    mode: str
+    rounds: list[RoundReport] = field(default_factory=list)
+    skips: list[Skip] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    settled: list[str] = field(default_factory=list)
+    verification: Verification = field(default_factory=Verification)
+    residue: list[Entry] = field(default_factory=list)
+    read_cleanly: bool = True
+    plans: list[Plan] = field(default_factory=list)
+
+    @property
+    def equal(self) -> bool:
+        """Equal apart from what the plan announced, and nothing left in the source."""
+        return self.verification.equal and not self.residue
+
+    @property
+    def writes(self) -> int:
+        return sum(r.writes for r in self.rounds)
+
+    @property
+    def apply_seconds(self) -> float:
+        return sum(r.apply.seconds for r in self.rounds if r.apply)
+
+    @property
+    def failed(self) -> list[str]:
+        return [f"{o.key}: {o.reason}" for r in self.rounds if r.apply for o in r.apply.failed]
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready figures (the daemon's run summary)."""
+        return {
+            "rounds": [{"ops": r.ops, "writes": r.writes, "left": r.left} for r in self.rounds],
+            "writes": self.writes,
+            "verify": self.verification.counts(),
+            "residue": len(self.residue),
+            "skips": len(self.skips),
+            "equal": self.equal,
+            "failures": self.failed[:20],
+        }
+
+
+# ----- reading ----------------------------------------------------------------------------------
+
+
+async def _pair(ends: Endpoints) -> tuple[Pair, Side | None]:
+    """The pair's names, and the backup's side when the source is a file (read first)."""
+    if isinstance(ends.source_ref, BackupSource):
+        side = await anyio.to_thread.run_sync(read_backup, ends.source_ref)
+        return Pair(side.tenant, side.org, ends.target_tenant, ends.target_org), side
+    source = ends.source_ref
+    assert source.org is not None
+    return Pair(ends.settings.tenant(source.tenant).name, source.org, ends.target_tenant, ends.target_org), None
+
+
+async def _read(ends: Endpoints, pair: Pair, backup: Side | None, content: ContentStrategy, progress: Progress | None, full: bool) -> Reading:
+    source = backup if backup is not None else await read_source(ends, progress, full)
+    target = await read_target(ends, progress, full)
+
+    def load() -> tuple[IdMap, list[str], int]:
+        with Mirror(ends.db) as mirror:
+            return journal.load_idmap(mirror, pair), journal.made_in_source(mirror, pair), len(journal.open_intents(mirror, pair))
+
+    idmap, made, pending = await anyio.to_thread.run_sync(load)
+    leftovers = set(made) | set(idmap.of_kind("space-duplicate").values())
+    as_read = source.snapshot
+    source = Side(source.tenant, source.org, as_read.without("space", leftovers), source.crawl, source.label)
+    return Reading(pair, source, target, idmap, content, as_read, pending)
+
+
+async def _content(ends: Endpoints, pair: Pair) -> ContentStrategy:
+    readable = await target_reads_source(ends, pair.source_org)
+    return ContentStrategy(same_credentials=ends.same_credentials, readable=readable)
+
+
+async def _settle(ends: Endpoints, pair: Pair) -> list[str]:
+    """Settle leftovers of earlier runs in an apply run of its own (none when none)."""
+    with Mirror(ends.db) as mirror:
+        intents = journal.open_intents(mirror, pair)
+        idmap = journal.load_idmap(mirror, pair)
+        if not intents and not idmap.of_kind("space-duplicate"):
+            return []
+        run = journal.begin(mirror, pair)
+        status = "failed"
+        try:
+            writer = Writer(mirror=mirror, pair=pair, run=run, idmap=idmap, target=ends.target, source=ends.source)
+            done = await settle_leftovers(writer, intents)
+            status = "complete"
+            return done + writer.counts.notes
+        finally:
+            journal.finish(mirror, run, status, {"settled": True})
+
+
+def _plan(reading: Reading, mode: Mode, max_delete: int, adopt: bool) -> Plan:
+    effective: Mode = mode if reading.complete else "copy"
+    plan = plan_copy(reading.source.snapshot, reading.target.snapshot, reading.idmap, effective, max_delete=max_delete, adopt=adopt, content=reading.content)
+    if effective != mode:
+        plan.warnings.append("a side could not be read completely: no deletes are planned this time")
+    return plan
+
+
+def _verify(reading: Reading, plan: Plan) -> Verification:
+    return excuse(compare(reading.source.snapshot, reading.target.snapshot, reading.idmap), plan.skips)
+
+
+# ----- applying ---------------------------------------------------------------------------------
+
+
+async def _apply(ends: Endpoints, reading: Reading, plan: Plan, on_progress: Callable[[ApplyProgress], Any] | None) -> ApplyResult:
+    with Mirror(ends.db) as mirror:
+        run = journal.begin(mirror, reading.pair)
+        status, reason, result = "failed", "apply stopped on an error", None
+        try:
+            writer = Writer(mirror=mirror, pair=reading.pair, run=run, idmap=reading.idmap, target=ends.target, source=ends.source)
+            result = await apply_plan(plan, writer, concurrency=ends.settings.tenant(ends.target_ref.tenant).concurrency, on_progress=on_progress)
+            status, reason = ("complete", "") if result.ok else ("partial", "some operations failed or were skipped")
+            return result
+        except anyio.get_cancelled_exc_class():
+            status, reason = "cancelled", "apply was interrupted"
+            raise
+        except KeyboardInterrupt:
+            status, reason = "cancelled", "apply was interrupted"
+            raise
+        finally:
+            # Synchronous on purpose: it must run even while the task is being cancelled.
+            journal.finish(mirror, run, status, {"apply": result.stats()} if result else {}, reason)
+
+
+async def copy_org(
+    settings: Settings,
+    source: Source,
+    target: TargetRef,
+    *,
+    mode: Mode = "copy",
+    max_delete: int = 10,
+    adopt: bool = True,
+    db: Path | None = None,
+    max_rounds: int = MAX_ROUNDS,
+    full: bool = False,
+    clients: ClientFactory | None = None,
+    on_read: Progress | None = None,
+    on_apply: Callable[[ApplyProgress], Any] | None = None,
+    on_round: Callable[[RoundReport], Any] | None = None,
+) -> CopyReport:
+    """Make `target` equal to `source` (see the module docstring). Raises PlanRefused
+    (nothing written), UnsettledError, MirrorBusyError, UsageError, ApiError for a side
+    that cannot be read at all; failures of single writes are in the report."""
+    db = db or default_db(settings)
+    report = CopyReport(str(source), str(target), mode)
+    async with connect(settings, db, source, target, clients) as ends:
+        pair, backup = await _pair(ends)
+        report.settled = await _settle(ends, pair)
+        content = await _content(ends, pair)
+        reading = await _read(ends, pair, backup, content, on_read, full)
+        before = reading.source_as_read
+        number = 0
+        while True:
+            # Planning and comparing take a while on a large organization: off the event loop,
+            # so a daemon's control API keeps answering.
+            plan = await anyio.to_thread.run_sync(_plan, reading, mode, max_delete, adopt)
+            report.plans.append(plan)
+            if plan.refused:
+                if number == 0:
+                    raise PlanRefused(f"the plan must not be applied: {plan.refused}")
+                report.warnings.append(f"round {number + 1} not applied: {plan.refused}")
+                break
+            if report.rounds:
+                report.rounds[-1].left = (await anyio.to_thread.run_sync(_verify, reading, plan)).counts()
+                if on_round is not None:
+                    on_round(report.rounds[-1])
+            if not plan.ops or number >= max_rounds:
+                break
+            number += 1
+            result = await _apply(ends, reading, plan, on_apply)
+            report.rounds.append(RoundReport(number, len(plan.ops), {k: dict(v) for k, v in plan.counts().items()}, result))
+            reading = await _read(ends, pair, backup, content, on_read, False)
+        try:  # what a round could not settle (a duplicate it could not remove, say)
+            leftover = await _settle(ends, pair)
+        except UnsettledError as exc:
+            leftover, report.warnings = [], [*report.warnings, str(exc)]
+        if leftover:
+            report.settled += leftover
+            reading = await _read(ends, pair, backup, content, on_read, False)
+        report.skips = plan.skips
+        report.warnings += plan.warnings
+        report.verification = await anyio.to_thread.run_sync(_verify, reading, plan)
+        report.read_cleanly = reading.complete
+        with Mirror(db) as mirror:
+            made = journal.made_in_source(mirror, pair)
+        report.residue = residue(reading.source_as_read, made)
+        appeared = {n.id for n in reading.source_as_read.of_kind("space")} - {n.id for n in before.of_kind("space")} - set(made)
+        if appeared:
+            report.warnings.append(
+                f"{len(appeared)} space(s) appeared in the source during the copy ({', '.join(sorted(appeared)[:5])}): "
+                "not made by this copy as far as its journal says; the next run copies them"
+            )
+    return report
+
+
+# ----- plan and verify alone ----------------------------------------------------------------------
+
+
+async def plan_org(
+    settings: Settings, source: Source, target: TargetRef, *, mode: Mode = "copy", max_delete: int = 10, adopt: bool = True,
+    db: Path | None = None, on_read: Progress | None = None,
+) -> tuple[Reading, Plan]:
+    """Read both sides and plan; nothing is written (leftovers of earlier runs are not
+    settled: the plan's warnings say so, and a real apply settles them first)."""
+    db = db or default_db(settings)
+    async with connect(settings, db, source, target) as ends:
+        pair, backup = await _pair(ends)
+        reading = await _read(ends, pair, backup, await _content(ends, pair), on_read, False)
+    plan = _plan(reading, mode, max_delete, adopt)
+    if reading.pending:
+        plan.warnings.append(f"{reading.pending} call(s) of an earlier run have an unknown effect: a real apply settles them first")
+    return reading, plan
+
+
+async def verify_org(settings: Settings, source: Source, target: TargetRef, *, db: Path | None = None, on_read: Progress | None = None) -> tuple[Verification, list[Entry]]:
+    """Read both sides and compare them (differences a plan would announce as skips are
+    excused); and what copies of this pair left in the source."""
+    reading, plan = await plan_org(settings, source, target, db=db, on_read=on_read)
+    with Mirror(db or default_db(settings)) as mirror:
+        made = journal.made_in_source(mirror, reading.pair)
+    return _verify(reading, plan), residue(reading.source_as_read, made)
+
+
+def dry_run_lines(plan: Plan, idmap: IdMap) -> list[str]:
+    """Every call the plan would send, resolved as far as the id map goes (objects the plan
+    makes show as `<new KIND SOURCE_ID>`); settle steps show what they expect to do."""
+    made: set[tuple[str, str]] = set()
+    for op in plan.ops:
+        made.update(op.products)
+
+    def show(value: Any) -> Any:
+        if isinstance(value, Ref):
+            return idmap.target(value.kind, value.source_id) or f"<new {value.kind} {value.source_id}>"
+        if isinstance(value, dict):
+            return {k: show(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [show(v) for v in value]
+        return value
+
+    lines: list[str] = []
+    for op in plan.ops:
+        if op.action == "adopt":
+            lines.append(f"adopt {op.kind} {op.title!r}: {op.source_id} -> {op.target_id}")
+            continue
+        if op.action == "settle":
+            lines.append(f"settle {op.kind} {op.title!r}: read the target, then " + ("; ".join(op.preview) or "check"))
+            continue
+        path = re.sub(r"\{ref:([^:{}]+):([^{}]+)\}", lambda m: str(show(Ref(m.group(1), m.group(2)))), op.path)
+        text = f"{op.method} {path}" + (f" ({op.side})" if op.side != "target" else "")
+        if op.body is not None:
+            text += " " + json.dumps(show(op.body), ensure_ascii=False, sort_keys=True, default=str)
+        if op.recipe == "duplicate-transfer":
+            transfer = write_call("space", "transfer")
+            text += f" then {transfer.method} {transfer.path.replace('{id}', '<the duplicate>')}"
+        lines.append(text)
+    return lines

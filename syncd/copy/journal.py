@@ -1,0 +1,258 @@
+"""The write side's records in the state file: apply runs, the journal of write intents and
+the id map.
+
+Why: "save the id the moment it exists". An intent is committed BEFORE each write call and,
+when the answer comes, marked done together with the id-map entries it yields, in ONE
+transaction. Whatever instant the process dies at, the file says either "this call may have
+been sent" (an open intent: the next run looks for its effect before writing again) or "this
+call is done and here is the id it made", never "done" without the id.
+
+Journal states (`journal.state`):
+    sent     committed just BEFORE the call: the call may have reached the server.
+    done     the call succeeded (or its effect was found); `result_id` is set and the id map
+             holds what it made, committed together.
+    failed   the call certainly did not take effect, or sending it again is harmless.
+A failure whose effect is unknown keeps the intent `sent`, with the error: the next run
+settles it (`open_intents`).
+
+The tables live in the state file's schema (`syncd.mirror.schema`); this module writes them
+through the Mirror's public transaction API. Functions are synchronous: call them through
+`anyio.to_thread` from async code.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from syncd.copy.model import IdMap, Origin
+from syncd.mirror import Mirror, MirrorError
+from syncd.mirror.schema import utc_now
+
+__all__ = [
+    "APPLY_JOB",
+    "MappingEntry",
+    "Pair",
+    "begin",
+    "complete",
+    "fail",
+    "finish",
+    "intend",
+    "intents",
+    "load_idmap",
+    "open_intents",
+    "record_mappings",
+    "resend",
+    "seen_before",
+]
+
+APPLY_JOB = "apply"
+_OPEN = ("planned", "sent")
+
+MappingEntry = tuple[str, str, str, Origin]
+"""(kind, source id, target id, origin) of one id-map entry."""
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A copy's source and target organizations: the id map and the journal are per pair."""
+
+    source_tenant: str
+    source_org: str
+    target_tenant: str
+    target_org: str
+
+    def values(self) -> list[str]:
+        return [self.source_tenant, self.source_org, self.target_tenant, self.target_org]
+
+    def tenant(self, side: str) -> str:
+        return self.source_tenant if side == "source" else self.target_tenant
+
+
+_PAIR_WHERE = "source_tenant = ? AND source_org = ? AND target_tenant = ? AND target_org = ?"
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+# -- the id map ----------------------------------------------------------------------------
+
+
+def load_idmap(mirror: Mirror, pair: Pair) -> IdMap:
+    idmap = IdMap()
+    with mirror.reading() as db:
+        rows = db.execute(f"SELECT kind, source_id, target_id, origin FROM idmap WHERE {_PAIR_WHERE}", pair.values()).fetchall()
+    for kind, source_id, target_id, origin in rows:
+        idmap.put(kind, source_id, target_id, origin)
+    return idmap
+
+
+def _write_mappings(db: Any, run: int, pair: Pair, mappings: Iterable[MappingEntry], drops: Iterable[tuple[str, str]]) -> None:
+    for kind, source_id, target_id, origin in mappings:
+        db.execute(
+            "INSERT INTO idmap (source_tenant, source_org, target_tenant, target_org, kind, source_id, target_id, origin, run) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (source_tenant, source_org, kind, source_id, target_tenant, target_org) DO UPDATE SET "
+            "target_id = excluded.target_id, origin = excluded.origin, run = excluded.run",
+            [*pair.values(), kind, source_id, str(target_id), origin, run],
+        )
+    for kind, source_id in drops:
+        db.execute(f"DELETE FROM idmap WHERE {_PAIR_WHERE} AND kind = ? AND source_id = ?", [*pair.values(), kind, source_id])
+
+
+def record_mappings(mirror: Mirror, run: int, pair: Pair, mappings: Sequence[MappingEntry], drops: Sequence[tuple[str, str]] = ()) -> None:
+    """Write id-map entries that need no call (adoption), in one transaction."""
+    with mirror.transaction() as db:
+        _write_mappings(db, run, pair, mappings, drops)
+
+
+# -- apply runs ----------------------------------------------------------------------------
+
+
+def begin(mirror: Mirror, pair: Pair) -> int:
+    """Open an apply run into the target: takes the state file's writer lock (MirrorBusyError
+    when another live process writes it); the pair is kept in the run's statistics."""
+    run = mirror.start_run(APPLY_JOB, pair.target_tenant, f"{pair.target_tenant}:{pair.target_org}")
+    mirror.set_run_stats(run, {"pair": asdict(pair)})
+    return run
+
+
+def finish(mirror: Mirror, run: int, status: str, stats: Mapping[str, Any] | None = None, reason: str = "") -> None:
+    """End an apply run (complete, partial, failed or cancelled): its effects are its journal
+    and id-map rows, already committed one by one."""
+    mirror.close_run(run, status, stats, reason)
+
+
+# -- the journal ---------------------------------------------------------------------------
+
+_SPACE_PATH = re.compile(r"^(?:/v1)?/spaces/([^/?#]+)")
+
+
+def touched_scope(path: str) -> str | None:
+    """The crawl scope a write to `path` may change: `space:<id>` for anything under a space.
+
+    Some writes inside a space (custom field values) do not move the space's change token,
+    so an incremental read would carry the old rows forward and never see them."""
+    match = _SPACE_PATH.match(path)
+    return f"space:{match.group(1)}" if match else None
+
+
+def intend(
+    mirror: Mirror, run: int, pair: Pair, *, key: str, kind: str, source_id: str | None, side: str,
+    method: str, path: str, body: Any, intent: Mapping[str, Any],
+) -> int:
+    """Commit that a call is about to be sent (state 'sent'); returns its seq in the run.
+
+    `intent` is what a later run needs to settle it if its answer is lost (what it makes and
+    where that shows up). In the same transaction the target scope the call writes into is
+    forgotten, so the next read of the target reads that space again (`touched_scope`)."""
+    with mirror.transaction() as db:
+        mirror.require_open(run)
+        scope = touched_scope(path)
+        if scope is not None and side == "target":
+            db.execute("DELETE FROM scopes WHERE tenant = ? AND scope = ?", [pair.target_tenant, scope])
+        seq = int(db.execute("SELECT coalesce(max(seq), 0) + 1 FROM journal WHERE run = ?", [run]).fetchone()[0])
+        db.execute(
+            "INSERT INTO journal (run, seq, source_tenant, source_org, target_tenant, target_org, op_key, kind, "
+            "source_id, method, path, body, op, state, attempts, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'sent', 1, ?)",
+            [
+                run, seq, *pair.values(), key, kind, source_id, method.upper(), path,
+                None if body is None else _json(body), _json({"side": side, **intent}), utc_now(),
+            ],
+        )
+        return seq
+
+
+def resend(mirror: Mirror, run: int, seq: int) -> None:
+    """An intent is about to be sent once more (nothing of the previous attempt was found)."""
+    with mirror.transaction() as db:
+        db.execute("UPDATE journal SET state = 'sent', attempts = attempts + 1, updated_at = ? WHERE run = ? AND seq = ?", [utc_now(), run, seq])
+
+
+def complete(
+    mirror: Mirror, run: int, seq: int, result_id: str | None,
+    mappings: Sequence[MappingEntry] = (), drops: Sequence[tuple[str, str]] = (),
+) -> None:
+    """Mark an intent done with the id it made, and write its id-map entries (and drop those a
+    delete ended), in ONE transaction. Works on intents of earlier runs too (a settled one):
+    the entries go to that intent's own pair."""
+    with mirror.transaction() as db:
+        row = db.execute("SELECT source_tenant, source_org, target_tenant, target_org FROM journal WHERE run = ? AND seq = ?", [run, seq]).fetchone()
+        if row is None:
+            raise MirrorError(f"no journal intent {run}/{seq}")
+        db.execute(
+            "UPDATE journal SET state = 'done', result_id = ?, error = NULL, updated_at = ? WHERE run = ? AND seq = ?",
+            [None if result_id is None else str(result_id), utc_now(), run, seq],
+        )
+        _write_mappings(db, run, Pair(*row), mappings, drops)
+
+
+def fail(mirror: Mirror, run: int, seq: int, error: str, may_have_applied: bool) -> None:
+    """A failed call: when it may have taken effect the intent stays 'sent' (the next run
+    settles it); otherwise it becomes 'failed'."""
+    with mirror.transaction() as db:
+        db.execute(
+            "UPDATE journal SET state = CASE WHEN ? THEN 'sent' ELSE 'failed' END, error = ?, updated_at = ? WHERE run = ? AND seq = ?",
+            [may_have_applied, error, utc_now(), run, seq],
+        )
+
+
+def _decoded(row: dict[str, Any]) -> dict[str, Any]:
+    row["body"] = json.loads(row["body"]) if row["body"] else None
+    row["intent"] = json.loads(row.pop("op")) if row.get("op") else {}
+    return row
+
+
+def open_intents(mirror: Mirror, pair: Pair) -> list[dict[str, Any]]:
+    """Intents of this pair whose effect is unknown ('sent'), left by runs that are not open
+    in this Mirror, in the order they were written; `body` and `intent` decoded."""
+    active = mirror.open_runs()
+    with mirror.reading() as db:
+        rows = list(
+            db.query(
+                "SELECT run, seq, op_key, kind, source_id, method, path, body, op, state, attempts, error FROM journal "
+                f"WHERE {_PAIR_WHERE} AND state IN ({', '.join('?' * len(_OPEN))}) ORDER BY run, seq",
+                [*pair.values(), *_OPEN],
+            )
+        )
+    return [_decoded(row) for row in rows if row["run"] not in active]
+
+
+def seen_before(mirror: Mirror, tenant: str, ids: Iterable[str], run: int) -> set[str]:
+    """Those of `ids` that a read of `tenant` saw in a run older than `run`: an object that
+    existed before a call was sent is not what that call made."""
+    wanted = list(dict.fromkeys(str(i) for i in ids))
+    seen: set[str] = set()
+    with mirror.reading() as db:
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            rows = db.execute(
+                f"SELECT id FROM resources WHERE tenant = ? AND first_seen_run < ? AND id IN ({', '.join('?' * len(chunk))})",
+                [tenant, run, *chunk],
+            ).fetchall()
+            seen.update(row[0] for row in rows)
+    return seen
+
+
+def intents(mirror: Mirror, run: int) -> list[dict[str, Any]]:
+    """The intents of one run in order (reports and tests), `body` and `intent` decoded."""
+    with mirror.reading() as db:
+        rows = list(db.query("SELECT * FROM journal WHERE run = ? ORDER BY seq", [run]))
+    return [_decoded(row) for row in rows]
+
+
+def made_in_source(mirror: Mirror, pair: Pair) -> list[str]:
+    """Ids of every object this pair's copies made in the SOURCE (duplicates for a
+    transfer), done or settled: each must have left the source (transferred or deleted)."""
+    with mirror.reading() as db:
+        rows = db.execute(
+            f"SELECT DISTINCT result_id FROM journal WHERE {_PAIR_WHERE} AND result_id IS NOT NULL "
+            "AND json_extract(op, '$.side') = 'source' AND json_extract(op, '$.made') IS NOT NULL",
+            pair.values(),
+        ).fetchall()
+    return [row[0] for row in rows]

@@ -1,0 +1,134 @@
+"""One organization as read, and the id map between a source and a target organization.
+
+Pure data, built once from mirror rows (or from a listing read during an apply), then read by
+the planner, the settle steps and verify. Nothing here guesses what the service will do.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Origin = Literal["created", "adopted"]
+
+_LAST = 1 << 30
+
+
+@dataclass(frozen=True)
+class Node:
+    """One object: `id` is its id in its tenant (for kinds whose ids are only unique under a
+    parent, the mirror's qualified row id), `data` the object as the API answered it."""
+
+    kind: str
+    id: str
+    parent: tuple[str, str] | None
+    position: int | None
+    data: Mapping[str, Any]
+
+    @property
+    def api_id(self) -> str:
+        """The id the API knows (the last part of a qualified row id)."""
+        return self.id.rsplit("/", 1)[-1]
+
+
+class Snapshot:
+    """Objects of one organization, indexed by (kind, id) and by (kind, parent), siblings in
+    the order their listing gave (position, then the order rows came in)."""
+
+    def __init__(self, tenant: str, org: str, nodes: Iterable[Node] = ()) -> None:
+        self.tenant, self.org = tenant, org
+        self.nodes: dict[tuple[str, str], Node] = {}
+        for node in nodes:
+            self.nodes[(node.kind, node.id)] = node
+        self._index()
+
+    def _index(self) -> None:
+        arrival = {key: index for index, key in enumerate(self.nodes)}
+        grouped: dict[tuple[str, tuple[str, str] | None], list[Node]] = defaultdict(list)
+        by_kind: dict[str, list[Node]] = defaultdict(list)
+        for node in self.nodes.values():
+            grouped[(node.kind, node.parent)].append(node)
+            by_kind[node.kind].append(node)
+
+        def order(node: Node) -> tuple[int, int]:
+            return (node.position if node.position is not None else _LAST, arrival[(node.kind, node.id)])
+
+        self._children = {key: sorted(nodes, key=order) for key, nodes in grouped.items()}
+        self._by_kind = {kind: sorted(nodes, key=lambda n: (n.parent or ("", ""), *order(n))) for kind, nodes in by_kind.items()}
+
+    @classmethod
+    def from_rows(cls, tenant: str, org: str, rows: Iterable[Mapping[str, Any]]) -> Snapshot:
+        """From mirror rows (`kind, id, parent_kind, parent_id, position, data`)."""
+        nodes = []
+        for row in rows:
+            parent = (row["parent_kind"], row["parent_id"]) if row.get("parent_kind") and row.get("parent_id") else None
+            nodes.append(Node(row["kind"], row["id"], parent, row.get("position"), row["data"]))
+        return cls(tenant, org, nodes)
+
+    @classmethod
+    def from_mirror(cls, mirror: Any, tenant: str, org: str) -> Snapshot:
+        return cls.from_rows(tenant, org, mirror.current(tenant, org=org))
+
+    def get(self, kind: str, node_id: str | None) -> Node | None:
+        return self.nodes.get((kind, node_id)) if node_id is not None else None
+
+    def of_kind(self, kind: str) -> list[Node]:
+        """Nodes of a kind, siblings together in position order."""
+        return list(self._by_kind.get(kind, ()))
+
+    def children(self, kind: str, parent: tuple[str, str] | None) -> list[Node]:
+        return list(self._children.get((kind, parent), ()))
+
+    def kinds(self) -> list[str]:
+        return list(self._by_kind)
+
+    def without(self, kind: str, ids: Iterable[str]) -> Snapshot:
+        """This snapshot without some objects of a kind (pending duplicates in a source)."""
+        gone = set(ids)
+        if not gone:
+            return self
+        return Snapshot(self.tenant, self.org, (n for n in self.nodes.values() if not (n.kind == kind and n.id in gone)))
+
+
+@dataclass(frozen=True)
+class Mapped:
+    target_id: str
+    origin: Origin
+
+
+@dataclass
+class IdMap:
+    """Source id -> target id per kind, and whether syncd created the target object (only
+    those may ever be deleted) or adopted an equivalent one that was already there."""
+
+    entries: dict[tuple[str, str], Mapped] = field(default_factory=dict)
+
+    def target(self, kind: str, source_id: str | None) -> str | None:
+        entry = self.entries.get((kind, source_id)) if source_id is not None else None
+        return entry.target_id if entry else None
+
+    def origin(self, kind: str, source_id: str) -> Origin | None:
+        entry = self.entries.get((kind, source_id))
+        return entry.origin if entry else None
+
+    def put(self, kind: str, source_id: str, target_id: str, origin: Origin) -> None:
+        self.entries[(kind, source_id)] = Mapped(target_id, origin)
+
+    def drop(self, kind: str, source_id: str) -> None:
+        self.entries.pop((kind, source_id), None)
+
+    def sources_of(self, kind: str) -> dict[str, str]:
+        """target id -> source id for one kind."""
+        return {m.target_id: source for (k, source), m in self.entries.items() if k == kind}
+
+    def of_kind(self, kind: str) -> dict[str, str]:
+        """source id -> target id for one kind."""
+        return {source: m.target_id for (k, source), m in self.entries.items() if k == kind}
+
+    def copy(self) -> IdMap:
+        return IdMap(dict(self.entries))
+
+
+__all__ = ["IdMap", "Mapped", "Node", "Origin", "Snapshot"]

@@ -1,0 +1,74 @@
+"""What earlier copies of a pair left unsettled, settled before anything is read.
+
+- An intent whose answer was lost when its run ended (killed, cancelled, the target
+  unreachable): a create is looked for by what appeared in its listing since the intent was
+  written (found: mapped; not found: closed as not applied, the plan makes it again); any
+  other call is closed (sending it again is harmless).
+- A duplicate made in the source for a transfer that did not happen: transferred after all
+  (it is in the target: mapped), or deleted from the source.
+
+Why before reading: a duplicate left in the source would be read as a source space and copied
+too; an object made by a lost create would be created a second time.
+"""
+
+from __future__ import annotations
+
+from syncd.api import ApiError
+from syncd.copy import journal
+from syncd.copy.ops import expect_from_json
+from syncd.copy.tree import settle_duplicate
+from syncd.copy.writer import CallFailed, Writer
+from syncd.errors import SyncdError
+
+__all__ = ["UnsettledError", "pending_work", "settle_leftovers"]
+
+
+class UnsettledError(SyncdError):
+    """Calls of an earlier run have an unknown effect that cannot be checked now: nothing is
+    written until they are (the next run tries again)."""
+
+
+def pending_work(open_intents: list[dict[str, object]], duplicates: dict[str, str]) -> bool:
+    return bool(open_intents) or bool(duplicates)
+
+
+async def settle_leftovers(writer: Writer, open_intents: list[dict[str, object]]) -> list[str]:
+    """Settle what earlier runs left (see the module docstring); returns what was done, one
+    line each. Raises UnsettledError when a lost create cannot be looked for."""
+    done: list[str] = []
+    unknown: list[str] = []
+    for intent in open_intents:
+        run, seq, key = int(intent["run"]), int(intent["seq"]), str(intent["op_key"])  # type: ignore[call-overload]
+        info = intent.get("intent") or {}
+        made = info.get("made") if isinstance(info, dict) else None
+        where = f"call {key} of run {run}"
+        if not made or not isinstance(info, dict) or "expect" not in info:
+            await writer.db(journal.fail, run, seq, f"its run ended with its effect unknown; closed by run {writer.run}: safe to send again", False)
+            continue
+        kind, source_id = str(made[0]), str(made[1])
+        mapped = writer.idmap.target(kind, source_id)
+        if mapped is not None:
+            await writer.db(journal.complete, run, seq, mapped, (), ())
+            continue
+        try:
+            item = await writer.find_made(expect_from_json(info["expect"]), (kind, source_id), run, intent.get("body"))
+        except (ApiError, CallFailed) as exc:
+            unknown.append(f"{where}: {exc}")
+            continue
+        if item is None:
+            await writer.db(journal.fail, run, seq, f"not applied: nothing appeared (checked by run {writer.run})", False)
+            done.append(f"{where}: not applied")
+            continue
+        new_id = str(item.get(expect_from_json(info["expect"]).id_field))
+        await writer.db(journal.complete, run, seq, new_id, [(kind, source_id, new_id, "created")], ())
+        writer.idmap.put(kind, source_id, new_id, "created")
+        done.append(f"{where}: its {kind} was made ({new_id})")
+    for source_id, duplicate in writer.idmap.of_kind("space-duplicate").items():
+        moved = await settle_duplicate(writer, source_id, duplicate)
+        done.append(f"duplicate {duplicate} of space {source_id}: " + ("it had been transferred" if moved else "settled in the source"))
+    if unknown:
+        raise UnsettledError(
+            f"{len(unknown)} call(s) of an earlier run may have made objects that cannot be looked for now "
+            f"({unknown[0]}); nothing was written: run again once the target answers"
+        )
+    return done

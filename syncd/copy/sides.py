@@ -1,0 +1,190 @@
+"""The two sides of a copy and how they are read: a live organization (an incremental sync
+into the state mirror, then its snapshot) or a backup file (its snapshot, read-only).
+
+One client per tenant lives as long as the copy: reads and writes of a token share its
+pacer, and two tenants of the same credentials share one (one token, one rate limit).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from syncd.api import ApiError, TenantClient, make_global_limiter
+from syncd.catalog import BY_NAME, fill
+from syncd.config import Settings, TargetRef
+from syncd.copy.model import Snapshot
+from syncd.crawl import CrawlResult
+from syncd.errors import UsageError
+from syncd.mirror import Mirror
+from syncd.sync import Progress, sync_into
+
+ClientFactory = Callable[..., TenantClient]
+"""(settings, tenant, global limiter, **options) -> TenantClient (benchmarks count calls)."""
+
+
+@dataclass(frozen=True)
+class BackupSource:
+    """A backup file as the source of a copy (a restore); `org` when it holds several."""
+
+    path: Path
+    org: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.path}" + (f":{self.org}" if self.org else "")
+
+
+Source = TargetRef | BackupSource
+
+
+@dataclass
+class Side:
+    """One side as last read: its tenant (as the state mirror names it), organization and
+    snapshot; `crawl` is None for a backup."""
+
+    tenant: str
+    org: str
+    snapshot: Snapshot
+    crawl: CrawlResult | None = None
+    label: str = ""
+
+    @property
+    def complete(self) -> bool:
+        return self.crawl is None or self.crawl.status == "complete"
+
+
+@dataclass
+class Endpoints:
+    """What a copy talks to: the settings, the state file, and the open clients."""
+
+    settings: Settings
+    db: Path
+    source_ref: Source
+    target_ref: TargetRef
+    target: TenantClient
+    source: TenantClient | None
+    same_credentials: bool
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def target_tenant(self) -> str:
+        return self.settings.tenant(self.target_ref.tenant).name
+
+    @property
+    def target_org(self) -> str:
+        return require_org(self.target_ref, "the target")
+
+
+def require_org(ref: TargetRef, what: str) -> str:
+    if not ref.org:
+        raise UsageError(f"{what} must name an organization: TENANT:ORG_ID, got {ref}")
+    return ref.org
+
+
+def same_credentials(settings: Settings, a: str, b: str) -> bool:
+    """Whether one token reaches both tenants (duplicate + transfer can then copy content)."""
+    first, second = settings.tenant(a), settings.tenant(b)
+    return first.base_url == second.base_url and first.resolved_token().get_secret_value() == second.resolved_token().get_secret_value()
+
+
+@contextlib.asynccontextmanager
+async def connect(settings: Settings, db: Path, source: Source, target: TargetRef, clients: ClientFactory | None = None) -> AsyncIterator[Endpoints]:
+    """Open the clients of a copy (checks the arguments first: one-line UsageErrors)."""
+    require_org(target, "the target")
+    if isinstance(source, TargetRef):
+        require_org(source, "the source")
+        if (settings.tenant(source.tenant).name, source.org) == (settings.tenant(target.tenant).name, target.org):
+            raise UsageError("the source and the target are the same organization")
+    elif not source.path.exists():
+        raise UsageError(f"{source.path}: no such backup file")
+    make = clients or TenantClient.from_settings
+    limiter = make_global_limiter(settings)
+    async with contextlib.AsyncExitStack() as stack:
+        target_client = await stack.enter_async_context(make(settings, target.tenant, limiter))
+        source_client = None
+        same = False
+        if isinstance(source, TargetRef):
+            same = same_credentials(settings, source.tenant, target.tenant)
+            shared: dict[str, Any] = {"pacer": target_client.pacer} if same else {}
+            source_client = await stack.enter_async_context(make(settings, source.tenant, limiter, **shared))
+        yield Endpoints(settings, db, source, target, target_client, source_client, same)
+
+
+async def read_source(ends: Endpoints, on_progress: Progress | None = None, full: bool = False) -> Side:
+    if isinstance(ends.source_ref, BackupSource):
+        return await anyio.to_thread.run_sync(read_backup, ends.source_ref)
+    assert ends.source is not None
+    return await read_live(ends.settings, ends.source_ref, ends.db, ends.source, on_progress, full)
+
+
+async def read_target(ends: Endpoints, on_progress: Progress | None = None, full: bool = False) -> Side:
+    return await read_live(ends.settings, ends.target_ref, ends.db, ends.target, on_progress, full)
+
+
+async def read_live(settings: Settings, ref: TargetRef, db: Path, client: TenantClient, on_progress: Progress | None, full: bool) -> Side:
+    org = require_org(ref, str(ref))
+    result, _ = await sync_into(settings, ref, db, full=full, on_progress=on_progress, client=client)
+    tenant = settings.tenant(ref.tenant).name
+
+    def load() -> Snapshot:
+        with Mirror(db) as mirror:
+            return Snapshot.from_mirror(mirror, tenant, org)
+
+    snapshot = await anyio.to_thread.run_sync(load)  # seconds for a large organization: off the loop
+    return Side(tenant, org, snapshot, result, str(ref))
+
+
+def backup_tenant(backup: Path) -> str:
+    return f"backup:{backup.name}"
+
+
+def read_backup(source: BackupSource) -> Side:
+    """A backup file's organization, as the source of a restore (the file is not written)."""
+    with Mirror(source.path, create=False) as mirror:
+        tenants = sorted({run["tenant"] for run in mirror.runs() if run["status"] in ("complete", "partial")})
+        if len(tenants) != 1:
+            raise UsageError(f"{source.path}: expected one tenant in the backup, found {len(tenants) or 'none'}")
+        tenant = tenants[0]
+        orgs = sorted({row["id"] for row in mirror.current(tenant, kind="organization")})
+        org = source.org
+        if org is None:
+            if len(orgs) != 1:
+                raise UsageError(f"{source.path} holds {len(orgs)} organizations: choose one with --org ({', '.join(orgs)})")
+            org = orgs[0]
+        elif org not in orgs:
+            raise UsageError(f"{source.path} has no organization {org!r} (it has: {', '.join(orgs)})")
+        snapshot = Snapshot.from_mirror(mirror, tenant, org)
+    return Side(backup_tenant(source.path), org, Snapshot(backup_tenant(source.path), org, snapshot.nodes.values()), None, str(source))
+
+
+async def target_reads_source(ends: Endpoints, source_org: str) -> bool:
+    """Whether the target's token can read the source organization: then it can import the
+    content of any of its spaces, not only the publicly shared ones."""
+    if ends.same_credentials:
+        return True
+    try:
+        await ends.target.get_json(fill(BY_NAME["organization"].path, {"org": source_org}))
+    except ApiError:
+        return False
+    return True
+
+
+__all__ = [
+    "BackupSource",
+    "ClientFactory",
+    "Endpoints",
+    "Side",
+    "Source",
+    "connect",
+    "read_backup",
+    "read_source",
+    "read_target",
+    "require_org",
+    "same_credentials",
+    "target_reads_source",
+]

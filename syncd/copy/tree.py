@@ -1,0 +1,325 @@
+"""How collections and spaces are copied: the content tree, the spaces' custom field values
+and content, and their order.
+
+- Collections parents first, then spaces: each is adopted (same title under the same
+  parent), created, or patched. A create's answer is checked and what differs is patched.
+- A new space's content comes by duplicate + transfer when one token reaches both
+  organizations (`copy_by_duplicate`: the duplicate made in the SOURCE is transferred, or
+  deleted whatever happens), else by a content import from the source space's URL.
+- Order and parents are put right by one settle step (`settle_tree`) once everything is made:
+  it lists the target's collections and spaces and moves what is not where the source has
+  it, from that listing, with the fewest moves.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import anyio
+
+from syncd.api import ApiError, NotFound
+from syncd.catalog import BY_NAME, write_path
+from syncd.copy.context import PlanContext, seg
+from syncd.copy.model import Node
+from syncd.copy.observe import Outcome, check_answer, outcome
+from syncd.copy.ops import Expect, Op, Ref, expect_from_json, expect_to_json, path_ref
+from syncd.copy.rules import ref_id, space_content, text, tree_parent
+from syncd.copy.writer import CallFailed, Unresolved, Writer
+from syncd.ordering import apply_move, moves_to_order
+
+TREE = ("collection", "space")
+SETTLE_KEY = "settle:tree:order"
+
+
+def tree_key(org: str, parent: str | None) -> tuple[str, str]:
+    return ("collection", parent) if parent else ("organization", org)
+
+
+def serial(parent: str | None) -> str:
+    """Creates under one parent run one at a time (what appeared is then one object)."""
+    return f"tree:{parent or ''}"
+
+
+# ----- planning -------------------------------------------------------------------------------
+
+
+def plan_tree(ctx: PlanContext) -> list[str | None]:
+    """Collections (parents first), then spaces; returns the source parents in that order."""
+    order: list[str | None] = [None]
+    seen: set[str] = set()
+    index = 0
+    while index < len(order):
+        parent = order[index]
+        index += 1
+        for node in ctx.source.children("collection", tree_key(ctx.source.org, parent)):
+            if node.id not in seen:
+                seen.add(node.id)
+                if plan_node(ctx, "collection", node, parent):
+                    order.append(node.id)
+    for node in ctx.source.of_kind("collection"):
+        if node.id not in seen:
+            ctx.skip("collection", node.id, ctx.title("collection", node), "its parent collection is not in the source: not copied", ("missing",))
+    reachable = set(order)
+    for parent in order:
+        for node in ctx.source.children("space", tree_key(ctx.source.org, parent)):
+            plan_node(ctx, "space", node, parent)
+    for node in ctx.source.of_kind("space"):
+        if tree_parent(node) is not None and tree_parent(node) not in reachable:
+            ctx.skip("space", node.id, ctx.title("space", node), "its parent collection is not copied", ("missing",))
+    return order
+
+
+def plan_node(ctx: PlanContext, kind: str, node: Node, parent: str | None) -> bool:
+    """Adopt, create or patch one collection or space; whether it is (or will be) there."""
+    title = ctx.title(kind, node)
+    if parent is not None and not ctx.exists("collection", parent):
+        ctx.skip(kind, node.id, title, "its parent collection is not copied", ("missing",))
+        return False
+    values = ctx.desired(kind, node)
+    if text(values.get("title")) is None:
+        ctx.skip(kind, node.id, title, "its title is missing or not text: not copied", ("missing",))
+        return False
+    target_parent = ctx.tid("collection", parent) if parent else None
+    parent_ref = Ref("collection", parent) if parent else None
+    listing = ctx.list_path(BY_NAME[kind].path)
+    expect = Expect(listing, parent_field="parent", parent=parent_ref)
+    patch_path = ctx.path(kind, "patch", id=path_ref(kind, node.id))
+
+    def create() -> Op:
+        want = ctx.want(kind, node, values)
+        if kind == "space" and ctx.content.same_credentials:
+            return duplicate_op(ctx, node, parent, parent_ref, expect, want, patch_path)
+        body = ctx.create_body(kind, node, values)
+        return ctx.create_op(kind, node, ctx.path(kind, "create"), body, expect, serial=serial(parent), want=want, patch_path=patch_path)
+
+    def siblings() -> list[Node]:
+        if parent is not None and target_parent is None:
+            return []  # its parent is made by this plan: nothing there to adopt
+        return ctx.target.children(kind, tree_key(ctx.org, target_parent))
+
+    if not ctx.ensure(kind, node, siblings, create):
+        return False
+    target_id = ctx.tid(kind, node.id)
+    if target_id is not None:
+        ctx.patch_existing(kind, node, target_id, ctx.path(kind, "patch", id=seg(target_id)))
+    elif kind == "space" and not ctx.content.same_credentials:
+        ctx.report_unwritable(kind, node, None)
+    return True
+
+
+def duplicate_op(ctx: PlanContext, node: Node, parent: str | None, parent_ref: Ref | None, expect: Expect, want: dict[str, Any], patch_path: str) -> Op:
+    """A new space as a duplicate of the source space, transferred into the target."""
+    duplicate_expect = Expect(
+        BY_NAME["space"].path.replace("{org}", seg(ctx.source.org)), side="source", parent_field="parent", parent=parent, exclude=(node.api_id,)
+    )
+    return Op(
+        key=f"create:space:{node.id}", action="create", kind="space", source_id=node.id, title=ctx.title("space", node),
+        recipe="duplicate-transfer", method="POST", path=write_path("space", "duplicate", {"id": seg(node.api_id)}), side="source",
+        expect=expect, serial=serial(parent), want=want or None,
+        spec={"duplicate": expect_to_json(duplicate_expect), "organization": ctx.org, "collection": parent_ref, "patch": patch_path},
+        note="duplicated in the source and transferred (content included); the duplicate never stays in the source",
+    )
+
+
+def plan_values(ctx: PlanContext) -> None:
+    """Custom field values of spaces (one PATCH per space, after the fields exist)."""
+    known = {str(n.data.get("name")) for n in ctx.target.of_kind("custom-field")}
+    fields = {str(n.data.get("name")): n.id for n in ctx.source.of_kind("custom-field")}
+    known |= {name for name, source_id in fields.items() if ctx.exists("custom-field", source_id)}
+    for node in ctx.source.of_kind("space"):
+        if not ctx.exists("space", node.id):
+            continue
+        target_id = ctx.tid("space", node.id)
+        desired = ctx.desired("space", node).get("customFields") or {}
+        current = ((ctx.current("space", target_id) or {}).get("customFields") or {}) if target_id else {}
+        values: dict[str, Any] = {}
+        for name in sorted(set(desired) | set(current)):
+            if desired.get(name) == current.get(name):
+                continue
+            if name not in known:
+                ctx.skip("space", node.id, ctx.title("space", node), f"custom field {name!r} is not on the target: its value is not copied", ("customFields",))
+                continue
+            values[name] = {"value": desired.get(name)}
+        if values:
+            ctx.emit(
+                Op(
+                    key=f"patch:space-custom-field-value:{node.id}", action="patch", kind="space-custom-field-value", source_id=node.id,
+                    target_id=target_id, title=ctx.title("space", node), method="PATCH",
+                    path=write_path("space-custom-field-value", "patch", {"space": ctx.seg("space", node.id)}), body={"values": values},
+                ),
+                after=[ctx.producer("custom-field", fields.get(name)) for name in values],
+            )
+
+
+def plan_content(ctx: PlanContext) -> None:
+    """Content of spaces that differ (or are new), by import from the source space's URL."""
+    for node in ctx.source.of_kind("space"):
+        if not ctx.exists("space", node.id):
+            continue
+        target_id = ctx.tid("space", node.id)
+        wanted = space_content(ctx.source, node.id)
+        if target_id is None and (ctx.content.same_credentials or wanted == ((), ())):
+            continue  # a duplicate brings its content; an empty space needs none
+        if target_id is not None and wanted == space_content(ctx.target, target_id):
+            continue
+        title = ctx.title("space", node)
+        url = ctx.content.import_url(node)
+        if url is None or not ctx.content.can_import(node):
+            why = "it has no URL" if url is None else f"the source space is {node.data.get('visibility') or 'not shareable'} and the target's token cannot read it"
+            state = "left with its current content" if target_id else "created empty"
+            ctx.skip("space", node.id, title, f"space {title!r} {state}: its content cannot be copied ({why}); copy it by hand or use one token for both", ("pages", "files"))
+            continue
+        ctx.emit(Op(
+            key=f"content:space:{node.id}", action="content", kind="space", source_id=node.id, target_id=target_id, title=title,
+            method="POST", path=ctx.path("space", "import", id=ctx.seg("space", node.id)), body={"url": url, "source": "website"},
+            note="imports the source space's content from its URL",
+        ))
+
+
+def plan_tree_settle(ctx: PlanContext, parents: list[str | None]) -> None:
+    """One settle step for the whole tree, when anything is new or out of place as read."""
+    containers: list[dict[str, Any]] = []
+    preview: list[str] = []
+    for parent in parents:
+        if parent is not None and not ctx.exists("collection", parent):
+            continue
+        target_parent = ctx.tid("collection", parent) if parent else None
+        entry: dict[str, Any] = {"parent": Ref("collection", parent) if parent else None}
+        for kind in TREE:
+            desired = [n.id for n in ctx.source.children(kind, tree_key(ctx.source.org, parent)) if ctx.exists(kind, n.id)]
+            entry[kind] = [Ref(kind, source_id) for source_id in desired]
+            new = [s for s in desired if ctx.tid(kind, s) is None]
+            if new:
+                preview.append(f"place {len(new)} new {kind}(s) under {_where(ctx, parent)}")
+            if parent is not None and target_parent is None:
+                continue
+            live = [n.id for n in ctx.target.children(kind, tree_key(ctx.org, target_parent))]
+            mapped = [t for s in desired if (t := ctx.tid(kind, s)) is not None]
+            for item, _ in moves_to_order(mapped, live):
+                preview.append(f"move {kind} {ctx.title(kind, ctx.target.get(kind, item) or Node(kind, item, None, None, {}))!r} under {_where(ctx, parent)}")
+        containers.append(entry)
+    if not preview:
+        return
+    ctx.emit(
+        Op(key=SETTLE_KEY, action="settle", kind="tree", source_id=None, title="order of collections and spaces", recipe="settle-tree",
+           spec={"org": ctx.org, "containers": containers}, preview=preview),
+        after=[op.key for op in ctx.plan.ops if op.kind in TREE and op.action == "create"],
+    )
+
+
+def _where(ctx: PlanContext, parent: str | None) -> str:
+    node = ctx.source.get("collection", parent)
+    return f"collection {ctx.title('collection', node)!r}" if node is not None else "the root"
+
+
+# ----- running ----------------------------------------------------------------------------------
+
+
+async def copy_by_duplicate(op: Op, writer: Writer) -> Outcome:
+    """Duplicate the source space (in the source), transfer the duplicate into the target,
+    check it. Whatever happens, the duplicate does not stay in the source."""
+    assert op.source_id is not None and op.spec is not None and op.expect is not None
+    mapped = writer.idmap.target("space", op.source_id)
+    if mapped is not None and mapped != op.target_id:
+        return outcome(op, "already-done", f"space {op.source_id} is already mapped to {mapped}", mapped)
+    try:
+        duplicate_expect = writer.resolve_expect(expect_from_json(op.spec["duplicate"]))
+        body = {"organization": op.spec["organization"]}
+        if op.spec.get("collection") is not None:
+            body["collection"] = writer.resolve(op.spec["collection"])
+        target_expect = writer.resolve_expect(op.expect)
+    except Unresolved as exc:
+        return outcome(op, "failed", f"cannot send: {exc}")
+    try:
+        duplicate, _ = await writer.create(f"{op.key}:duplicate", ("space-duplicate", op.source_id), "POST", op.path, None, duplicate_expect, side="source")
+    except (ApiError, CallFailed) as exc:
+        return outcome(op, "failed", f"duplicate: {exc}")
+    transferred: str | None = None
+    try:
+        path = write_path("space", "transfer", {"id": seg(duplicate)})
+        transferred, answer = await writer.create(op.key, ("space", op.source_id), "POST", path, body, target_expect)
+        await writer.record([], drops=[("space-duplicate", op.source_id)])
+        fixes = await check_answer(op, writer, answer, op.spec.get("patch"))
+        return outcome(op, "done", result_id=transferred, fixes=fixes)
+    except (ApiError, CallFailed) as exc:
+        return outcome(op, "failed", f"transfer: {exc}")
+    finally:
+        if transferred is None:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(30):
+                await settle_duplicate(writer, op.source_id, duplicate)
+
+
+async def settle_duplicate(writer: Writer, source_id: str, duplicate: str) -> str | None:
+    """Where a duplicate made for a transfer is now: in the target (its transfer went
+    through: it is mapped), or in the source (it is deleted there). Returns the target id, or
+    None. Errors are noted, the duplicate entry stays for the next run to settle."""
+    pair = writer.pair
+    try:
+        found = await writer.read("source", write_path("space", "get", {"id": seg(duplicate)}))
+    except NotFound:
+        found = None
+    except ApiError as exc:
+        writer.counts.notes.append(f"duplicate {duplicate} of space {source_id}: could not be checked ({exc}); left for the next run")
+        return None
+    org = found.get("organization") if isinstance(found, dict) else None
+    try:
+        if found is None or found.get("deletedAt"):
+            await writer.record([], drops=[("space-duplicate", source_id)])
+            return None
+        if org == pair.target_org:
+            await writer.record([("space", source_id, duplicate, "created")], drops=[("space-duplicate", source_id)])
+            return duplicate
+        await writer.call(f"cleanup:space-duplicate:{source_id}", "space-duplicate", source_id, "DELETE",
+                          write_path("space", "delete", {"id": seg(duplicate)}), side="source", drops=[("space-duplicate", source_id)])
+        writer.counts.notes.append(f"duplicate {duplicate} of space {source_id} deleted from the source")
+    except (ApiError, CallFailed) as exc:
+        writer.counts.notes.append(f"duplicate {duplicate} of space {source_id}: could not be removed from the source ({exc}); left for the next run")
+    return None
+
+
+async def settle_tree(op: Op, writer: Writer) -> Outcome:
+    """Put collections and spaces where the source has them, from the target's listings."""
+    assert op.spec is not None
+    org = seg(op.spec["org"])
+    parent_of: dict[tuple[str, str], str | None] = {}
+    order: dict[tuple[str, str | None], list[str]] = defaultdict(list)
+    try:
+        for kind in TREE:
+            for item in await writer.listing("target", BY_NAME[kind].path.replace("{org}", org)):
+                if isinstance(item, dict) and isinstance(item.get("id"), str):
+                    parent_of[(kind, item["id"])] = ref_id(item.get("parent"))
+                    order[(kind, ref_id(item.get("parent")))].append(item["id"])
+    except ApiError as exc:
+        return outcome(op, "failed", f"the target could not be listed: {exc}")
+    sources = {kind: writer.idmap.sources_of(kind) for kind in TREE}
+    moves, problems = 0, []
+    for entry in op.spec["containers"]:
+        try:
+            parent = writer.resolve(entry["parent"])
+        except Unresolved:
+            continue
+        for kind in TREE:
+            desired = [t for ref in entry[kind] if (t := writer.idmap.target(ref.kind, ref.source_id)) and (kind, t) in parent_of]
+            for item, anchor in moves_to_order(desired, order[(kind, parent)]):
+                body: dict[str, Any] = {}
+                if parent_of[(kind, item)] != parent:
+                    body["parent"] = parent
+                if anchor is not None:
+                    ref_type, key = BY_NAME[kind].writes.move_ref or ("space", "space")  # type: ignore[union-attr]
+                    body["position"] = {anchor[0]: {"type": ref_type, key: anchor[1]}}
+                try:
+                    await writer.call(f"{op.key}:{kind}:{item}", kind, sources[kind].get(item), "POST", write_path(kind, "move", {"id": seg(item)}), body)
+                except ApiError as exc:
+                    problems.append(f"move {kind} {item}: {exc}")
+                    continue
+                moves += 1
+                order[(kind, parent_of[(kind, item)])].remove(item)
+                parent_of[(kind, item)] = parent
+                apply_move(order[(kind, parent)], item, anchor)
+    if problems:
+        return outcome(op, "failed", "; ".join(problems[:3]) + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""), fixes=moves)
+    return outcome(op, "done", fixes=moves)
+
+
+__all__ = ["copy_by_duplicate", "plan_content", "plan_tree", "plan_tree_settle", "plan_values", "settle_duplicate", "settle_tree"]

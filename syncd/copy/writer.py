@@ -1,0 +1,281 @@
+"""The write calls of one apply run: journaled, never sent blindly twice, and settled by what
+the service shows, not by what we expected it to do.
+
+Two kinds of calls:
+
+- `call`: idempotent in effect (a patch, a move, a delete, a content import, a section's
+  group membership). The intent is committed, the client retries transient failures itself,
+  and a DELETE answered 404 counts as done.
+- `create`: makes an object. The intent is committed with where its object shows up
+  (`Expect`). The client never retries it after a possible effect. When the answer is lost
+  (dropped after sending, timeout, 5xx, unreadable 2xx, no id in it), the listing is read
+  and what APPEARED there since the intent was written is the object: an id that no read of
+  this tenant saw before the run, mapped to no other source object, under the expected
+  parent, and not one the expectation excludes (the original of a duplicate). Found: it is
+  mapped ('created') and the intent is done. Nothing: the call is sent once more, then
+  looked for again; still nothing: the op fails. The target cannot be listed: the intent
+  stays open for the next run.
+
+Creates into one listing are serialised by the executor (`Op.serial`), so what appeared is
+one object. Field values are used only to tell apart several new objects, and only values
+this run SENT (never a name the service may have derived, like "Title (copy)").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import anyio
+from anyio import to_thread
+
+from syncd.api import ApiError, NotFound, TenantClient, paginate
+from syncd.copy import journal
+from syncd.copy.journal import MappingEntry, Pair
+from syncd.copy.model import IdMap
+from syncd.copy.ops import PATH_REF, Expect, Ref, Side, expect_to_json
+from syncd.copy.rules import ref_id
+from syncd.errors import SyncdError
+from syncd.mirror import Mirror
+
+__all__ = ["CallFailed", "Unresolved", "WriteCounts", "Writer", "get_path"]
+
+
+class Unresolved(LookupError):
+    """A Ref names a source object the id map does not hold (not on the target yet)."""
+
+    def __init__(self, ref: Ref) -> None:
+        self.ref = ref
+        super().__init__(f"{ref.kind} {ref.source_id} is not on the target (not in the id map)")
+
+
+class CallFailed(SyncdError):
+    """A write did not take effect, or its effect could not be established (`open`: the
+    intent stays open for the next run to settle)."""
+
+    def __init__(self, message: str, *, open: bool = False) -> None:
+        super().__init__(message)
+        self.open = open
+
+
+@dataclass
+class WriteCounts:
+    """What the run's calls cost and found."""
+
+    writes: int = 0
+    """Write calls sent (each re-send counts; the client's own retries do not)."""
+    reads: int = 0
+    """List pages and objects read to settle lost answers and to settle order, paths and
+    defaults."""
+    reconciled: list[str] = field(default_factory=list)
+    """Keys of calls whose lost answer was settled by what appeared."""
+    notes: list[str] = field(default_factory=list)
+
+
+def get_path(data: Any, dotted: str) -> Any:
+    """The value at `a.b.0.c` in a JSON value, or None when any step is missing."""
+    for part in dotted.split(".") if dotted else []:
+        if isinstance(data, Mapping):
+            data = data.get(part)
+        elif isinstance(data, list) and part.isdigit() and int(part) < len(data):
+            data = data[int(part)]
+        else:
+            return None
+    return data
+
+
+class Writer:
+    """Sends the calls of one apply run (see the module docstring). Shared by the op tasks
+    of one event loop; state-file calls run in a worker thread and are never cut in half."""
+
+    def __init__(
+        self,
+        *,
+        mirror: Mirror,
+        pair: Pair,
+        run: int,
+        idmap: IdMap,
+        target: TenantClient,
+        source: TenantClient | None,
+        counts: WriteCounts | None = None,
+    ) -> None:
+        self.mirror, self.pair, self.run, self.idmap = mirror, pair, run, idmap
+        self.clients: dict[str, TenantClient | None] = {"target": target, "source": source}
+        self.counts = counts or WriteCounts()
+
+    # -- references --------------------------------------------------------------------
+
+    def resolve(self, value: Any) -> Any:
+        """`value` with every Ref (and `{ref:...}` in a string) replaced by its target id."""
+        if isinstance(value, Ref):
+            found = self.idmap.target(value.kind, value.source_id)
+            if found is None:
+                raise Unresolved(value)
+            return found
+        if isinstance(value, str):
+            return PATH_REF.sub(lambda m: str(self.resolve(Ref(m.group(1), m.group(2)))), value) if "{ref:" in value else value
+        if isinstance(value, Mapping):
+            return {k: self.resolve(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.resolve(v) for v in value]
+        return value
+
+    def resolve_expect(self, expect: Expect) -> Expect:
+        return replace(
+            expect, path=self.resolve(expect.path), parent=self.resolve(expect.parent), exclude=tuple(self.resolve(list(expect.exclude)))
+        )
+
+    def client(self, side: Side) -> TenantClient:
+        client = self.clients.get(side)
+        if client is None:
+            raise CallFailed(f"no client for the {side} side: this copy cannot write there")
+        return client
+
+    # -- the state file ----------------------------------------------------------------
+
+    async def db(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a journal function on the state file in a worker thread; a cancellation waits
+        for it, so a transaction is never cut in half."""
+        with anyio.CancelScope(shield=True):
+            return await to_thread.run_sync(lambda: fn(self.mirror, *args, **kwargs))
+
+    async def record(self, mappings: Sequence[MappingEntry], drops: Sequence[tuple[str, str]] = ()) -> None:
+        """Id-map entries that need no call (an adoption, a site-space a section made)."""
+        await self.db(journal.record_mappings, self.run, self.pair, mappings, drops)
+        for kind, source_id, target_id, origin in mappings:
+            self.idmap.put(kind, source_id, target_id, origin)
+        for kind, source_id in drops:
+            self.idmap.drop(kind, source_id)
+
+    # -- idempotent calls --------------------------------------------------------------
+
+    async def call(
+        self, key: str, kind: str, source_id: str | None, method: str, path: str, body: Any = None, *,
+        side: Side = "target", drops: Sequence[tuple[str, str]] = (),
+    ) -> Any:
+        """Send a call whose repetition is harmless; returns the answer's JSON (None for 204).
+        Raises ApiError when it failed (the intent is closed as failed)."""
+        client = self.client(side)
+        seq = await self.db(
+            journal.intend, self.run, self.pair, key=key, kind=kind, source_id=source_id, side=side,
+            method=method, path=path, body=body, intent={},
+        )
+        self.counts.writes += 1
+        try:
+            response = await client.request(method, path, json=body, idempotent=True)
+        except NotFound as exc:
+            if method.upper() != "DELETE":
+                await self.db(journal.fail, self.run, seq, str(exc), False)
+                raise
+            await self.db(journal.complete, self.run, seq, None, (), drops)
+            self._drop(drops)
+            return None
+        except ApiError as exc:
+            await self.db(journal.fail, self.run, seq, str(exc), False)
+            raise
+        await self.db(journal.complete, self.run, seq, None, (), drops)
+        self._drop(drops)
+        return response.data
+
+    def _drop(self, drops: Sequence[tuple[str, str]]) -> None:
+        for kind, source_id in drops:
+            self.idmap.drop(kind, source_id)
+
+    # -- creates -----------------------------------------------------------------------
+
+    async def create(
+        self, key: str, made: tuple[str, str], method: str, path: str, body: Any, expect: Expect, *, side: Side = "target",
+    ) -> tuple[str, Any]:
+        """Send a call that makes an object; (its id, the answer or the item found). The id
+        is mapped as `made` ('created') in the transaction that closes the intent. Raises
+        CallFailed when nothing was made (or it cannot be told), ApiError for a refusal."""
+        client = self.client(side)
+        intent = {"made": list(made), "expect": expect_to_json(expect)}
+        seq = await self.db(
+            journal.intend, self.run, self.pair, key=key, kind=made[0], source_id=made[1], side=side,
+            method=method, path=path, body=body, intent=intent,
+        )
+        attempt = 1
+        while True:
+            self.counts.writes += 1
+            try:
+                response = await client.request(method, path, json=body, idempotent=False)
+            except ApiError as exc:
+                if not exc.may_have_applied:
+                    await self.db(journal.fail, self.run, seq, str(exc), False)
+                    raise
+                lost = str(exc)
+            else:
+                new_id = get_path(response.data, expect.id_field)
+                if isinstance(new_id, str) and new_id:
+                    await self._made(seq, made, new_id)
+                    return new_id, response.data
+                lost = f"the answer holds no {expect.id_field!r}"
+            try:
+                item = await self.find_made(expect, made, self.run, body)
+            except (ApiError, CallFailed) as exc:
+                reason = f"{lost}; then what it made could not be looked for ({exc}): left open for the next run"
+                await self.db(journal.fail, self.run, seq, reason, True)
+                raise CallFailed(reason, open=True) from None
+            if item is not None:
+                new_id = str(get_path(item, expect.id_field))
+                await self._made(seq, made, new_id)
+                self.counts.reconciled.append(key)
+                return new_id, item
+            if attempt >= 2:
+                reason = f"{lost}; nothing appeared after {attempt} attempts"
+                await self.db(journal.fail, self.run, seq, reason, False)
+                raise CallFailed(reason)
+            attempt += 1
+            await self.db(journal.resend, self.run, seq)
+
+    async def _made(self, seq: int, made: tuple[str, str], new_id: str) -> None:
+        entry: MappingEntry = (made[0], made[1], new_id, "created")
+        await self.db(journal.complete, self.run, seq, new_id, [entry], ())
+        self.idmap.put(*entry)
+
+    async def find_made(self, expect: Expect, made: tuple[str, str], since_run: int, sent: Any = None) -> Any | None:
+        """The item a create made, by what appeared in `expect`'s listing since `since_run`
+        (see the module docstring); None when nothing did. CallFailed when several objects
+        appeared and the values this run sent cannot tell them apart."""
+        items = await self.listing(expect.side, expect.path)
+        taken = self.idmap.sources_of(made[0])
+        excluded = {str(value) for value in expect.exclude}
+        candidates: dict[str, Any] = {}
+        for item in items:
+            item_id = get_path(item, expect.id_field)
+            if not isinstance(item_id, str) or item_id in excluded:
+                continue
+            if expect.parent_field is not None and ref_id(get_path(item, expect.parent_field)) != expect.parent:
+                continue
+            if taken.get(item_id, made[1]) != made[1]:
+                continue  # the object of another source object
+            candidates[item_id] = item
+        if not candidates:
+            return None
+        older = await self.db(journal.seen_before, self.pair.tenant(expect.side), list(candidates), since_run)
+        fresh = [item for item_id, item in candidates.items() if item_id not in older]
+        if len(fresh) <= 1:
+            return fresh[0] if fresh else None
+        sent_values = {k: v for k, v in sent.items() if isinstance(v, str)} if isinstance(sent, Mapping) else {}
+        matching = [item for item in fresh if sent_values and all(get_path(item, k) in (v, None) for k, v in sent_values.items())]
+        if len(matching) == 1:
+            return matching[0]
+        ids = ", ".join(str(get_path(item, expect.id_field)) for item in fresh[:5])
+        raise CallFailed(f"{len(fresh)} new objects appeared in {expect.path} ({ids}): cannot tell which one this call made")
+
+    # -- reads -------------------------------------------------------------------------
+
+    async def listing(self, side: Side, path: str, params: Mapping[str, Any] | None = None) -> list[Any]:
+        """Every item of a list of the `side` tenant (pages counted as reads)."""
+        items: list[Any] = []
+        async for page in paginate(self.client(side), path, params, on_restart=items.clear):
+            self.counts.reads += 1
+            items.extend(page)
+        return items
+
+    async def read(self, side: Side, path: str) -> Any:
+        """One object (a GET), counted as a read; NotFound when it is not there."""
+        self.counts.reads += 1
+        return await self.client(side).get_json(path)

@@ -1,0 +1,175 @@
+"""Applying: lost answers found by what appeared, never created twice; the source never left
+changed; interrupted runs settled by the next; dry runs send nothing. In-process emulator over
+loopback, both behaviour profiles where the service's choices matter."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import anyio
+import pytest
+
+from syncd.config import Settings, TargetRef
+from syncd.copy import UnsettledError, copy_org, dry_run_lines, plan_org
+from syncd.copy.journal import Pair, begin, finish, load_idmap, open_intents
+from syncd.copy.ops import Expect
+from syncd.copy.writer import CallFailed, Writer
+from syncd.api import TenantClient
+from syncd.emulator.canonical import dump_org
+from syncd.emulator.generate import generate, parse_spec
+from syncd.emulator.server import RunningEmulator, serve_emulator
+from syncd.emulator.store import Store
+from syncd.mirror import Mirror
+from tests.conftest import ALL_TOKEN, Api
+from tests.copy_support import Org, read, settings_for
+from tests.oracle import copied_view
+
+SPEC = "orgs=1,empty_orgs=2,collections=3,spaces=6,pages=2,files=1,sites=1,sections=2,members=1,teams=1,saml=0,openapi=1,translations=1,custom_fields=1,comments=0,change_requests=0,integrations=0"
+
+
+@dataclass
+class World:
+    running: RunningEmulator
+    api: Api
+    orgs: list[str]
+    settings: Settings
+    db: Path
+
+    def dump(self, org: int) -> dict[str, Any]:
+        return dump_org(self.running.store, self.orgs[org])
+
+    def copied(self, org: int) -> dict[str, Any]:
+        return copied_view(self.dump(org))
+
+    def writes(self) -> int:
+        routes = self.running.emulator.stats.as_dict()["routes"]
+        return sum(r["count"] for r in routes if r["method"] in ("POST", "PUT", "PATCH", "DELETE"))
+
+    def faults(self, **values: float) -> None:
+        self.running.emulator.faults.__init__()  # type: ignore[misc]
+        self.running.emulator.faults.update({k.replace("_", ""): v for k, v in values.items()})
+
+    async def copy(self, target: int = 1, source: int = 0, **options: Any):  # type: ignore[no-untyped-def]
+        return await copy_org(self.settings, TargetRef("src", self.orgs[source]), TargetRef("dst", self.orgs[target]), db=self.db, **options)
+
+
+@pytest.fixture(params=["default", "divergent"])
+async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[World]:
+    store = Store(seed=5)
+    generated = generate(store, parse_spec(SPEC), seed=5, all_token=ALL_TOKEN)
+    async with serve_emulator(store, profile=request.param, fault_seed=7) as running, aiohttp.ClientSession() as session:
+        settings = settings_for(running.url, tmp_path / "state", src=ALL_TOKEN, dst=ALL_TOKEN)
+        yield World(running, Api(session, running.url, ALL_TOKEN), generated.org_ids, settings, tmp_path / "state" / "syncd.db")
+
+
+def no_duplicates(dump: dict[str, Any]) -> bool:
+    """No two siblings share a label (the dump numbers them `#2`), no service-made copy name."""
+    rows = [row for rows in dump["kinds"].values() for row in rows]
+    return not any("#" in row["path"] or "(copy)" in row["path"] for row in rows)
+
+
+async def test_lost_answers_are_found_not_made_again(world: World) -> None:
+    source_before = world.dump(0)
+    world.faults(lost=0.3)
+    report = await world.copy()
+    world.faults()
+    assert report.equal, report.verification.counts()
+    reconciled = [key for r in report.rounds if r.apply for key in r.apply.reconciled]
+    assert reconciled, "no answer was lost: the test proves nothing"
+    assert world.copied(1) == world.copied(0) and no_duplicates(world.dump(1))
+    assert world.dump(0) == source_before  # duplicates made for transfers are gone from the source
+
+
+async def test_a_refused_transfer_leaves_no_duplicate_in_the_source(world: World) -> None:
+    source_before = world.dump(0)
+    world.running.emulator.forbidden[:] = [r"/transfer$"]
+    report = await world.copy(max_rounds=1)
+    world.running.emulator.forbidden[:] = []
+    assert not report.equal
+    failed = report.rounds[0].apply.failed  # type: ignore[union-attr]
+    assert failed and all("transfer" in o.reason or "failed" in o.reason for o in failed if o.kind == "space")
+    assert world.dump(0) == source_before and not report.residue
+    with Mirror(world.db) as mirror:
+        assert not load_idmap(mirror, Pair("src", world.orgs[0], "dst", world.orgs[1])).of_kind("space-duplicate")
+    again = await world.copy()  # the next run copies what the refusals left out
+    assert again.equal and world.dump(0) == source_before
+
+
+async def test_an_interrupted_copy_is_finished_by_the_next_without_duplicates(world: World) -> None:
+    source_before = world.dump(0)
+    world.faults(latency=5)
+    with anyio.CancelScope() as scope:
+
+        def cut(progress: Any) -> None:
+            if progress.done >= 12:
+                scope.cancel()
+
+        await world.copy(on_apply=cut)
+    world.faults()
+    assert scope.cancelled_caught
+    report = await world.copy()
+    assert report.equal, report.verification.counts()
+    assert world.copied(1) == world.copied(0) and no_duplicates(world.dump(1)) and world.dump(0) == source_before
+    before = world.writes()
+    assert not (await world.copy()).rounds and world.writes() == before  # nothing left: no write at all
+
+
+async def test_a_lost_create_that_cannot_be_looked_for_stops_the_next_run_until_it_can(world: World) -> None:
+    source = Org(world.api, world.orgs[2])  # a small source: one collection
+    target = (await world.api.get(f"/v1/orgs/{world.orgs[1]}"))[1]
+    await source.call("PATCH", f"/v1/orgs/{source.id}", {"emailDomains": target["emailDomains"]})
+    await source.collection("Lonely")
+    world.faults(lost=1.0)
+    world.running.emulator.forbidden[:] = [rf"^GET /v1/orgs/{world.orgs[1]}/collections$"]  # every answer lost, the listing refused
+    first = await world.copy(source=2, max_rounds=1)
+    world.faults()
+    assert not first.equal
+    assert any("cannot be looked for" in warning for warning in first.warnings)
+    with Mirror(world.db) as mirror:
+        open_ = open_intents(mirror, Pair("src", world.orgs[2], "dst", world.orgs[1]))
+    assert [i["kind"] for i in open_] == ["collection"] and "left open" in open_[0]["error"]
+    before = world.writes()
+    with pytest.raises(UnsettledError, match="cannot be looked for"):
+        await world.copy(source=2)
+    assert world.writes() == before  # nothing was written
+    world.running.emulator.forbidden[:] = []
+    report = await world.copy(source=2)
+    assert report.equal and any("was made" in line for line in report.settled), report.settled
+    assert [row["path"] for row in world.dump(1)["kinds"]["collection"]] == ["collection:Lonely"]
+
+
+async def test_a_dry_run_sends_nothing(world: World) -> None:
+    before = world.writes()
+    reading, plan = await plan_org(world.settings, TargetRef("src", world.orgs[0]), TargetRef("dst", world.orgs[1]), db=world.db)
+    lines = dry_run_lines(plan, reading.idmap)
+    assert world.writes() == before and len(lines) == len(plan.ops)
+    assert any(line.startswith("POST /v1/spaces/") and line.endswith("then POST /v1/spaces/<the duplicate>/transfer") for line in lines)
+    assert any("<new collection " in line for line in lines) and any(line.startswith("settle tree") for line in lines)
+
+
+async def test_what_appeared_is_found_and_two_new_objects_are_told_apart_by_what_was_sent(world: World, tmp_path: Path) -> None:
+    org = Org(world.api, world.orgs[2])
+    await read(world.settings, TargetRef("dst", world.orgs[2]), world.db)  # what was there before
+    pair = Pair("src", world.orgs[0], "dst", world.orgs[2])
+    with Mirror(world.db) as mirror:
+        run = begin(mirror, pair)
+        async with TenantClient.from_settings(world.settings, "dst") as client:
+            writer = Writer(mirror=mirror, pair=pair, run=run, idmap=load_idmap(mirror, pair), target=client, source=None)
+            expect = Expect(f"/v1/orgs/{world.orgs[2]}/collections", parent_field="parent", parent=None)
+            assert await writer.find_made(expect, ("collection", "S1"), run) is None
+            one = await org.collection("One")
+            found = await writer.find_made(expect, ("collection", "S1"), run)
+            assert found is not None and found["id"] == one
+            two = await org.collection("Two")
+            assert (await writer.find_made(expect, ("collection", "S1"), run, {"title": "Two"}))["id"] == two
+            with pytest.raises(CallFailed, match="2 new objects appeared"):
+                await writer.find_made(expect, ("collection", "S1"), run, {"title": "Three"})
+            writer.idmap.put("collection", "S0", one, "created")  # mapped to another source object: not a candidate
+            assert (await writer.find_made(expect, ("collection", "S1"), run))["id"] == two
+        finish(mirror, run, "complete")
+    assert json.dumps(world.dump(2))  # the organization is still whole
