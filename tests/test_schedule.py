@@ -428,3 +428,9 @@ def test_reschedule_keeps_a_failing_jobs_backoff() -> None:
     assert timer.retry_not_before is None
     timer.reschedule(Schedule(every="10s"), backoff_end + timedelta(seconds=1), rng)
     assert timer.next_due == backoff_end + timedelta(seconds=10)
+
+
+def test_a_day_that_comes_back_rarely_is_found_near_the_horizon() -> None:
+    """Tuesdays that fall on the 1st, 8th, ... of January: after 2020, the next is in 2030."""
+    cron = CronExpression.parse("* 0 */7 1 2")
+    assert cron.next_after(datetime(2020, 1, 1, tzinfo=UTC)) == datetime(2030, 1, 1, tzinfo=UTC)

@@ -130,7 +130,9 @@ class CronExpression:
         ValueError after `CRON_HORIZON_YEARS` instead of looping forever.
         """
         start = _require_aware(dt, "dt").replace(second=0, microsecond=0) + _MINUTE
-        limit = start.replace(year=start.year + CRON_HORIZON_YEARS, month=1, day=1, hour=0, minute=0)
+        # Whole calendar years past the horizon: a day that comes back rarely (Tuesday the 1st of
+        # January, say) is still found when it is just under CRON_HORIZON_YEARS years away.
+        limit = start.replace(year=start.year + CRON_HORIZON_YEARS + 1, month=1, day=1, hour=0, minute=0)
         cur = start
         while cur < limit:
             if cur.month not in self.months:
