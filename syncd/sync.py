@@ -28,16 +28,18 @@ async def sync_into(
     full: bool = False,
     on_progress: Progress | None = None,
     client: TenantClient | None = None,
+    mirror: Mirror | None = None,
 ) -> tuple[CrawlResult, TenantClient]:
     """Crawl `ref` into the mirror at `db_path`; the previous snapshot stays current unless
     the crawl finishes (complete, or partial with what could not be read kept). `client`: an
     open client to read with (left open), e.g. the one a copy also writes with, so that one
-    pacer spends the token's rate limit."""
+    pacer spends the token's rate limit. `mirror`: the state file already open (left open),
+    e.g. to read two tenants into it side by side."""
     own = client is None
     if client is None:
         client = TenantClient.from_settings(settings, ref.tenant, make_global_limiter(settings))
     tenant = settings.tenant(ref.tenant)
-    with Mirror(db_path) as mirror:
+    with contextlib.nullcontext(mirror) if mirror is not None else Mirror(db_path) as mirror:
         async with client if own else contextlib.nullcontext(client):
 
             def progress(stats: CrawlStats) -> None:

@@ -173,3 +173,30 @@ async def test_what_appeared_is_found_and_two_new_objects_are_told_apart_by_what
             assert (await writer.find_made(expect, ("collection", "S1"), run))["id"] == two
         finish(mirror, run, "complete")
     assert json.dumps(world.dump(2))  # the organization is still whole
+
+
+async def test_an_open_intent_journaled_by_an_older_syncd_is_settled_too(world: World) -> None:
+    source = Org(world.api, world.orgs[2])
+    target = (await world.api.get(f"/v1/orgs/{world.orgs[1]}"))[1]
+    await source.call("PATCH", f"/v1/orgs/{source.id}", {"emailDomains": target["emailDomains"]})
+    legacy = await source.collection("Legacy")
+    pair = Pair("src", world.orgs[2], "dst", world.orgs[1])
+    with Mirror(world.db) as mirror:
+        run = begin(mirror, pair)
+        old_op = {  # the op as the previous write side journaled it
+            "key": f"create:collection:{legacy}", "action": "create", "kind": "collection", "source_id": legacy, "target_id": None,
+            "method": "POST", "path": f"/v1/orgs/{world.orgs[1]}/collections", "params": {}, "body": {"title": "Legacy"}, "after": [],
+            "title": "Legacy", "produces": [], "client": "target", "result_id_field": "id", "note": "",
+            "match": {"path": f"/v1/orgs/{world.orgs[1]}/collections", "params": {}, "field": "title", "value": "Legacy", "parent_field": "parent", "parent": None},
+        }
+        with mirror.transaction() as db:
+            db.execute(
+                "INSERT INTO journal (run, seq, source_tenant, source_org, target_tenant, target_org, op_key, kind, source_id, method, path, body, op, state, attempts) "
+                "VALUES (?, 1, ?, ?, ?, ?, ?, 'collection', ?, 'POST', ?, ?, ?, 'sent', 1)",
+                [run, *pair.values(), old_op["key"], legacy, old_op["path"], json.dumps(old_op["body"]), json.dumps(old_op)],
+            )
+        finish(mirror, run, "failed", reason="killed")
+    made = await Org(world.api, world.orgs[1]).collection("Legacy")  # what the call made before its answer was lost
+    report = await world.copy(source=2)
+    assert report.equal and any(f"was made ({made})" in line for line in report.settled), report.settled
+    assert [row["path"] for row in world.dump(1)["kinds"]["collection"]] == ["collection:Legacy"]  # not made twice

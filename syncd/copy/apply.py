@@ -25,7 +25,7 @@ from syncd.copy.observe import Outcome, Status, outcome, run_adopt, run_call
 from syncd.copy.ops import Op, Plan, consumed
 from syncd.copy.sites import create_section, settle_site
 from syncd.copy.tree import copy_by_duplicate, settle_tree
-from syncd.copy.writer import Writer
+from syncd.copy.writer import SERIAL, Serial, Writer
 
 __all__ = ["ApplyProgress", "ApplyResult", "RECIPES", "apply_plan", "dependencies"]
 
@@ -163,13 +163,16 @@ async def apply_plan(
                 reason = blocker.reason if blocker.status == "skipped" else f"{blocker.key} failed: {blocker.reason}"
                 done = outcome(op, "skipped", reason)
                 return
-            lock = serials.setdefault(op.serial, anyio.Lock()) if op.serial else None
-            if lock is not None:
-                async with lock, limiter:
-                    done = await RECIPES[op.recipe](op, writer)
-            else:
+            serial = Serial(serials.setdefault(op.serial, anyio.Lock())) if op.serial else None
+            try:
+                if serial is not None:  # its turn first, then a slot: a waiting op holds no slot
+                    await serial.acquire()
+                    SERIAL.set(serial)
                 async with limiter:
                     done = await RECIPES[op.recipe](op, writer)
+            finally:
+                if serial is not None:
+                    serial.release()
         finally:
             result.outcomes[op.key] = done or outcome(op, "failed", "interrupted")
             result.writes = writer.counts.writes - writes_before

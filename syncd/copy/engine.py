@@ -34,7 +34,7 @@ from syncd.copy.model import IdMap, Snapshot
 from syncd.copy.ops import Plan, Ref, Skip
 from syncd.copy.plan import plan_copy
 from syncd.copy.recover import UnsettledError, settle_leftovers
-from syncd.copy.sides import BackupSource, ClientFactory, Endpoints, Side, Source, connect, read_backup, read_source, read_target, target_reads_source
+from syncd.copy.sides import BackupSource, ClientFactory, Endpoints, Side, Source, connect, read_backup, read_sides, target_reads_source
 from syncd.copy.verify import Entry, Verification, compare, excuse, residue
 from syncd.copy.writer import Writer
 from syncd.errors import SyncdError
@@ -90,8 +90,10 @@ class RoundReport:
         failed = f", {len(self.apply.failed)} failed" if self.apply and self.apply.failed else ""
         left = ""
         if self.left is not None:
-            shown = {k: v for k, v in self.left.items() if v and k != "identical"}
+            shown = {k: v for k, v in self.left.items() if v and k not in ("identical", "excused")}
             left = "; left: " + (", ".join(f"{v} {k}" for k, v in shown.items()) if shown else "nothing")
+            if self.left.get("excused"):
+                left += f" ({self.left['excused']} differences the plan announced)"
         return f"round {self.number}: {self.ops} operations, {cost}{failed}{left}"
 
 
@@ -153,8 +155,7 @@ async def _pair(ends: Endpoints) -> tuple[Pair, Side | None]:
 
 
 async def _read(ends: Endpoints, pair: Pair, backup: Side | None, content: ContentStrategy, progress: Progress | None, full: bool) -> Reading:
-    source = backup if backup is not None else await read_source(ends, progress, full)
-    target = await read_target(ends, progress, full)
+    source, target = await read_sides(ends, backup, progress, full)
 
     def load() -> tuple[IdMap, list[str], int]:
         with Mirror(ends.db) as mirror:

@@ -102,6 +102,7 @@ async def run_call(op: Op, writer: Writer) -> Outcome:
             return outcome(op, "done")
         assert op.expect is not None and op.source_id is not None
         new_id, answer = await writer.create(op.key, (op.kind, op.source_id), op.method, path, body, writer.resolve_expect(op.expect), side=op.side)
+        writer.done_creating()
         fixes = await check_answer(op, writer, answer, (op.spec or {}).get("patch"))
         fixes += await replace_stale(op, writer)
         return outcome(op, "done", result_id=new_id, fixes=fixes)

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from syncd.api import ApiError
 from syncd.copy import journal
-from syncd.copy.ops import expect_from_json
+from syncd.copy.ops import Expect, decode, expect_from_json, expect_to_json
 from syncd.copy.tree import settle_duplicate
-from syncd.copy.writer import CallFailed, Writer
+from syncd.copy.writer import CallFailed, Unresolved, Writer
 from syncd.errors import SyncdError
 
 __all__ = ["UnsettledError", "pending_work", "settle_leftovers"]
@@ -40,6 +40,8 @@ async def settle_leftovers(writer: Writer, open_intents: list[dict[str, object]]
     for intent in open_intents:
         run, seq, key = int(intent["run"]), int(intent["seq"]), str(intent["op_key"])  # type: ignore[call-overload]
         info = intent.get("intent") or {}
+        if isinstance(info, dict) and "made" not in info:
+            info = _from_older_syncd(intent, info)
         made = info.get("made") if isinstance(info, dict) else None
         where = f"call {key} of run {run}"
         if not made or not isinstance(info, dict) or "expect" not in info:
@@ -51,15 +53,16 @@ async def settle_leftovers(writer: Writer, open_intents: list[dict[str, object]]
             await writer.db(journal.complete, run, seq, mapped, (), ())
             continue
         try:
-            item = await writer.find_made(expect_from_json(info["expect"]), (kind, source_id), run, intent.get("body"))
-        except (ApiError, CallFailed) as exc:
+            expect = writer.resolve_expect(expect_from_json(info["expect"]))
+            item = await writer.find_made(expect, (kind, source_id), run, intent.get("body"))
+        except (ApiError, CallFailed, Unresolved) as exc:
             unknown.append(f"{where}: {exc}")
             continue
         if item is None:
             await writer.db(journal.fail, run, seq, f"not applied: nothing appeared (checked by run {writer.run})", False)
             done.append(f"{where}: not applied")
             continue
-        new_id = str(item.get(expect_from_json(info["expect"]).id_field))
+        new_id = str(item.get(expect.id_field))
         await writer.db(journal.complete, run, seq, new_id, [(kind, source_id, new_id, "created")], ())
         writer.idmap.put(kind, source_id, new_id, "created")
         done.append(f"{where}: its {kind} was made ({new_id})")
@@ -72,3 +75,16 @@ async def settle_leftovers(writer: Writer, open_intents: list[dict[str, object]]
             f"({unknown[0]}); nothing was written: run again once the target answers"
         )
     return done
+
+
+def _from_older_syncd(intent: dict[str, object], op: dict[str, object]) -> dict[str, object]:
+    """An intent journaled by a syncd before this write side: its op's `match` says where a
+    create's object shows up (its field value is not used: what appeared is)."""
+    match = op.get("match")
+    if op.get("action") not in ("create", "content") or not isinstance(match, dict) or not isinstance(match.get("path"), str):
+        return {}
+    side = "source" if op.get("client") == "source" else "target"
+    expect = Expect(str(match["path"]), side=side, parent_field=match.get("parent_field"), parent=decode(match.get("parent")),  # type: ignore[arg-type]
+                    id_field=str(op.get("result_id_field") or "id"))
+    kind = "space-duplicate" if side == "source" else str(intent["kind"])
+    return {"side": side, "made": [kind, str(intent["source_id"])], "expect": expect_to_json(expect)}

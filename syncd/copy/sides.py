@@ -115,28 +115,52 @@ async def connect(settings: Settings, db: Path, source: Source, target: TargetRe
         yield Endpoints(settings, db, source, target, target_client, source_client, same)
 
 
-async def read_source(ends: Endpoints, on_progress: Progress | None = None, full: bool = False) -> Side:
-    if isinstance(ends.source_ref, BackupSource):
-        return await anyio.to_thread.run_sync(read_backup, ends.source_ref)
-    assert ends.source is not None
-    return await read_live(ends.settings, ends.source_ref, ends.db, ends.source, on_progress, full)
+async def read_sides(ends: Endpoints, backup: Side | None, on_progress: Progress | None = None, full: bool = False) -> tuple[Side, Side]:
+    """Both sides as they are now. Two tenants are read side by side into the one state file
+    (each token has its own rate limit); two organizations of one tenant one after the other
+    (a tenant's runs in a state file follow each other)."""
+    live: list[tuple[TargetRef, TenantClient]] = [] if backup is not None else [(ends.source_ref, ends.source)]  # type: ignore[list-item]
+    live.append((ends.target_ref, ends.target))
+    crawls: dict[int, CrawlResult] = {}
+    with Mirror(ends.db) as mirror:
+
+        async def read(index: int) -> None:
+            ref, client = live[index]
+            crawls[index], _ = await sync_into(ends.settings, ref, ends.db, full=full, on_progress=on_progress, client=client, mirror=mirror)
+
+        tenants = {ends.settings.tenant(ref.tenant).name for ref, _ in live}
+        if len(tenants) == len(live):
+            try:
+                async with anyio.create_task_group() as tg:
+                    for index in range(len(live)):
+                        tg.start_soon(read, index)
+            except BaseExceptionGroup as group:  # one side failed (and the other was cancelled): its error, as is
+                raise _first(group) from None
+        else:
+            for index in range(len(live)):
+                await read(index)
+
+    def load(ref: TargetRef) -> Snapshot:
+        with Mirror(ends.db) as mirror:
+            return Snapshot.from_mirror(mirror, ends.settings.tenant(ref.tenant).name, str(ref.org))
+
+    sides = []
+    for index, (ref, _) in enumerate(live):
+        snapshot = await anyio.to_thread.run_sync(load, ref)  # seconds for a large organization: off the loop
+        sides.append(Side(snapshot.tenant, snapshot.org, snapshot, crawls[index], str(ref)))
+    if backup is not None:
+        return backup, sides[0]
+    return sides[0], sides[1]
 
 
-async def read_target(ends: Endpoints, on_progress: Progress | None = None, full: bool = False) -> Side:
-    return await read_live(ends.settings, ends.target_ref, ends.db, ends.target, on_progress, full)
-
-
-async def read_live(settings: Settings, ref: TargetRef, db: Path, client: TenantClient, on_progress: Progress | None, full: bool) -> Side:
-    org = require_org(ref, str(ref))
-    result, _ = await sync_into(settings, ref, db, full=full, on_progress=on_progress, client=client)
-    tenant = settings.tenant(ref.tenant).name
-
-    def load() -> Snapshot:
-        with Mirror(db) as mirror:
-            return Snapshot.from_mirror(mirror, tenant, org)
-
-    snapshot = await anyio.to_thread.run_sync(load)  # seconds for a large organization: off the loop
-    return Side(tenant, org, snapshot, result, str(ref))
+def _first(group: BaseExceptionGroup) -> BaseException:
+    """The error that failed a group of reads (not the cancellation it caused in the other)."""
+    cancelled = anyio.get_cancelled_exc_class()
+    for error in group.exceptions:
+        inner = _first(error) if isinstance(error, BaseExceptionGroup) else error
+        if not isinstance(inner, cancelled):
+            return inner
+    return group.exceptions[0]
 
 
 def backup_tenant(backup: Path) -> str:
@@ -182,8 +206,7 @@ __all__ = [
     "Source",
     "connect",
     "read_backup",
-    "read_source",
-    "read_target",
+    "read_sides",
     "require_org",
     "same_credentials",
     "target_reads_source",

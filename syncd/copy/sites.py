@@ -431,6 +431,7 @@ async def create_section(op: Op, writer: Writer) -> Outcome:
         return outcome(op, "failed", f"cannot send: {exc}")
     except (ApiError, CallFailed) as exc:
         return outcome(op, "failed", str(exc))
+    writer.done_creating()
     fixes = 0
     try:
         made = _made_site_space(answer, new_id, space)

@@ -181,11 +181,14 @@ def plan_tree_settle(ctx: PlanContext, parents: list[str | None]) -> None:
     """One settle step for the whole tree, when anything is new or out of place as read."""
     containers: list[dict[str, Any]] = []
     preview: list[str] = []
+    depth: dict[str | None, int] = {None: 0}
     for parent in parents:
         if parent is not None and not ctx.exists("collection", parent):
             continue
+        node = ctx.source.get("collection", parent)
+        depth[parent] = depth.get(tree_parent(node), 0) + 1 if node is not None else 0
         target_parent = ctx.tid("collection", parent) if parent else None
-        entry: dict[str, Any] = {"parent": Ref("collection", parent) if parent else None}
+        entry: dict[str, Any] = {"parent": Ref("collection", parent) if parent else None, "depth": depth[parent]}
         for kind in TREE:
             desired = [n.id for n in ctx.source.children(kind, tree_key(ctx.source.org, parent)) if ctx.exists(kind, n.id)]
             entry[kind] = [Ref(kind, source_id) for source_id in desired]
@@ -239,12 +242,14 @@ async def copy_by_duplicate(op: Op, writer: Writer) -> Outcome:
     try:
         path = write_path("space", "transfer", {"id": seg(duplicate)})
         transferred, answer = await writer.create(op.key, ("space", op.source_id), "POST", path, body, target_expect)
+        writer.done_creating()
         await writer.record([], drops=[("space-duplicate", op.source_id)])
         fixes = await check_answer(op, writer, answer, op.spec.get("patch"))
         return outcome(op, "done", result_id=transferred, fixes=fixes)
     except (ApiError, CallFailed) as exc:
         return outcome(op, "failed", f"transfer: {exc}")
     finally:
+        writer.done_creating()
         if transferred is None:
             with anyio.CancelScope(shield=True), anyio.move_on_after(30):
                 await settle_duplicate(writer, op.source_id, duplicate)
@@ -294,11 +299,14 @@ async def settle_tree(op: Op, writer: Writer) -> Outcome:
         return outcome(op, "failed", f"the target could not be listed: {exc}")
     sources = {kind: writer.idmap.sources_of(kind) for kind in TREE}
     moves, problems = 0, []
-    for entry in op.spec["containers"]:
+
+    async def settle(entry: dict[str, Any]) -> None:
+        """One container: its collections, then its spaces, each with the fewest moves."""
+        nonlocal moves
         try:
             parent = writer.resolve(entry["parent"])
         except Unresolved:
-            continue
+            return
         for kind in TREE:
             desired = [t for ref in entry[kind] if (t := writer.idmap.target(ref.kind, ref.source_id)) and (kind, t) in parent_of]
             for item, anchor in moves_to_order(desired, order[(kind, parent)]):
@@ -317,6 +325,17 @@ async def settle_tree(op: Op, writer: Writer) -> Outcome:
                 order[(kind, parent_of[(kind, item)])].remove(item)
                 parent_of[(kind, item)] = parent
                 apply_move(order[(kind, parent)], item, anchor)
+
+    # Containers of one depth side by side, depths in order: an item changes parent in the
+    # container of its new parent, whose own ancestors were all put in place one depth before,
+    # so no move ever puts a collection under one of its own descendants.
+    levels: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for entry in op.spec["containers"]:
+        levels[int(entry.get("depth", 0))].append(entry)
+    for level in sorted(levels):
+        async with anyio.create_task_group() as tg:
+            for entry in levels[level]:
+                tg.start_soon(settle, entry)
     if problems:
         return outcome(op, "failed", "; ".join(problems[:3]) + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""), fixes=moves)
     return outcome(op, "done", fixes=moves)

@@ -24,6 +24,7 @@ this run SENT (never a name the service may have derived, like "Title (copy)").
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -39,7 +40,7 @@ from syncd.copy.rules import ref_id
 from syncd.errors import SyncdError
 from syncd.mirror import Mirror
 
-__all__ = ["CallFailed", "Unresolved", "WriteCounts", "Writer", "get_path"]
+__all__ = ["SERIAL", "CallFailed", "Serial", "Unresolved", "WriteCounts", "Writer", "get_path"]
 
 
 class Unresolved(LookupError):
@@ -73,6 +74,27 @@ class WriteCounts:
     notes: list[str] = field(default_factory=list)
 
 
+class Serial:
+    """The turn of one op among the ops that create into the same listing. Held only while
+    it creates: the checks after a create (patches) do not keep the next create waiting."""
+
+    def __init__(self, lock: anyio.Lock) -> None:
+        self.lock, self.held = lock, False
+
+    async def acquire(self) -> None:
+        await self.lock.acquire()
+        self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self.lock.release()
+
+
+SERIAL: ContextVar[Serial | None] = ContextVar("syncd_copy_serial", default=None)
+"""The running op's turn (set by the executor in the op's task)."""
+
+
 def get_path(data: Any, dotted: str) -> Any:
     """The value at `a.b.0.c` in a JSON value, or None when any step is missing."""
     for part in dotted.split(".") if dotted else []:
@@ -103,6 +125,13 @@ class Writer:
         self.mirror, self.pair, self.run, self.idmap = mirror, pair, run, idmap
         self.clients: dict[str, TenantClient | None] = {"target": target, "source": source}
         self.counts = counts or WriteCounts()
+
+    @staticmethod
+    def done_creating() -> None:
+        """The running op has made what it makes: the next create into its listing may go."""
+        serial = SERIAL.get()
+        if serial is not None:
+            serial.release()
 
     # -- references --------------------------------------------------------------------
 
