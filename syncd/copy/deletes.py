@@ -63,8 +63,8 @@ def plan_deletes(ctx: PlanContext, max_delete: int) -> None:
             count += 1
     if count > max_delete and ctx.plan.refused is None:
         ctx.plan.refused = (
-            f"{count} deletes exceed --max-delete {max_delete}; nothing was applied. "
-            "Check the source, then re-run with a higher --max-delete if they are intended"
+            f"{count} deletes exceed --max-delete {max_delete} (a daemon job's max_delete); nothing was applied. "
+            "Check the source, then raise the limit if they are intended"
         )
 
 

@@ -26,18 +26,13 @@ from syncd.backup import backup, blobs_dir
 from syncd.config import JobConfig, Settings
 from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.runs import Outcome
-from syncd.errors import SyncdError
 from syncd.mirror import Mirror
-from syncd.copy import PlanRefused, copy_org
+from syncd.copy import copy_org
 from syncd.sync import default_db, sync_into
 
 __all__ = ["BACKUP_SUFFIX", "JobOutcome", "backup_dir", "backup_files", "execute_job", "prune_backups", "state_files"]
 
 BACKUP_SUFFIX = ".db"
-
-
-class PlanRefusedError(SyncdError):
-    """The plan needs more deletes than the job's `max_delete` allows."""
 
 
 @dataclass
@@ -147,10 +142,8 @@ async def _run_backup(settings: Settings, job: JobConfig, metrics: DaemonMetrics
 async def _run_mirror(settings: Settings, job: JobConfig, metrics: DaemonMetrics, full: bool) -> JobOutcome:
     assert job.target is not None and job.mode is not None and job.max_delete is not None
     db = default_db(settings)
-    try:
-        report = await copy_org(settings, job.source, job.target, mode=job.mode, max_delete=job.max_delete, db=db, full=full)
-    except PlanRefused as exc:
-        raise PlanRefusedError(f"{exc} (raise max_delete if the deletes are intended)") from None
+    # A refused plan (deletes beyond the job's max_delete) raises PlanRefused: the run fails.
+    report = await copy_org(settings, job.source, job.target, mode=job.mode, max_delete=job.max_delete, db=db, full=full)
     summary: dict[str, Any] = {"full": full, **report.summary(), "warnings": report.warnings[:20]}
     _record_objects(metrics, db, settings.tenant(job.source.tenant).name, settings.tenant(job.target.tenant).name)
     return JobOutcome("succeeded" if report.equal and report.read_cleanly else "partial", summary)
