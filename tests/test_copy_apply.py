@@ -200,3 +200,28 @@ async def test_an_open_intent_journaled_by_an_older_syncd_is_settled_too(world: 
     report = await world.copy(source=2)
     assert report.equal and any(f"was made ({made})" in line for line in report.settled), report.settled
     assert [row["path"] for row in world.dump(1)["kinds"]["collection"]] == ["collection:Legacy"]  # not made twice
+
+
+async def test_a_site_layout_changed_in_the_source_is_settled_from_the_target_as_listed(world: World) -> None:
+    assert (await world.copy()).equal
+    org, site = world.orgs[0], (await world.api.all_items(f"/v1/orgs/{world.orgs[0]}/sites"))[0]["id"]
+    base = f"/v1/orgs/{org}/sites/{site}"
+    source = Org(world.api, org)
+    sections = await world.api.all_items(f"{base}/sections")
+    spaces = [s["id"] for s in await world.api.all_items(f"/v1/orgs/{org}/spaces")]
+    # a new section at the front, holding two site-spaces whose paths then swap, the second the default
+    new, first_site_space = await source.section(site, spaces[0], "Brand new")
+    second = await source.site_space(site, spaces[1], new)
+    await source.move("site-section", new, site=site, before=sections[0]["id"])
+    await source.call("PATCH", f"{base}/site-spaces/{first_site_space}", {"path": "swap-b"})
+    await source.call("PATCH", f"{base}/site-spaces/{second}", {"path": "swap-a"})
+    await source.call("PATCH", f"{base}/site-spaces/{first_site_space}", {"path": "second"})
+    await source.call("PATCH", f"{base}/site-spaces/{second}", {"path": "first"})
+    await source.call("PATCH", f"{base}/sections/{new}", {"defaultSiteSpace": second, "path": "brand-new"})
+    group = await source.group(site, "Grouped")
+    await source.call("POST", f"{base}/section-groups/{group}/sections", {"sectionId": sections[-1]["id"]})
+    report = await world.copy()
+    assert report.equal, report.verification.counts()
+    assert world.copied(1) == world.copied(0) and no_duplicates(world.dump(1))
+    before = world.writes()
+    assert not (await world.copy()).rounds and world.writes() == before
