@@ -10,6 +10,8 @@ from __future__ import annotations
 import copy
 import hashlib
 import re
+import weakref
+from collections import OrderedDict
 from typing import Any
 
 from syncd.emulator.store import Record, Store
@@ -53,10 +55,60 @@ def new_file(store: Store, name: str, content_type: str, size: int, blob: str | 
 
 
 def file_bytes(record: Record) -> bytes:
-    """The file's content: deterministic bytes of its declared size, derived from its blob."""
+    """The content of a file without held bytes: deterministic bytes of its declared size,
+    derived from its blob."""
     size = int(record["size"])
     seed = hashlib.sha256(record["blob"].encode()).digest()
     return (seed * (size // len(seed) + 1))[:size]
+
+
+HELD_BYTES_LIMIT = 256 * 1024 * 1024
+"""Bytes of imported files an emulator keeps at most (see `HeldBytes`)."""
+
+
+class HeldBytes:
+    """Real bytes of files (the website import's), by blob id, bounded in memory.
+
+    Past `limit` bytes the least recently stored or served blobs are dropped; their
+    `downloadURL` then answers 404 instead of serving wrong bytes. Every other file's bytes
+    are synthetic (`file_bytes`), so they cost nothing."""
+
+    def __init__(self, limit: int = HELD_BYTES_LIMIT) -> None:
+        self.limit = limit
+        self.total = 0
+        self._blobs: OrderedDict[str, bytes] = OrderedDict()
+
+    def put(self, blob: str, data: bytes) -> None:
+        old = self._blobs.pop(blob, None)
+        if old is not None:
+            self.total -= len(old)
+        self._blobs[blob] = data
+        self.total += len(data)
+        while self.total > self.limit and len(self._blobs) > 1:
+            _, dropped = self._blobs.popitem(last=False)
+            self.total -= len(dropped)
+
+    def get(self, blob: str) -> bytes | None:
+        data = self._blobs.get(blob)
+        if data is not None:
+            self._blobs.move_to_end(blob)
+        return data
+
+
+_HELD: weakref.WeakKeyDictionary[Store, HeldBytes] = weakref.WeakKeyDictionary()
+
+
+def held_bytes(store: Store) -> HeldBytes:
+    """The store's held bytes (made on first use; they go with the store)."""
+    held = _HELD.get(store)
+    if held is None:
+        held = _HELD[store] = HeldBytes()
+    return held
+
+
+def held_blob_id(data: bytes, content_type: str) -> str:
+    """A blob id for real bytes: their content address (with the type they are served as)."""
+    return hashlib.sha256(content_type.encode() + b"\0" + data).hexdigest()[:24]
 
 
 def commit(

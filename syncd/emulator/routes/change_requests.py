@@ -407,7 +407,7 @@ async def get_cr_content(request: web.Request) -> web.Response:
 
 @routes.post(_CONTENT + "/import")
 async def import_cr_content(request: web.Request) -> web.Response:
-    return await content.import_into(request, _cr_holder(request))
+    return await content.import_into(request, _cr_holder)
 
 
 @routes.get(_CONTENT + "/pages")

@@ -24,7 +24,7 @@ from urllib.parse import quote, urlsplit
 from aiohttp import web
 
 from syncd.emulator import http as h
-from syncd.emulator import revisions
+from syncd.emulator import revisions, website_import
 from syncd.emulator.admin import ADMIN_PREFIX
 from syncd.emulator.canonical import DumpKind
 from syncd.emulator.errors import bad_request, not_found
@@ -200,9 +200,14 @@ def remove_page(pages: list[Record], page_id: str) -> list[Record] | None:
     return replace_page(pages, page_id, lambda page: [])
 
 
-def register_blob(store: Store, file: Record) -> None:
-    """Make a file's bytes downloadable at its `downloadURL` (copies share the blob)."""
-    store.add(BLOB, {"id": file["blob"], "blob": file["blob"], "size": file["size"], "contentType": file["contentType"]})
+def register_blob(store: Store, file: Record, data: bytes | None = None) -> None:
+    """Make a file's bytes downloadable at its `downloadURL` (copies share the blob): `data`
+    when given (held in memory, bounded), else synthetic bytes of the file's size."""
+    record = {"id": file["blob"], "blob": file["blob"], "size": file["size"], "contentType": file["contentType"]}
+    if data is not None:
+        revisions.held_bytes(store).put(file["blob"], data)
+        record["held"] = True
+    store.add(BLOB, record)
 
 
 def copy_content(store: Store, revision: Record) -> tuple[list[Record], list[Record]]:
@@ -463,18 +468,21 @@ def _same_server(url_origin: str, request: web.Request) -> bool:
     return target.hostname == base.hostname or (target.hostname in loopback and base.hostname in loopback)
 
 
-def import_source(request: web.Request, url: str) -> Record:
-    """The emulator space a URL names (its app, published or API location), if the caller may read it."""
-    store, user = h.store_of(request), h.user_of(request)
-    unreachable = bad_request(f"cannot import from {url}: not reachable from the emulator")
+def _import_url(body: dict[str, Any]) -> str:
+    url = h.text(body, "url", required=True, min_len=1, max_len=2048)
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise bad_request("url: must be an absolute http(s) URI")
-    if not _same_server(url, request):
-        raise unreachable
-    match = _SPACE_URL.match(parts.path)
+    return url
+
+
+def import_source(request: web.Request, url: str) -> Record:
+    """The emulator space one of its own URLs names (app, published or API location), if the
+    caller may read it."""
+    store, user = h.store_of(request), h.user_of(request)
+    match = _SPACE_URL.match(urlsplit(url).path)
     if match is None:
-        raise unreachable
+        raise bad_request(f"cannot import from {url}: not reachable from the emulator")
     space = store.get(SPACE, match.group(1))
     if space is None or space.get("deletedAt"):
         raise bad_request(f"cannot import from {url}: no space at this address")
@@ -485,14 +493,29 @@ def import_source(request: web.Request, url: str) -> Record:
     return space
 
 
-async def import_into(request: web.Request, holder: Holder) -> web.Response:
-    """POST .../content/import: replace the holder's content by a copy of another space's."""
+async def import_into(request: web.Request, holder_of: Callable[[web.Request], Holder]) -> web.Response:
+    """POST .../content/import: replace the holder's content by a copy of another emulator
+    space's (a URL of the emulator's own) or by the website at the URL (`website_import`).
+
+    The holder is looked up again after the website is read, since that takes a while."""
     store = h.store_of(request)
+    holder = holder_of(request)
     body = await h.json_body(request)
-    url = h.text(body, "url", required=True, min_len=1, max_len=2048)
+    url = _import_url(body)
     h.choice(body, "source", IMPORT_SOURCES, required=True)
-    source = import_source(request, url)
-    pages, files = copy_content(store, revisions.get(store, source["revision"]))
+    if _same_server(url, request):
+        source = import_source(request, url)
+        pages, files = copy_content(store, revisions.get(store, source["revision"]))
+    else:
+        try:
+            site = await website_import.read_site(url)
+        except website_import.ImportFailed as exc:
+            raise bad_request(str(exc)) from None
+        holder = holder_of(request)
+        pages, held = website_import.build_content(store, site)
+        for file, data in held:
+            register_blob(store, file, data)
+        files = [file for file, _ in held]
     revision = revisions.commit(store, pages, files, parents=[holder.revision_id])
     holder.commit(revision["id"])
     total = len(locate_all(pages)) + len(files)
@@ -597,7 +620,7 @@ async def get_content(request: web.Request) -> web.Response:
 
 @routes.post("/v1/spaces/{spaceId}/content/import")
 async def import_content(request: web.Request) -> web.Response:
-    return await import_into(request, _holder(request))
+    return await import_into(request, _holder)
 
 
 @routes.get("/v1/spaces/{spaceId}/content/pages")
@@ -668,11 +691,15 @@ async def search_org(request: web.Request) -> web.Response:
 
 @routes.get(FILES_PREFIX + "/{blob}/{name}")
 async def download_file(request: web.Request) -> web.Response:
-    blob = h.store_of(request).get(BLOB, request.match_info["blob"])
+    store = h.store_of(request)
+    blob = store.get(BLOB, request.match_info["blob"])
     if blob is None:
         raise not_found("file not found")
+    data = revisions.held_bytes(store).get(blob["blob"]) if blob.get("held") else revisions.file_bytes(blob)
+    if data is None:
+        raise not_found("file bytes no longer held: the emulator keeps imported files' bytes within a memory bound")
     return web.Response(
-        body=revisions.file_bytes(blob),
+        body=data,
         content_type=blob["contentType"],
         headers={"Content-Disposition": f"inline; filename*=UTF-8''{quote(request.match_info['name'])}"},
     )
