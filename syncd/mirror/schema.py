@@ -7,6 +7,10 @@ processes opening an old file at once do not both upgrade it. A file that names 
 this syncd does not know was written by a newer syncd: refuse it rather than guess.
 
 Append new migrations at the end of `MIGRATIONS`; never edit or reorder a released one.
+
+A file opened read-only (`Mirror(path, readonly=True)`: a backup being exported, restored or
+looked at) is never migrated: `check_readable` reads it as it is when the migrations the read
+side needs (`READ_NEEDS`) are there, and refuses it in one line otherwise.
 """
 
 from __future__ import annotations
@@ -17,9 +21,9 @@ from dataclasses import dataclass
 
 from sqlite_utils import Database
 
-from syncd.mirror.errors import NewerStateError
+from syncd.mirror.errors import MirrorError, NewerStateError
 
-__all__ = ["MIGRATIONS", "Migration", "applied_migrations", "migrate", "utc_now"]
+__all__ = ["MIGRATIONS", "READ_NEEDS", "Migration", "applied_migrations", "check_readable", "migrate", "utc_now"]
 
 
 @dataclass(frozen=True)
@@ -232,6 +236,12 @@ MIGRATIONS: tuple[Migration, ...] = (
 )
 
 
+#: The migrations whose tables the read side (runs, resources, changes, scopes) reads: a file
+#: that has them is readable without the later ones (they add the write side's tables).
+#: Extend it when a migration changes what the read side reads.
+READ_NEEDS: tuple[str, ...] = ("0001_snapshots",)
+
+
 def utc_now() -> str:
     """ISO 8601 UTC timestamp with milliseconds, as every timestamp in the state file."""
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds")
@@ -278,3 +288,22 @@ def migrate(db: Database, migrations: Sequence[Migration] = MIGRATIONS, where: s
             raise
         done.append(migration.name)
     return done
+
+
+def check_readable(db: Database, where: str = "", migrations: Sequence[Migration] = MIGRATIONS) -> list[str]:
+    """Check, without writing, that a file can be read as it is; return its migrations.
+
+    MirrorError when it holds no syncd tables; NewerStateError when a newer syncd migrated it;
+    MirrorError when it lacks a migration `READ_NEEDS` names (an older syncd wrote it)."""
+    if "migrations" not in db.table_names():
+        raise MirrorError(f"{where} is not a syncd mirror or backup (it has no syncd tables)")
+    applied = applied_migrations(db)
+    _check_known(applied, migrations, where)
+    missing = [name for name in READ_NEEDS if name not in applied]
+    if missing:
+        raise MirrorError(
+            f"state file {where} was written by an older syncd (it lacks migration {missing[0]!r}) and a file "
+            "opened read-only is not upgraded: read it with an older syncd, or upgrade a writable copy of it "
+            "with a syncd command that writes the file"
+        )
+    return applied

@@ -19,21 +19,40 @@ Contract for the caller (the crawler):
 Threads: public methods hold an internal lock and the connection allows other threads, so
 a Mirror can be used from `anyio.to_thread`; `current()` streams from one cursor, so finish
 iterating before writing from another thread.
+
+Read-only (`Mirror(path, readonly=True)`): for backups being exported, restored or looked
+at, and for a look at a mirror another process writes. Nothing is written into the file or
+beside it: no migration (an older schema is read as it is, see `schema.check_readable`), no
+switch to WAL, no writer lock, and every write method raises MirrorError. Why two ways to open:
+- a WAL file with no `-wal` beside it is closed (SQLite removes the `-wal` when the last
+  connection closes; every backup is such a file). It is opened `immutable`: `mode=ro` alone
+  would create `-wal` and `-shm` beside it (and leave them there), and fails on read-only media.
+  Should a writer start meanwhile and write the file (a checkpoint), its size or time changes:
+  `check_unchanged` (run on leaving a `with` block) says so, instead of trusting mixed reads;
+- any other file is opened `mode=ro`: a WAL file with a `-wal` beside it (a writer may be
+  using it) shares the writers' WAL index, so reads see committed runs only; a
+  rollback-journal file (an old one) gets nothing beside it. On read-only media a WAL file
+  whose `-wal` is empty is opened `immutable` instead; one whose `-wal` holds frames is
+  refused in one line (an immutable read would miss them).
+Either way the Mirror reads ONE snapshot: a read transaction is held from the first read
+until `close()`, so a run that finishes meanwhile is not half seen.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import socket
 import sqlite3
+import stat
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from sqlite_utils import Database
 
@@ -42,7 +61,7 @@ from syncd.mirror.diff import ChangeSummary, compose, summarise
 from syncd.mirror.errors import MirrorError
 from syncd.mirror.lock import WriterLock
 from syncd.mirror.rows import Row
-from syncd.mirror.schema import migrate, utc_now
+from syncd.mirror.schema import check_readable, migrate, utc_now
 
 __all__ = ["FINISHED", "Mirror"]
 
@@ -151,31 +170,104 @@ _MERGE_AFTER_DELETIONS = (
 )
 
 
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_WRITES = TypeVar("_WRITES", bound=Callable[..., Any])
+
+
+def _writes(method: _WRITES) -> _WRITES:
+    """Mark a method that writes the file: it raises MirrorError on a read-only Mirror."""
+
+    @functools.wraps(method)
+    def guarded(self: Mirror, *args: Any, **kwargs: Any) -> Any:
+        if self.readonly:
+            raise MirrorError(f"{self.path} is open read-only: {method.__name__} would write it")
+        return method(self, *args, **kwargs)
+
+    return guarded  # type: ignore[return-value]
+
+
+def _identity(path: Path) -> tuple[int, int, int, int] | None:
+    """What changes when a file is written (inode, size, modification time), or None."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+def _sqlite_header(path: Path) -> bytes:
+    """The first 100 bytes of `path`, after checking it is an SQLite file (MirrorError)."""
+    try:
+        with open(path, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise MirrorError(f"{path} is not a syncd mirror or backup (not a regular file)")
+            header = handle.read(100)
+    except FileNotFoundError:
+        raise MirrorError(f"no state file at {path}") from None
+    except IsADirectoryError:
+        raise MirrorError(f"{path} is not a syncd mirror or backup (a directory)") from None
+    except OSError as exc:
+        raise MirrorError(f"{path} cannot be read: {exc.strerror or exc}") from None
+    if not header:
+        raise MirrorError(f"{path} is not a syncd mirror or backup (an empty file)")
+    if not header.startswith(_SQLITE_MAGIC):
+        raise MirrorError(f"{path} is not a syncd mirror or backup (not an SQLite database)")
+    if len(header) < 100:
+        raise MirrorError(f"{path} is not a usable syncd mirror or backup (a truncated SQLite file)")
+    return header
+
+
+def _connect_readonly(path: Path, immutable: bool, busy_timeout: float) -> sqlite3.Connection:
+    """A read-only connection whose schema was read (so a file SQLite cannot open fails here)."""
+    query = "immutable=1" if immutable else "mode=ro"
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True, timeout=busy_timeout, check_same_thread=False)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        conn.execute("PRAGMA query_only = ON")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
 def _json_path(field: str) -> str:
     """`a.b` -> `$."a"."b"`: a JSON path that survives odd characters in key names."""
     return "$" + "".join('."' + part.replace('"', '\\"') + '"' for part in field.split("."))
 
 
 class Mirror:
-    """A state file opened for reading and for writing runs (see the module docstring)."""
+    """A state file opened for reading and for writing runs (see the module docstring).
+
+    `readonly=True` opens an existing file for reading only (module docstring, "Read-only"):
+    MirrorError, one line, for a missing file, a file that is not SQLite or not syncd's, a
+    damaged one, or one whose schema this syncd cannot read without migrating it."""
 
     def __init__(
         self,
         path: Path | str,
         *,
         create: bool = True,
+        readonly: bool = False,
         busy_timeout: float = 30.0,
         batch_size: int = 1000,
     ) -> None:
         self.path = Path(path)
-        if not create and not self.path.exists():
-            raise MirrorError(f"no state file at {self.path}")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.readonly = readonly
+        self.immutable = False
+        """True when opened read-only as an immutable file (see `check_unchanged`)."""
         self.batch_size = batch_size
         self._lock = threading.RLock()
         self._writer = WriterLock(self.path)
         self._active: dict[int, str] = {}  # open runs of this Mirror -> their tenant
         self._closed = False
+        self._opened_as: tuple[int, int, int, int] | None = None
+        if readonly:
+            self._open_readonly(busy_timeout)
+            return
+        if not create and not self.path.exists():
+            raise MirrorError(f"no state file at {self.path}")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(self.path), timeout=busy_timeout, check_same_thread=False)
         try:
             self.db = Database(conn, execute_plugins=False)
@@ -191,6 +283,41 @@ class Mirror:
             conn.close()
             raise
 
+    def _open_readonly(self, busy_timeout: float) -> None:
+        header = _sqlite_header(self.path)
+        wal_mode = header[18] == 2
+        wal = self.path.with_name(self.path.name + "-wal")
+        immutable = wal_mode and not wal.exists()
+        opened_as = _identity(self.path)
+        try:
+            try:
+                conn = _connect_readonly(self.path, immutable, busy_timeout)
+            except sqlite3.OperationalError:
+                # Read-only media: SQLite cannot make the WAL index beside the file, and
+                # nothing can be writing it there. A `-wal` holding frames, though, would be
+                # ignored by an immutable read: that is an error, not a fallback.
+                if immutable or not wal_mode or (wal.exists() and wal.stat().st_size > 0):
+                    raise
+                conn = _connect_readonly(self.path, True, busy_timeout)
+                immutable = True
+        except sqlite3.DatabaseError as exc:
+            why = str(exc)
+            if wal.exists() and not immutable:
+                why += f" (it has a write-ahead log, {wal.name}: copy or open it with its -wal and -shm files)"
+            raise MirrorError(f"{self.path} is not a usable syncd mirror or backup: {why}") from None
+        self.db = Database(conn, execute_plugins=False)
+        try:
+            check_readable(self.db, where=str(self.path))
+            conn.execute("BEGIN")  # one snapshot for the Mirror's life (deferred: taken at the first read)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise MirrorError(f"{self.path} is not a usable syncd mirror or backup: {exc}") from None
+        except BaseException:
+            conn.close()
+            raise
+        self.immutable = immutable
+        self._opened_as = opened_as if immutable else None
+
     # -- lifecycle -------------------------------------------------------------------------
 
     def __enter__(self) -> Self:
@@ -200,6 +327,17 @@ class Mirror:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+        if exc_type is None:
+            self.check_unchanged()
+
+    def check_unchanged(self) -> None:
+        """MirrorError when a file opened `immutable` was written since it was opened: what
+        was read may mix two states of it, so the command should run again. (Files opened
+        otherwise are read through SQLite's locks and need no check.)"""
+        if self._opened_as is not None and _identity(self.path) != self._opened_as:
+            raise MirrorError(
+                f"{self.path} was written while it was being read (a syncd process uses it): run the command again"
+            )
 
     def close(self) -> None:
         """Fail the runs still open (their rows never become current) and close the file."""
@@ -216,6 +354,7 @@ class Mirror:
 
     # -- writing a run ---------------------------------------------------------------------
 
+    @_writes
     def start_run(self, job: str, tenant: str, scope_ref: str) -> int:
         """Open a run; the first open run of this Mirror takes the writer lock and recovers
         the runs a dead process left `running`."""
@@ -252,6 +391,7 @@ class Mirror:
         with self._lock:
             return frozenset(self._active)
 
+    @_writes
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Database]:
         """One write transaction under this Mirror's lock.
@@ -268,6 +408,7 @@ class Mirror:
         with self._lock:
             yield self.db
 
+    @_writes
     def set_run_stats(self, run: int, stats: Mapping[str, Any]) -> None:
         """Merge `stats` into an open run's statistics (kept with the run)."""
         with self._lock, self.db.atomic():
@@ -276,6 +417,7 @@ class Mirror:
             merged = {**(previous.get("stats") or {}), **stats}
             self.db.execute("UPDATE runs SET stats = ? WHERE id = ?", [json.dumps(merged, default=str), run])
 
+    @_writes
     def close_run(self, run: int, status: str, stats: Mapping[str, Any] | None = None, reason: str = "") -> None:
         """End a run that merges no rows (an apply run, whose effects are its own committed
         rows) as complete, partial, failed or cancelled, and let the writer lock go when it was
@@ -300,6 +442,7 @@ class Mirror:
             raise MirrorError(f"run {run} is a run of tenant {owner!r}, not {tenant!r}")
         return owner
 
+    @_writes
     def stage(self, run: int, rows: Iterable[Row]) -> int:
         """Write rows read by `run`, one transaction per batch; returns how many.
 
@@ -323,6 +466,7 @@ class Mirror:
             total += len(params)
         return total
 
+    @_writes
     def record_listing(self, run: int, tenant: str, listing: str, ok: bool, error: str | None = None) -> None:
         """Say how reading one list went. `ok` means: every row of it was staged in this run.
 
@@ -338,6 +482,7 @@ class Mirror:
                 [run, tenant, listing, "ok" if ok else "failed", None if ok else (error or "failed")],
             )
 
+    @_writes
     def complete_scope(self, run: int, tenant: str, scope: str, token: str) -> None:
         """Say that `scope` was read completely at change token `token` in this run.
 
@@ -351,6 +496,7 @@ class Mirror:
                 [run, tenant, scope, str(token)],
             )
 
+    @_writes
     def carry_scope(self, run: int, tenant: str, scope: str) -> int:
         """Count the current rows of `scope` as read, unchanged, by `run`; returns how many.
 
@@ -371,6 +517,7 @@ class Mirror:
             )
             return cursor.rowcount
 
+    @_writes
     def finish_run(
         self,
         run: int,
@@ -444,6 +591,7 @@ class Mirror:
                          r["parent_id"], r["parent_id"], r["old_position"], r["position"], r["title"]],
                     )
 
+    @_writes
     def abandon_run(self, run: int, status: str = "cancelled", reason: str = "") -> None:
         """End `run` without merging: the previous snapshot stays current.
 
@@ -460,6 +608,7 @@ class Mirror:
             self._drop_runs([run], status, reason)
             self._end(run)
 
+    @_writes
     def recover(self) -> list[int]:
         """Fail the runs left `running` by a process that died; returns their ids.
 
