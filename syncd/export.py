@@ -1,4 +1,5 @@
-"""Export a mirror or backup file to a readable directory of markdown and JSON.
+"""Export a mirror or backup file to a readable directory: each space in GitBook's Git Sync
+layout (markdown pages, `SUMMARY.md`, `.gitbook.yaml`, `.gitbook/assets/`), JSON for the rest.
 
 Layout (every directory name is a slug: lower-case ascii letters, digits and `-`; siblings
 that would share a slug get `-2`, `-3`, ... in position order, then id order)::
@@ -17,64 +18,90 @@ that would share a slug get `-2`, `-3`, ... in position order, then id order)::
               other/<kind>.json        rows of kinds this exporter does not know (none today)
               <collection>/collection.json
               <collection>/<sub-collection>/.../<space>/   a space (or <org>/<space>/)
-    <space>/space.json  revision.json  custom-fields.json (name -> value)
-            SUMMARY.md                 `# Summary`, then `* [Title](path.md)` nested in page order
+    <space>/.gitbook.yaml              `root: ./`, `structure:` readme README.md, summary SUMMARY.md
+            README.md                  the space's first page
+            SUMMARY.md                 `# Table of contents`, then `* [Title](path.md)` nested in
+                                       page order; the first page links README.md
             <page>.md                  a page without children
-            <page>/README.md           a page with children, which live in <page>/
-            pages.json                 every page's other fields, in document order
+            <page>/README.md           a page with children, which live in <page>/ (the first
+                                       page's children live in <page>/ too, beside no README)
+            .gitbook/assets/<name>     the space's files' binaries, from the backup's blob folder
+                                       (FILE.blobs/), under their names made safe and unique
+            space.json  revision.json  custom-fields.json (name -> value)
+            pages.json                 every page's file and its other fields, in document order
             files.json  comments.json (each with its replies)  links.json
             change-requests/<number>-<subject>/   change-request.json and the same content
-                                       files as a space (SUMMARY.md, pages, files.json, ...)
+                                       files as a space (.gitbook.yaml, README.md, SUMMARY.md,
+                                       pages, .gitbook/assets/, files.json, ...)
 
-A page file is front matter then the page's markdown, byte for byte::
+A page file is front matter then the page's markdown::
 
     ---
     id: "<page id>"
     title: "<title>"
     description: "<only when set>"
     emoji: "<only when set>"
+    hidden: true                       only when the page is hidden
     ---
     <markdown>
 
 Every front-matter value is a JSON scalar, which is also a YAML scalar (strings are
 double-quoted with JSON escapes, and characters YAML does not allow raw are escaped too).
 
+The markdown is the stored markdown with the destinations of its inline links and images
+rewritten, nothing else: a link to a page of the same space (by its path from the space's
+root, `getting-started/install#anchor`) becomes the relative path of that page's file
+(`../getting-started/install.md#anchor`), and a file (`.gitbook/assets/<name>`) the
+relative path of its binary under `.gitbook/assets/`, written or not (a backup made without
+`--with-files` has none: the report lists what is missing). Links that match neither (another
+site, a page that is gone) and anything inside code are left as they are.
+
 Why it is deterministic: JSON is written with sorted keys, 2-space indent and a final
 newline; lists follow positions, then ids; nothing about the export itself (time, paths)
 is written. Re-exporting writes only files whose bytes changed and removes the files that
 are no longer part of the export, so the tree equals a fresh export byte for byte.
 
-Why it is safe: every path component is a slug or a fixed name, checked before use, so no
-title can reach outside OUT; symlinks met inside OUT are replaced, never followed; a
+The source file is opened read-only (`Mirror(readonly=True)`): an old backup is read as it
+is, never migrated, and a backup on read-only media can be exported.
+
+Why it is safe: every path component is a slug, a fixed name or a file name reduced to
+`[A-Za-z0-9._-]` (not starting with a dot), checked before use, so no title can reach outside OUT; symlinks met inside OUT are replaced, never followed; a
 non-empty directory without the marker is refused rather than cleaned.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
+import posixpath
 import re
 import shutil
 import sqlite3
 import unicodedata
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
+from syncd.backup import blobs_dir
+from syncd.blobs import BlobStore
 from syncd.errors import SyncdError
-from syncd.mirror import FINISHED, Mirror
+from syncd.mirror import FINISHED, Mirror, MirrorError
 
 __all__ = [
     "HANDLED_KINDS",
     "MARKER",
     "ExportError",
     "ExportReport",
+    "asset_name",
     "export_mirror",
     "front_matter",
     "json_text",
+    "rewrite_links",
     "slugify",
     "yaml_scalar",
 ]
@@ -89,6 +116,10 @@ _WINDOWS_RESERVED = frozenset({"con", "prn", "aux", "nul"} | {f"{p}{n}" for p in
 _ORG_RESERVED = _WINDOWS_RESERVED | {"sites", "openapi", "other"}
 _PAGE_RESERVED = _WINDOWS_RESERVED | {"readme", "summary", "change-requests"}
 _SAFE_PART = re.compile(r"^[A-Za-z0-9._-]+$")
+ASSETS = (".gitbook", "assets")
+"""Where a space's (or change request's) file binaries go, below its folder."""
+_ASSET_MAX = 100
+_GITBOOK_YAML = "root: ./\n\nstructure:\n  readme: README.md\n  summary: SUMMARY.md\n"
 
 # Kinds written by this module (the rest go to `other/<kind>.json`). `collection-space`
 # is the order of a collection's spaces, which the `space` rows already carry.
@@ -127,6 +158,11 @@ class ExportReport:
     """Files created or changed by this export (unchanged files are left untouched)."""
     removed: int = 0
     """Files of a previous export that this one no longer holds."""
+    assets: int = 0
+    """File binaries the export holds under `.gitbook/assets/` folders."""
+    missing_binaries: list[str] = field(default_factory=list)
+    """Export paths (relative to OUT) of file binaries the backup does not hold (made without
+    `--with-files`, or a download failed): pages link to them all the same."""
 
 
 # ----- text ------------------------------------------------------------------------------
@@ -189,6 +225,189 @@ def _encode(text: str) -> bytes:
     return text.encode("utf-8", errors="replace")
 
 
+# ----- links -----------------------------------------------------------------------------
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_BACKTICKS = re.compile(r"`+")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]{1,31}:")
+_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
+_ASSET_PREFIXES = (".gitbook/assets/", "./.gitbook/assets/", "/.gitbook/assets/")
+
+
+def rewrite_links(markdown: str, resolve: Callable[[str], str | None]) -> str:
+    """`markdown` with the destination of each inline link and image (`[text](dest)`,
+    `![alt](dest "title")`, `[text](<dest>)`) replaced by `resolve(dest)` when that is not
+    None; nothing else changes, and nothing inside fenced code blocks or code spans."""
+    out: list[str] = []
+    fence = ""
+    for line in markdown.splitlines(keepends=True):
+        opening = _FENCE.match(line)
+        if fence:
+            if opening and opening.group(1)[0] == fence[0] and len(opening.group(1)) >= len(fence) and not line[opening.end() :].strip():
+                fence = ""
+            out.append(line)
+        elif opening and not (opening.group(1)[0] == "`" and "`" in line[opening.end() :]):
+            fence = opening.group(1)
+            out.append(line)
+        else:
+            out.append(_rewrite_line(line, resolve))
+    return "".join(out)
+
+
+def _code_spans(line: str) -> list[tuple[int, int]]:
+    """(start, end) of the code spans of one line: a run of n backticks up to the next run of n."""
+    spans: list[tuple[int, int]] = []
+    runs = list(_BACKTICKS.finditer(line))
+    index = 0
+    while index < len(runs):
+        run = runs[index]
+        closing = next((j for j in range(index + 1, len(runs)) if len(runs[j].group()) == len(run.group())), None)
+        if closing is None:
+            index += 1
+            continue
+        spans.append((run.start(), runs[closing].end()))
+        index = closing + 1
+    return spans
+
+
+def _destination(line: str, start: int) -> tuple[int, int, int] | None:
+    """After `](` at `start`: (start, end) of the destination and the index after the closing
+    parenthesis, or None when what follows is not a link destination (CommonMark rules)."""
+    i, n = start, len(line)
+    while i < n and line[i] in " \t":
+        i += 1
+    if i < n and line[i] == "<":
+        close = i + 1
+        while close < n and line[close] not in "<>\n":
+            close += 2 if line[close] == "\\" else 1
+        if close >= n or line[close] != ">":
+            return None
+        begin, end, j = i + 1, close, close + 1
+    else:
+        begin, depth, j = i, 0, i
+        while j < n and line[j] not in " \t\r\n" and ord(line[j]) >= 0x20:
+            if line[j] == "\\" and j + 1 < n:
+                j += 2
+                continue
+            if line[j] == "(":
+                depth += 1
+            elif line[j] == ")":
+                if depth == 0:
+                    break
+                depth -= 1
+            j += 1
+        end = j
+        if end == begin:
+            return None
+    while j < n and line[j] in " \t":
+        j += 1
+    if j < n and line[j] in "\"'(" and j > end:
+        closer = ")" if line[j] == "(" else line[j]
+        k = j + 1
+        while k < n and line[k] != closer:
+            k += 2 if line[k] == "\\" else 1
+        if k >= n:
+            return None
+        j = k + 1
+        while j < n and line[j] in " \t":
+            j += 1
+    if j >= n or line[j] != ")":
+        return None
+    return begin, end, j + 1
+
+
+def _rewrite_line(line: str, resolve: Callable[[str], str | None]) -> str:
+    if "](" not in line:
+        return line
+    code = _code_spans(line)
+    pieces: list[str] = []
+    done = 0
+    at = line.find("](")
+    while at != -1:
+        inside = next((end for begin, end in code if begin <= at < end), None)
+        if inside is not None:
+            at = line.find("](", inside)
+            continue
+        found = _destination(line, at + 2)
+        if found is None:
+            at = line.find("](", at + 2)
+            continue
+        begin, end, after = found
+        target = resolve(line[begin:end])
+        if target is not None:
+            pieces += [line[done:begin], target]
+            done = end
+        at = line.find("](", after)
+    return "".join(pieces) + line[done:]
+
+
+def _resolver(page_file: str, page_files: Mapping[str, str], assets: Mapping[str, str]) -> Callable[[str], str | None]:
+    """The new destination of a link in the page written at `page_file` (from the content's
+    root): the relative path of the linked page's file or of the file's binary, the anchor
+    kept; None for anything else (left as it is)."""
+    folder = posixpath.dirname(page_file) or "."
+
+    def resolve(destination: str) -> str | None:
+        target = _ESCAPED.sub(r"\1", destination)
+        if not target or target.startswith(("#", "//", "?")) or _SCHEME.match(target):
+            return None
+        path, hashmark, anchor = target.partition("#")
+        if "?" in path:
+            return None
+        path = unquote(path)
+        found: str | None = None
+        for prefix in _ASSET_PREFIXES:
+            if path.startswith(prefix):
+                found = assets.get(path[len(prefix) :])
+                break
+        else:
+            while path.startswith("./"):
+                path = path[2:]
+            found = page_files.get(path[:-1] if path.endswith("/") else path)
+        if found is None:
+            return None
+        return posixpath.relpath(found, folder) + hashmark + anchor
+
+    return resolve
+
+
+def asset_name(name: str) -> str:
+    """A file's name for `.gitbook/assets/`: ascii letters, digits, `.`, `_` and `-` only,
+    not starting with a dot, at most 100 characters with its extension kept."""
+    value = unicodedata.normalize("NFKD", name)
+    value = "".join(ch for ch in value if not unicodedata.combining(ch))
+    value = re.sub(r"[^A-Za-z0-9._-]+", "-", value).strip(".-")
+    value = re.sub(r"\.{2,}", ".", value)
+    stem, dot, extension = value.rpartition(".")
+    if not dot or not stem or len(extension) > 16:
+        stem, dot, extension = value, "", ""
+    stem = stem[: _ASSET_MAX - len(dot + extension)].rstrip(".-") or "file"
+    if stem.lower() in _WINDOWS_RESERVED:
+        stem += "-file"
+    return stem + dot + extension
+
+
+def _claim_file(taken: set[str], name: str) -> str:
+    """`name`, or `stem-2.ext`, `stem-3.ext`, ...: the first not in `taken` whatever its case."""
+    stem, dot, extension = name.rpartition(".")
+    if not dot:
+        stem, extension = name, ""
+    candidate, number = name, 1
+    while candidate.lower() in taken:
+        number += 1
+        candidate = f"{stem[: _ASSET_MAX - 8 - len(extension)]}-{number}{dot}{extension}"
+    taken.add(candidate.lower())
+    return candidate
+
+
+def _sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        while chunk := stream.read(1 << 16):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 # ----- the output directory --------------------------------------------------------------
 
 
@@ -221,7 +440,9 @@ class _Tree:
             self._dirs.add(parts[:depth])
         return path
 
-    def write(self, parts: tuple[str, ...], content: str | bytes) -> None:
+    def _claim_path(self, parts: tuple[str, ...]) -> Path:
+        """Check and record `parts`; the path to write, with whatever stood there cleared
+        unless it is a regular file (which may already hold the right bytes)."""
         for part in parts:
             if not _SAFE_PART.match(part) or part in (".", ".."):
                 raise ExportError(f"export bug: unsafe path part {part!r} in {'/'.join(parts)}")
@@ -229,22 +450,55 @@ class _Tree:
         if rel in self.paths:
             raise ExportError(f"export bug: {rel} written twice")
         self.paths.add(rel)
-        data = _encode(content) if isinstance(content, str) else content
         path = self._directory(parts[:-1]) / parts[-1]
         if path.is_symlink():
             path.unlink()
         elif path.is_dir():
             shutil.rmtree(path)
-        elif path.is_file() and path.stat().st_size == len(data) and path.read_bytes() == data:
-            return
-        temporary = path.with_name(f".{parts[-1]}.syncd-tmp")
+        return path
+
+    @staticmethod
+    def _temporary(path: Path) -> tuple[Path, int]:
+        temporary = path.with_name(f".{path.name}.syncd-tmp")
         temporary.unlink(missing_ok=True)
         # O_EXCL: never write through a symlink someone left at the temporary name.
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+        return temporary, os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+
+    def write(self, parts: tuple[str, ...], content: str | bytes) -> None:
+        data = _encode(content) if isinstance(content, str) else content
+        path = self._claim_path(parts)
+        if path.is_file() and not path.is_symlink() and path.stat().st_size == len(data) and path.read_bytes() == data:
+            return
+        temporary, fd = self._temporary(path)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.replace(temporary, path)
         self.written += 1
+
+    def copy(self, parts: tuple[str, ...], source: Path, sha256: str, size: int) -> bool:
+        """Write the bytes of `source`, which must have this sha256 and size; False (and
+        nothing written or kept at `parts`) when they do not or cannot be read. Streams:
+        large binaries are never held in memory; a file already holding them is left alone."""
+        path = self._claim_path(parts)
+        if path.is_file() and not path.is_symlink() and path.stat().st_size == size and _sha256_of(path) == sha256:
+            return True
+        temporary, fd = self._temporary(path)
+        digest, count = hashlib.sha256(), 0
+        try:
+            with os.fdopen(fd, "wb") as handle, open(source, "rb") as stream:
+                while chunk := stream.read(1 << 16):
+                    digest.update(chunk)
+                    count += len(chunk)
+                    handle.write(chunk)
+        except OSError:
+            count = -1
+        if count != size or digest.hexdigest() != sha256:
+            temporary.unlink(missing_ok=True)
+            self.paths.discard("/".join(parts))  # pruned if an older export left one there
+            return False
+        os.replace(temporary, path)
+        self.written += 1
+        return True
 
     def json(self, parts: tuple[str, ...], value: Any) -> None:
         self.write(parts, json_text(value))
@@ -291,22 +545,14 @@ def _prepare_target(out: Path, db_path: Path) -> None:
 
 
 def _open_source(db_path: Path) -> Mirror:
-    """The mirror, after checking read-only that the file is a syncd state file (so a
-    foreign SQLite file is never touched by the Mirror's set-up)."""
-    if not db_path.is_file():
+    """The mirror, opened read-only: nothing is written into the file or beside it (no
+    migration, no WAL switch), so an old backup stays as it is and read-only media work."""
+    if not db_path.exists():
         raise ExportError(f"{db_path}: no such file")
-    not_ours = f"{db_path} is not a syncd mirror or backup"
     try:
-        conn = sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError as exc:
-        raise ExportError(f"{not_ours} ({exc})") from None
-    if not {"migrations", "runs", "resources"} <= tables:
-        raise ExportError(f"{not_ours} (it has no syncd tables)")
-    return Mirror(db_path, create=False)
+        return Mirror(db_path, readonly=True)
+    except MirrorError as exc:
+        raise ExportError(str(exc)) from None
 
 
 def _choose_tenant(mirror: Mirror, db_path: Path, tenant: str | None) -> str:
@@ -372,11 +618,13 @@ def _children(rows: Iterable[dict[str, Any]]) -> dict[tuple[str | None, str | No
 
 
 class _Exporter:
-    def __init__(self, mirror: Mirror, tenant: str, tree: _Tree, report: ExportReport) -> None:
+    def __init__(self, mirror: Mirror, tenant: str, tree: _Tree, report: ExportReport, blobs: BlobStore) -> None:
         self.mirror = mirror
         self.tenant = tenant
         self.tree = tree
         self.report = report
+        self.blobs = blobs
+        self.manifest = blobs.manifest() if blobs.root.is_dir() else {}
 
     def rows(self, kind: str, org: str) -> list[dict[str, Any]]:
         return sorted(self.mirror.current(self.tenant, kind=kind, org=org), key=_order)
@@ -506,11 +754,12 @@ class _Exporter:
         return grouped
 
     def _content_of(self, scoped: dict[str, list[dict[str, Any]]], where: tuple[str, ...], prefix: str) -> int:
-        """Revision, pages, files, comments and links of a space or change request."""
+        """Revision, pages (Git Sync layout), files, comments and links of a space or change request."""
         for revision in scoped[prefix + "revision"][:1]:
             self.tree.json(where + ("revision.json",), revision["data"])
-        count = self._pages(scoped[prefix + "page"], where, prefix + "page")
         files = sorted(scoped[prefix + "file"], key=lambda r: (str(r["data"].get("name", "")), r["id"]))
+        assets = self._assets(files, where)
+        count = self._pages(scoped[prefix + "page"], where, prefix + "page", assets)
         if files:
             self.tree.json(where + ("files.json",), [r["data"] for r in files])
         replies = _children(scoped[prefix + "comment-reply"])
@@ -533,46 +782,88 @@ class _Exporter:
             self.tree.json(where + ("links.json",), links)
         return count
 
-    def _pages(self, rows: list[dict[str, Any]], where: tuple[str, ...], kind: str) -> int:
-        """Page files in tree order, SUMMARY.md and pages.json; returns the page count."""
+    def _assets(self, files: list[dict[str, Any]], where: tuple[str, ...]) -> dict[str, str]:
+        """Write the binaries of `files` (in name order) under `.gitbook/assets/`; returns each
+        file name -> the path of its binary from the content's root (the first of a name wins),
+        whether the binary could be written or is missing from the backup."""
+        taken: set[str] = set()
+        by_name: dict[str, str] = {}
+        for row in files:
+            name = row["data"].get("name")
+            asset = _claim_file(taken, asset_name(name if isinstance(name, str) else _raw_id(row)))
+            if isinstance(name, str):
+                by_name.setdefault(name, "/".join(ASSETS + (asset,)))
+            parts = where + ASSETS + (asset,)
+            entry = self.manifest.get(str(row["id"]))
+            stored = False
+            if isinstance(entry, dict):
+                sha256, size = entry.get("sha256"), entry.get("size")
+                if isinstance(sha256, str) and isinstance(size, int) and self.blobs.has(sha256, size):
+                    stored = self.tree.copy(parts, self.blobs.path_for(sha256), sha256, size)
+            if stored:
+                self.report.assets += 1
+            else:
+                self.report.missing_binaries.append("/".join(parts))
+        return by_name
+
+    def _pages(self, rows: list[dict[str, Any]], where: tuple[str, ...], kind: str, assets: Mapping[str, str]) -> int:
+        """Page files in tree order (the first page as README.md), SUMMARY.md, .gitbook.yaml
+        and pages.json; returns the page count."""
         kids = _children(rows)
         ids = {r["id"] for r in rows}
-        summary = ["# Summary", ""]
-        entries: list[dict[str, Any]] = []
+        placed: list[tuple[dict[str, Any], str, int]] = []  # (page, its file from the root, depth)
+        page_files: dict[str, str] = {}  # page path (from the API, else from the slugs) -> its file
         done: set[str] = set()
 
-        def walk(siblings: list[dict[str, Any]], folder: tuple[str, ...], taken: set[str], depth: int) -> None:
+        def walk(siblings: list[dict[str, Any]], folder: tuple[str, ...], taken: set[str], depth: int, under: str) -> None:
             for row in siblings:
                 if row["id"] in done:
                     continue
                 done.add(row["id"])
                 slug = _claim(taken, slugify(row["data"].get("slug") or _title(row), "page"))
                 children = [c for c in kids.get((kind, row["id"]), []) if c["id"] not in done]
-                parts = folder + ((slug, "README.md") if children else (f"{slug}.md",))
-                self._page(row, where + parts)
+                if not placed:
+                    parts: tuple[str, ...] = ("README.md",)
+                else:
+                    parts = folder + ((slug, "README.md") if children else (f"{slug}.md",))
                 rel = "/".join(parts)
-                summary.append(f"{'  ' * depth}* [{_link_text(_title(row))}]({rel})")
-                entries.append({"file": rel, "page": {k: v for k, v in row["data"].items() if k != "markdown"}})
+                placed.append((row, rel, depth))
+                api_path = row["data"].get("path")
+                own_slug = row["data"].get("slug")
+                path = api_path if isinstance(api_path, str) and api_path else under + str(own_slug or slug)
+                page_files.setdefault(path.strip("/"), rel)
                 if children:
-                    walk(children, folder + (slug,), set(_PAGE_RESERVED), depth + 1)
+                    walk(children, folder + (slug,), set(_PAGE_RESERVED), depth + 1, path.strip("/") + "/")
 
         top_taken = set(_PAGE_RESERVED)
-        walk([r for r in rows if r["parent_kind"] != kind], (), top_taken, 0)
+        walk([r for r in rows if r["parent_kind"] != kind], (), top_taken, 0, "")
         # Pages whose parent page is missing go to the top, after the others; so do pages
         # caught in a parent cycle.
-        walk([r for r in rows if r["parent_kind"] == kind and r["parent_id"] not in ids], (), top_taken, 0)
-        walk(rows, (), top_taken, 0)
-        if rows:
-            self.tree.write(where + ("SUMMARY.md",), "\n".join(summary) + "\n")
+        walk([r for r in rows if r["parent_kind"] == kind and r["parent_id"] not in ids], (), top_taken, 0, "")
+        walk(rows, (), top_taken, 0, "")
+
+        summary = ["# Table of contents", ""]
+        entries: list[dict[str, Any]] = []
+        for row, rel, depth in placed:
+            resolve = _resolver(rel, page_files, assets)
+            self._page(row, where + tuple(rel.split("/")), resolve)
+            summary.append(f"{'  ' * depth}* [{_link_text(_title(row))}]({rel})")
+            entries.append({"file": rel, "page": {k: v for k, v in row["data"].items() if k != "markdown"}})
+        self.tree.write(where + (".gitbook.yaml",), _GITBOOK_YAML)
+        self.tree.write(where + ("SUMMARY.md",), "\n".join(summary) + "\n")
+        if entries:
             self.tree.json(where + ("pages.json",), entries)
         return len(entries)
 
-    def _page(self, row: dict[str, Any], parts: tuple[str, ...]) -> None:
+    def _page(self, row: dict[str, Any], parts: tuple[str, ...], resolve: Callable[[str], str | None]) -> None:
         data = row["data"]
         fields: list[tuple[str, Any]] = [("id", _raw_id(row)), ("title", data.get("title", ""))]
         fields += [(name, data[name]) for name in ("description", "emoji") if data.get(name) not in (None, "")]
+        if data.get("hidden") is True:
+            fields.append(("hidden", True))
         markdown = data.get("markdown")
-        self.tree.write(parts, front_matter(fields) + (markdown if isinstance(markdown, str) else ""))
+        body = rewrite_links(markdown, resolve) if isinstance(markdown, str) else ""
+        self.tree.write(parts, front_matter(fields) + body)
 
     # ----- sites ----------------------------------------------------------------------
 
@@ -679,22 +970,34 @@ def _choose_orgs(mirror: Mirror, tenant: str, org: str | None) -> list[tuple[dic
 def export_mirror(db_path: Path, out_dir: Path, tenant: str | None = None, org: str | None = None) -> ExportReport:
     """Export the current snapshot of one tenant (optionally one organization) to `out_dir`.
 
-    Raises `ExportError` (exit 2) for a file that is not a syncd mirror or backup, one
-    without a complete run, an unknown tenant or organization, several tenants and none
-    chosen, and a target directory that is not empty and not a previous export.
+    The file is only read (see `_open_source`); the binaries of its files come from its blob
+    folder (`FILE.blobs/`, see `syncd.blobs`), and those it lacks are listed in the report's
+    `missing_binaries` without failing the export.
+
+    Raises `ExportError` (exit 2) for a file that is not a syncd mirror or backup, a damaged
+    one, one written while it was read, one without a complete run, an unknown tenant or
+    organization, several tenants and none chosen, and a target directory that is not empty
+    and not a previous export.
     """
     db_path, out = Path(db_path), Path(out_dir)
-    with _open_source(db_path) as mirror:
-        chosen_tenant = _choose_tenant(mirror, db_path, tenant)
-        orgs = _choose_orgs(mirror, chosen_tenant, org)
-        _prepare_target(out, db_path)
-        report = ExportReport()
-        tree = _Tree(out)
-        tree.write((MARKER,), _MARKER_TEXT)
-        exporter = _Exporter(mirror, chosen_tenant, tree, report)
-        for row, name in orgs:
-            exporter.organization(row, (name,))
-        tree.prune()
+    try:
+        with _open_source(db_path) as mirror:
+            try:
+                chosen_tenant = _choose_tenant(mirror, db_path, tenant)
+                orgs = _choose_orgs(mirror, chosen_tenant, org)
+                _prepare_target(out, db_path)
+                report = ExportReport()
+                tree = _Tree(out)
+                tree.write((MARKER,), _MARKER_TEXT)
+                exporter = _Exporter(mirror, chosen_tenant, tree, report, BlobStore(blobs_dir(db_path)))
+                for row, name in orgs:
+                    exporter.organization(row, (name,))
+                tree.prune()
+            except sqlite3.DatabaseError as exc:  # a page past the schema is damaged
+                mirror.check_unchanged()  # or it changed under an immutable read
+                raise ExportError(f"{db_path} cannot be read, it is damaged: {exc}") from None
+    except MirrorError as exc:  # written while it was read (see Mirror.check_unchanged)
+        raise ExportError(str(exc)) from None
     report.files = len(tree.paths) - 1
     report.written, report.removed = tree.written, tree.removed
     return report

@@ -8,6 +8,7 @@ partial (something could not be read: what was read is merged, nothing unread is
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,11 @@ from rich.table import Table
 from syncd.config import Settings, TargetRef, load_settings, parse_target_ref
 from syncd.crawl import CrawlResult
 from syncd.errors import UsageError
-from syncd.mirror import ChangeSummary, Mirror, summarise
+from syncd.mirror import ChangeSummary, Mirror, MirrorError, summarise
 from syncd.progress import CrawlProgress
 
 EXIT_PARTIAL = 3
+MISSING_SHOWN = 20
 ConfigOption = typer.Option(None, "--config", "-c", help="Configuration file (default: config/syncd.toml when present).")
 DbOption = typer.Option(None, "--db", help="Mirror file (default: STATE_DIR/syncd.db).")
 
@@ -145,13 +147,16 @@ def status(
     as_json: bool = typer.Option(False, "--json", help="Print the runs as JSON."),
     config: Path | None = ConfigOption,
 ) -> None:
-    """Runs recorded in the mirror, with their outcome and statistics."""
+    """Runs recorded in the mirror, with their outcome and statistics (the file is only read)."""
     from syncd.sync import default_db
 
     db_path = existing_db(db or default_db(load_settings(config)))
-    with Mirror(db_path) as mirror:
-        runs = mirror.runs()
-        counts = {tenant: mirror.counts(tenant) for tenant in sorted({r["tenant"] for r in runs})}
+    try:
+        with Mirror(db_path, readonly=True) as mirror:
+            runs = mirror.runs()
+            counts = {tenant: mirror.counts(tenant) for tenant in sorted({r["tenant"] for r in runs})}
+    except sqlite3.DatabaseError as exc:  # the header and schema read, a later page is damaged
+        raise MirrorError(f"{db_path} cannot be read, it is damaged: {exc}") from None
     if as_json:
         print(json.dumps({"runs": runs, "objects": counts}, indent=2, default=str))
         return
@@ -221,12 +226,22 @@ def export(
     tenant: str | None = typer.Option(None, "--tenant", help="The tenant to export when the file holds several."),
     org: str | None = typer.Option(None, "--org", help="Only this organization (id or exact title)."),
 ) -> None:
-    """Export a backup to a readable folder: markdown pages, SUMMARY.md, JSON for the rest."""
+    """Export a backup (only read) to a folder per space in GitBook's Git Sync layout, and JSON for the rest."""
     from syncd.export import export_mirror
 
     report = export_mirror(source, out_dir, tenant=tenant, org=org)
     console.print(
         f"exported {report.organizations} organization(s), {report.spaces} spaces, {report.pages} pages, "
-        f"{report.change_requests} change requests to {out_dir}: {report.files} files "
+        f"{report.change_requests} change requests, {report.assets} file binaries to {out_dir}: {report.files} files "
         f"({report.written} written, {report.removed} removed)"
     )
+    missing = report.missing_binaries
+    if missing:
+        console.print(
+            f"[yellow]{len(missing)} file binaries are not in the backup[/yellow] (back up with --with-files to "
+            "include them); pages still link to where they would be:"
+        )
+        for path in missing[:MISSING_SHOWN]:
+            console.print(f"  [yellow]missing[/yellow] {path}", soft_wrap=True)
+        if len(missing) > MISSING_SHOWN:
+            console.print(f"  ... and {len(missing) - MISSING_SHOWN} more")
