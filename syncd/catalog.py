@@ -397,6 +397,7 @@ KINDS: tuple[Kind, ...] = (
             calls=(
                 ("get", Call("GET", "/v1/spaces/{id}")),
                 ("duplicate", Call("POST", "/v1/spaces/{id}/duplicate")),
+                ("restore", Call("POST", "/v1/spaces/{id}/restore")),
                 ("transfer", Call("POST", "/v1/spaces/{id}/transfer")),
                 ("import", Call("POST", "/v1/spaces/{id}/content/import")),
             ),

@@ -542,6 +542,41 @@ class DaemonConfig(_Model):
         return self
 
 
+class ContentSourceConfig(_Model):
+    """Where syncd serves the content it holds (a backup, a private source space) as a
+    website for the target service to import (`content/import` takes only a URL).
+
+    Each space is served under a capability URL made for the run and only while the run
+    lasts, read-only; so the listener needs no token. A service on the internet must reach
+    `public_url` (a reverse proxy or a tunnel to `host:port`); the default, the address
+    listened on, only works for a service that can reach this machine (the emulator)."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=0, ge=0, le=65535)
+    """0 picks a free port for each run."""
+    public_url: str | None = None
+    """The base URL the service fetches from, e.g. `https://syncd-content.example.com`."""
+    concurrency: int = Field(default=8, ge=1, le=256)
+    """Requests served at once."""
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value.strip()
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = value.strip().rstrip("/")
+        if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", value):
+            raise ValueError(f"must be an http(s) URL without query or fragment, got {value!r}")
+        return value
+
+
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 
 
@@ -586,6 +621,7 @@ class Settings(BaseSettings):
     log_level: Annotated[LogLevel, BeforeValidator(_log_level)] = "info"
     jobs: list[JobConfig] = Field(default_factory=list)
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)
+    content_source: ContentSourceConfig = Field(default_factory=ContentSourceConfig)
 
     _config_file: Path | None = PrivateAttr(default=None)
     _env: Mapping[str, str] | None = PrivateAttr(default=None)

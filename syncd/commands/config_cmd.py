@@ -160,6 +160,18 @@ def _print_pretty(settings: Settings, env: Mapping[str, str] | None) -> None:
         )
     )
     console.print()
+    content = settings.content_source
+    console.print(
+        _kv_table(
+            "content_source",
+            [
+                ("listen", f"{content.host}:{content.port or '(a free port)'}"),
+                ("public_url", content.public_url or "(the address listened on)"),
+                ("concurrency", str(content.concurrency)),
+            ],
+        )
+    )
+    console.print()
     console.print("[green]configuration OK[/green]")
 
 

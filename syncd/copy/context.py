@@ -38,17 +38,34 @@ def seg(value: str) -> str:
 class ContentStrategy:
     """How space content reaches the target.
 
-    `same_credentials`: one token reaches both organizations, so a new space is duplicated in
-    the source and transferred (content, visibility and all). Otherwise content is imported
-    from the source space's URL, which works when `readable` (the target's token can read the
-    source organization) or the space is shareable (public, unlisted, share-link)."""
+    - `same_credentials`: one token reaches both organizations, so a new space is duplicated
+      in the source and transferred (content, visibility and all).
+    - Else content is imported from a URL. From the source space's own URL when the target's
+      token can read it (`readable`: it can read the source organization; or the space is
+      shareable: public, unlisted, share-link). Otherwise, when syncd can `serve` content (a
+      content source runs with the copy), from the site syncd serves of the space as read;
+      `serve_everything` (a restore: the backup is the source, whatever the live source is
+      now) serves every space. `files_held`: the file row ids whose bytes syncd holds, when
+      known before the run (a backup's blobs); None: they are fetched when served.
+    - `restorable`: source spaces that are deleted in the target organization itself (a
+      backup restored into the organization it came from) and still in the service's restore
+      window: they are brought back (history and comments kept) before anything is imported.
+    """
 
     same_credentials: bool = False
     readable: bool = False
+    serve: bool = False
+    serve_everything: bool = False
+    files_held: frozenset[str] | None = None
+    restorable: frozenset[str] = frozenset()
     source_base_url: str | None = None
 
     def can_import(self, space: Node) -> bool:
         return self.same_credentials or self.readable or space.data.get("visibility") in SHAREABLE
+
+    def served(self, space: Node) -> bool:
+        """Whether the space's content is imported from syncd's content source."""
+        return self.serve and (self.serve_everything or not self.can_import(space))
 
     def import_url(self, space: Node) -> str | None:
         urls = space.data.get("urls") or {}

@@ -15,25 +15,31 @@ A controller loop, like Kubernetes' or `terraform plan` after a refresh:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from syncd.catalog import write_call
+from syncd.api import ApiError
+from syncd.backup import blobs_dir
+from syncd.blobs import BlobStore
+from syncd.catalog import write_call, write_path
 from syncd.config import Settings, TargetRef
+from syncd.content import ContentSource, serve_content
 from syncd.copy import journal
 from syncd.copy.apply import ApplyProgress, ApplyResult, apply_plan
-from syncd.copy.context import ContentStrategy, Mode
+from syncd.copy.context import ContentStrategy, Mode, seg
 from syncd.copy.journal import Pair
 from syncd.copy.model import IdMap, Snapshot
 from syncd.copy.ops import Plan, Ref, Skip
 from syncd.copy.plan import plan_copy
 from syncd.copy.recover import UnsettledError, settle_leftovers
+from syncd.copy.served import Publisher, held_blobs
 from syncd.copy.sides import BackupSource, ClientFactory, Endpoints, Side, Source, connect, read_backup, read_sides, target_reads_source
 from syncd.copy.verify import Entry, Verification, compare, excuse, residue
 from syncd.copy.writer import Writer
@@ -168,9 +174,49 @@ async def _read(ends: Endpoints, pair: Pair, backup: Side | None, content: Conte
     return Reading(pair, source, target, idmap, content, as_read, pending)
 
 
+def _blobs(ends: Endpoints, pair: Pair) -> BlobStore:
+    """Where the bytes of the source's files are: a backup's blob folder, or the state
+    directory's cache of what was fetched to serve a live source's spaces."""
+    if isinstance(ends.source_ref, BackupSource):
+        return BlobStore(blobs_dir(ends.source_ref.path))
+    return BlobStore(ends.settings.state_dir / "blobs" / seg(pair.source_tenant))
+
+
 async def _content(ends: Endpoints, pair: Pair) -> ContentStrategy:
+    """How content travels in this copy (see `ContentStrategy`); a restore serves the
+    backup's content, whatever the live source holds now."""
+    if isinstance(ends.source_ref, BackupSource):
+        held = await anyio.to_thread.run_sync(held_blobs, _blobs(ends, pair))
+        return ContentStrategy(serve=True, serve_everything=True, files_held=frozenset(held))
     readable = await target_reads_source(ends, pair.source_org)
-    return ContentStrategy(same_credentials=ends.same_credentials, readable=readable)
+    return ContentStrategy(same_credentials=ends.same_credentials, readable=readable, serve=not ends.same_credentials)
+
+
+async def _restorable(ends: Endpoints, reading: Reading) -> frozenset[str]:
+    """Spaces of a backup restored into the organization it came from that are deleted there
+    and can still be brought back (the service answers them with `deletedAt`)."""
+    if not isinstance(ends.source_ref, BackupSource) or reading.pair.source_org != reading.pair.target_org:
+        return frozenset()
+    out = set()
+    for node in reading.source.snapshot.of_kind("space"):
+        if reading.idmap.target("space", node.id) is None and reading.target.snapshot.get("space", node.id) is None:
+            try:
+                found = await ends.target.get_json(write_path("space", "get", {"id": seg(node.api_id)}))
+            except ApiError:
+                continue
+            if isinstance(found, dict) and found.get("deletedAt") and found.get("organization") in (None, reading.pair.target_org):
+                out.add(node.id)
+    return frozenset(out)
+
+
+@contextlib.asynccontextmanager
+async def _content_source(ends: Endpoints, content: ContentStrategy) -> AsyncIterator[ContentSource | None]:
+    """The run's content source, when content may be served (not with one token for both)."""
+    if not content.serve:
+        yield None
+        return
+    async with serve_content(ends.settings.content_source) as source:
+        yield source
 
 
 async def _settle(ends: Endpoints, pair: Pair) -> list[str]:
@@ -206,12 +252,18 @@ def _verify(reading: Reading, plan: Plan) -> Verification:
 # ----- applying ---------------------------------------------------------------------------------
 
 
-async def _apply(ends: Endpoints, reading: Reading, plan: Plan, on_progress: Callable[[ApplyProgress], Any] | None) -> ApplyResult:
+async def _apply(
+    ends: Endpoints, reading: Reading, plan: Plan, source: ContentSource | None, on_progress: Callable[[ApplyProgress], Any] | None
+) -> ApplyResult:
+    publisher = None
+    if source is not None:
+        live = not isinstance(ends.source_ref, BackupSource)
+        publisher = Publisher(source, reading.source.snapshot, _blobs(ends, reading.pair), fetch=live, concurrency=ends.settings.content_source.concurrency)
     with Mirror(ends.db) as mirror:
         run = journal.begin(mirror, reading.pair)
         status, reason, result = "failed", "apply stopped on an error", None
         try:
-            writer = Writer(mirror=mirror, pair=reading.pair, run=run, idmap=reading.idmap, target=ends.target, source=ends.source)
+            writer = Writer(mirror=mirror, pair=reading.pair, run=run, idmap=reading.idmap, target=ends.target, source=ends.source, publisher=publisher)
             result = await apply_plan(plan, writer, concurrency=ends.settings.tenant(ends.target_ref.tenant).concurrency, on_progress=on_progress)
             status, reason = ("complete", "") if result.ok else ("partial", "some operations failed or were skipped")
             return result
@@ -243,50 +295,88 @@ async def copy_org(
     on_round: Callable[[RoundReport], Any] | None = None,
 ) -> CopyReport:
     """Make `target` equal to `source` (see the module docstring). Raises PlanRefused
-    (nothing written), UnsettledError, MirrorBusyError, UsageError, ApiError for a side
-    that cannot be read at all; failures of single writes are in the report."""
+    (nothing written), UnsettledError, MirrorBusyError, UsageError, ContentSourceError, ApiError
+    for a side that cannot be read at all; failures of single writes are in the report."""
     db = db or default_db(settings)
-    report = CopyReport(str(source), str(target), mode)
+    options = _Options(mode, max_delete, adopt, max_rounds, full, on_read, on_apply, on_round)
     async with connect(settings, db, source, target, clients) as ends:
         pair, backup = await _pair(ends)
-        report.settled = await _settle(ends, pair)
+        settled = await _settle(ends, pair)
         content = await _content(ends, pair)
-        reading = await _read(ends, pair, backup, content, on_read, full)
+        async with _content_source(ends, content) as served:
+            report = await _Copy(ends, pair, backup, content, served, options).run()
+    report.settled = settled + report.settled
+    return report
+
+
+@dataclass(frozen=True)
+class _Options:
+    mode: Mode
+    max_delete: int
+    adopt: bool
+    max_rounds: int
+    full: bool
+    on_read: Progress | None
+    on_apply: Callable[[ApplyProgress], Any] | None
+    on_round: Callable[[RoundReport], Any] | None
+
+
+@dataclass
+class _Copy:
+    """The rounds of one `copy_org`: read, plan, apply, read again."""
+
+    ends: Endpoints
+    pair: Pair
+    backup: Side | None
+    content: ContentStrategy
+    served: ContentSource | None
+    options: _Options
+
+    async def read(self, full: bool = False) -> Reading:
+        reading = await _read(self.ends, self.pair, self.backup, self.content, self.options.on_read, full)
+        reading.content = replace(self.content, restorable=await _restorable(self.ends, reading))
+        return reading
+
+    async def plan(self, reading: Reading) -> Plan:
+        # Planning takes a while on a large organization: off the event loop, so a daemon's
+        # control API keeps answering.
+        return await anyio.to_thread.run_sync(_plan, reading, self.options.mode, self.options.max_delete, self.options.adopt)
+
+    async def run(self) -> CopyReport:
+        report = CopyReport(str(self.ends.source_ref), str(self.ends.target_ref), self.options.mode)
+        reading = await self.read(self.options.full)
         before = reading.source_as_read
-        number = 0
         while True:
-            # Planning and comparing take a while on a large organization: off the event loop,
-            # so a daemon's control API keeps answering.
-            plan = await anyio.to_thread.run_sync(_plan, reading, mode, max_delete, adopt)
+            plan = await self.plan(reading)
             report.plans.append(plan)
             if plan.refused:
-                if number == 0:
+                if not report.rounds:
                     raise PlanRefused(f"the plan must not be applied: {plan.refused}")
-                report.warnings.append(f"round {number + 1} not applied: {plan.refused}")
+                report.warnings.append(f"round {len(report.rounds) + 1} not applied: {plan.refused}")
                 break
             if report.rounds:
                 report.rounds[-1].left = (await anyio.to_thread.run_sync(_verify, reading, plan)).counts()
-                if on_round is not None:
-                    on_round(report.rounds[-1])
-            if not plan.ops or number >= max_rounds:
+                if self.options.on_round is not None:
+                    self.options.on_round(report.rounds[-1])
+            if not plan.ops or len(report.rounds) >= self.options.max_rounds:
                 break
-            number += 1
-            result = await _apply(ends, reading, plan, on_apply)
-            report.rounds.append(RoundReport(number, len(plan.ops), {k: dict(v) for k, v in plan.counts().items()}, result))
-            reading = await _read(ends, pair, backup, content, on_read, False)
+            result = await _apply(self.ends, reading, plan, self.served, self.options.on_apply)
+            report.rounds.append(RoundReport(len(report.rounds) + 1, len(plan.ops), {k: dict(v) for k, v in plan.counts().items()}, result))
+            reading = await self.read()
         try:  # what a round could not settle (a duplicate it could not remove, say)
-            leftover = await _settle(ends, pair)
+            leftover = await _settle(self.ends, self.pair)
         except UnsettledError as exc:
-            leftover, report.warnings = [], [*report.warnings, str(exc)]
+            leftover = []
+            report.warnings.append(str(exc))
         if leftover:
             report.settled += leftover
-            reading = await _read(ends, pair, backup, content, on_read, False)
+            reading = await self.read()
         report.skips = plan.skips
         report.warnings += plan.warnings
         report.verification = await anyio.to_thread.run_sync(_verify, reading, plan)
         report.read_cleanly = reading.complete
-        with Mirror(db) as mirror:
-            made = journal.made_in_source(mirror, pair)
+        with Mirror(self.ends.db) as mirror:
+            made = journal.made_in_source(mirror, self.pair)
         report.residue = residue(reading.source_as_read, made)
         appeared = {n.id for n in reading.source_as_read.of_kind("space")} - {n.id for n in before.of_kind("space")} - set(made)
         if appeared:
@@ -294,7 +384,7 @@ async def copy_org(
                 f"{len(appeared)} space(s) appeared in the source during the copy ({', '.join(sorted(appeared)[:5])}): "
                 "not made by this copy as far as its journal says; the next run copies them"
             )
-    return report
+        return report
 
 
 # ----- plan and verify alone ----------------------------------------------------------------------
@@ -310,6 +400,7 @@ async def plan_org(
     async with connect(settings, db, source, target) as ends:
         pair, backup = await _pair(ends)
         reading = await _read(ends, pair, backup, await _content(ends, pair), on_read, False)
+        reading.content = replace(reading.content, restorable=await _restorable(ends, reading))
     plan = _plan(reading, mode, max_delete, adopt)
     if reading.pending:
         plan.warnings.append(f"{reading.pending} call(s) of an earlier run have an unknown effect: a real apply settles them first")

@@ -8,6 +8,7 @@ pacer, and two tenants of the same credentials share one (one token, one rate li
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from syncd.config import Settings, TargetRef
 from syncd.copy.model import Snapshot
 from syncd.crawl import CrawlResult
 from syncd.errors import UsageError
-from syncd.mirror import Mirror
+from syncd.mirror import Mirror, MirrorError
 from syncd.sync import Progress, sync_into
 
 ClientFactory = Callable[..., TenantClient]
@@ -168,8 +169,16 @@ def backup_tenant(backup: Path) -> str:
 
 
 def read_backup(source: BackupSource) -> Side:
-    """A backup file's organization, as the source of a restore (the file is not written)."""
-    with Mirror(source.path, create=False) as mirror:
+    """A backup file's organization, as the source of a restore (opened read-only: nothing is
+    written into it, and a backup on read-only media works)."""
+    try:
+        return _read_backup(source)
+    except sqlite3.DatabaseError as exc:
+        raise MirrorError(f"{source.path} cannot be read, it is damaged: {exc}") from None
+
+
+def _read_backup(source: BackupSource) -> Side:
+    with Mirror(source.path, readonly=True) as mirror:
         tenants = sorted({run["tenant"] for run in mirror.runs() if run["status"] in ("complete", "partial")})
         if len(tenants) != 1:
             raise UsageError(f"{source.path}: expected one tenant in the backup, found {len(tenants) or 'none'}")

@@ -274,8 +274,11 @@ def plan_section(ctx: PlanContext, site: Node, node: Node, after: list[str | Non
         return
 
     def create() -> Op | None:
-        first = next((n for n in container_site_spaces(ctx.source, site.id, node.id) if ctx.exists("space", ref_id(n.data.get("space")))), None)
-        space = ref_id(first.data.get("space")) if first is not None else next((n.id for n in ctx.source.of_kind("space") if ctx.exists("space", n.id)), None)
+        def usable(space: str | None) -> bool:  # on the target, or made by this plan (not one being brought back)
+            return ctx.exists("space", space) and space not in ctx.content.restorable
+
+        first = next((n for n in container_site_spaces(ctx.source, site.id, node.id) if usable(ref_id(n.data.get("space")))), None)
+        space = ref_id(first.data.get("space")) if first is not None else next((n.id for n in ctx.source.of_kind("space") if usable(n.id)), None)
         if space is None:
             ctx.skip(kind, node.id, title, "a section is created with a space, and no space is copied: not copied", ("missing",))
             return None
@@ -310,6 +313,11 @@ def plan_site_space(ctx: PlanContext, site: Node, node: Node, section: str | Non
     kind = "site-space"
     title = ctx.title(kind, node)
     space = ref_id(node.data.get("space"))
+    if space in ctx.content.restorable and ctx.tid("space", space) is None and ctx.tid(kind, node.id) is None:
+        # A space brought back brings its site-spaces back with it: they are read, and
+        # adopted, by the next round rather than made a second time now.
+        ctx.plan.warnings.append(f"site-space {title!r} waits for its space to be brought back, then the next read")
+        return None
     if not ctx.exists("space", space):
         ctx.skip(kind, node.id, title, f"its space is not copied ({space})", ("missing",))
         return None

@@ -88,6 +88,12 @@ def plan_node(ctx: PlanContext, kind: str, node: Node, parent: str | None) -> bo
 
     def create() -> Op:
         want = ctx.want(kind, node, values)
+        if kind == "space" and node.id in ctx.content.restorable:
+            return Op(
+                key=f"create:space:{node.id}", action="create", kind="space", source_id=node.id, title=title, recipe="undelete",
+                method="POST", path=ctx.path("space", "restore", id=seg(node.api_id)), want=want or None, spec={"patch": patch_path},
+                note="deleted from this organization and still in the restore window: brought back, history included",
+            )
         if kind == "space" and ctx.content.same_credentials:
             return duplicate_op(ctx, node, parent, parent_ref, expect, want, patch_path)
         body = ctx.create_body(kind, node, values)
@@ -153,17 +159,27 @@ def plan_values(ctx: PlanContext) -> None:
 
 
 def plan_content(ctx: PlanContext) -> None:
-    """Content of spaces that differ (or are new), by import from the source space's URL."""
+    """Content of spaces that differ (or are new): imported from the source space's URL, or
+    from the site syncd serves of it (see `ContentStrategy`)."""
     for node in ctx.source.of_kind("space"):
         if not ctx.exists("space", node.id):
             continue
         target_id = ctx.tid("space", node.id)
         wanted = space_content(ctx.source, node.id)
-        if target_id is None and (ctx.content.same_credentials or wanted == ((), ())):
-            continue  # a duplicate brings its content; an empty space needs none
+        if target_id is None and (ctx.content.same_credentials or node.id in ctx.content.restorable or wanted == ((), ())):
+            continue  # a duplicate brings its content, an undeleted space has its own; an empty space needs none
         if target_id is not None and wanted == space_content(ctx.target, target_id):
             continue
         title = ctx.title("space", node)
+        path = ctx.path("space", "import", id=ctx.seg("space", node.id))
+        if ctx.content.served(node):
+            ctx.emit(Op(
+                key=f"content:space:{node.id}", action="content", kind="space", source_id=node.id, target_id=target_id, title=title,
+                recipe="import-served", method="POST", path=path, body={"url": SERVED_URL, "source": "website"},
+                note="imports the space as syncd serves it (pages and files as read)",
+            ))
+            report_unheld_files(ctx, node, title)
+            continue
         url = ctx.content.import_url(node)
         if url is None or not ctx.content.can_import(node):
             why = "it has no URL" if url is None else f"the source space is {node.data.get('visibility') or 'not shareable'} and the target's token cannot read it"
@@ -172,9 +188,24 @@ def plan_content(ctx: PlanContext) -> None:
             continue
         ctx.emit(Op(
             key=f"content:space:{node.id}", action="content", kind="space", source_id=node.id, target_id=target_id, title=title,
-            method="POST", path=ctx.path("space", "import", id=ctx.seg("space", node.id)), body={"url": url, "source": "website"},
-            note="imports the source space's content from its URL",
+            method="POST", path=path, body={"url": url, "source": "website"}, note="imports the source space's content from its URL",
         ))
+
+
+SERVED_URL = "<the space as syncd serves it>"
+"""Stands for the import URL in a plan: the content source makes it when the op runs."""
+
+
+def report_unheld_files(ctx: PlanContext, node: Node, title: str) -> None:
+    """Files whose bytes a backup does not hold cannot travel: announced, not hidden."""
+    held = ctx.content.files_held
+    if held is None:
+        return
+    missing = [n for n in ctx.source.children("file", ("space", node.id)) if n.id not in held]
+    if missing:
+        names = ", ".join(str(n.data.get("name")) for n in missing[:5])
+        ctx.skip("space", node.id, title, f"{len(missing)} file(s) of space {title!r} are not in the backup ({names}): "
+                 "not restored (back up with --with-files)", ("files",))
 
 
 def plan_tree_settle(ctx: PlanContext, parents: list[str | None]) -> None:
@@ -253,6 +284,48 @@ async def copy_by_duplicate(op: Op, writer: Writer) -> Outcome:
         if transferred is None:
             with anyio.CancelScope(shield=True), anyio.move_on_after(30):
                 await settle_duplicate(writer, op.source_id, duplicate)
+
+
+async def import_served(op: Op, writer: Writer) -> Outcome:
+    """Import a space from the site syncd's content source serves of it."""
+    assert op.source_id is not None
+    if writer.publisher is None:
+        return outcome(op, "failed", "this run has no content source to serve the space from")
+    try:
+        path = writer.resolve(op.path)
+        url = await writer.publisher.publish(op.source_id)
+        await writer.call(op.key, "space", op.source_id, op.method, path, {**(op.body or {}), "url": url})
+    except Unresolved as exc:
+        return outcome(op, "failed", f"cannot send: {exc}")
+    except ApiError as exc:
+        return outcome(op, "failed", str(exc))
+    missing = writer.publisher.missing.get(op.source_id) or []
+    if missing:
+        writer.counts.notes.append(f"space {op.title!r}: {len(missing)} file(s) not held, not imported: {', '.join(missing[:5])}")
+    return outcome(op, "done")
+
+
+async def undelete(op: Op, writer: Writer) -> Outcome:
+    """Bring back a space deleted from its own organization (the same id, its history and
+    comments): then it stands for itself in the id map, as a space syncd did not make."""
+    assert op.source_id is not None
+    path = writer.resolve(op.path)
+    try:
+        answer = await writer.call(op.key, "space", op.source_id, op.method, path)
+    except ApiError as exc:
+        try:  # after a lost answer the space may be back already
+            answer = await writer.read("target", write_path("space", "get", {"id": seg(op.source_id)}))
+        except ApiError:
+            return outcome(op, "failed", str(exc))
+        if not isinstance(answer, dict) or answer.get("deletedAt"):
+            return outcome(op, "failed", str(exc))
+    space_id = answer.get("id") if isinstance(answer, dict) and isinstance(answer.get("id"), str) else op.source_id
+    await writer.record([("space", op.source_id, space_id, "adopted")])
+    try:
+        fixes = await check_answer(op, writer, answer, (op.spec or {}).get("patch"))
+    except ApiError as exc:
+        return outcome(op, "failed", f"brought back, then: {exc}", space_id)
+    return outcome(op, "done", result_id=space_id, fixes=fixes)
 
 
 async def settle_duplicate(writer: Writer, source_id: str, duplicate: str) -> str | None:
@@ -341,4 +414,15 @@ async def settle_tree(op: Op, writer: Writer) -> Outcome:
     return outcome(op, "done", fixes=moves)
 
 
-__all__ = ["copy_by_duplicate", "plan_content", "plan_tree", "plan_tree_settle", "plan_values", "settle_duplicate", "settle_tree"]
+__all__ = [
+    "SERVED_URL",
+    "copy_by_duplicate",
+    "import_served",
+    "plan_content",
+    "plan_tree",
+    "plan_tree_settle",
+    "plan_values",
+    "settle_duplicate",
+    "settle_tree",
+    "undelete",
+]

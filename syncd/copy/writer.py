@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio import to_thread
@@ -39,6 +39,9 @@ from syncd.copy.ops import PATH_REF, Expect, Ref, Side, expect_to_json
 from syncd.copy.rules import ref_id
 from syncd.errors import SyncdError
 from syncd.mirror import Mirror
+
+if TYPE_CHECKING:
+    from syncd.copy.served import Publisher
 
 __all__ = ["SERIAL", "CallFailed", "Serial", "Unresolved", "WriteCounts", "Writer", "get_path"]
 
@@ -121,10 +124,13 @@ class Writer:
         target: TenantClient,
         source: TenantClient | None,
         counts: WriteCounts | None = None,
+        publisher: Publisher | None = None,
     ) -> None:
         self.mirror, self.pair, self.run, self.idmap = mirror, pair, run, idmap
         self.clients: dict[str, TenantClient | None] = {"target": target, "source": source}
         self.counts = counts or WriteCounts()
+        self.publisher = publisher
+        """The run's content source, when content is served (`syncd.copy.served`)."""
 
     @staticmethod
     def done_creating() -> None:

@@ -1,0 +1,114 @@
+"""The content source: an HTTP server, alive for one run, that serves published spaces.
+
+Each published space gets a capability URL, `{public_url}/{capability}/{space}/`, whose
+capability is 32 random bytes made for this run and this space: it cannot be guessed, and it
+is gone when the run ends (the server stops listening). Only GET and HEAD of paths that are
+part of a published site are answered; everything else is 404, so nothing outside the sites
+(`..`, encoded or not, other files on the disk) can be reached. Requests are served a bounded
+number at a time, and each is logged with its space and the bytes sent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from collections.abc import AsyncIterator
+from urllib.parse import quote, unquote
+
+import anyio
+from aiohttp import web
+
+from syncd.config import ContentSourceConfig
+from syncd.content.site import SpaceSite
+from syncd.errors import SyncdError
+from syncd.logging import get_logger
+
+__all__ = ["ContentSource", "ContentSourceError", "serve_content"]
+
+log = get_logger("syncd.content")
+
+
+class ContentSourceError(SyncdError):
+    """The content source cannot listen (address in use, not allowed)."""
+
+    exit_code = 2
+
+
+class ContentSource:
+    """Published sites by (capability, space), and the URL the service fetches them at."""
+
+    def __init__(self, public_url: str, concurrency: int) -> None:
+        self.public_url = public_url.rstrip("/")
+        self.sites: dict[tuple[str, str], SpaceSite] = {}
+        self.limiter = anyio.CapacityLimiter(max(1, concurrency))
+        self.requests = 0
+        self.bytes_sent = 0
+
+    def publish(self, space: str, site: SpaceSite) -> str:
+        """Serve `site` under a new capability URL (returned) until the run ends."""
+        capability = secrets.token_urlsafe(32)
+        self.sites[(capability, space)] = site
+        return f"{self.public_url}/{capability}/{quote(space, safe='')}/"
+
+    def withdraw(self, url: str) -> None:
+        """Stop serving the site published at `url`."""
+        parts = url.removeprefix(self.public_url).strip("/").split("/")
+        if len(parts) >= 2:
+            self.sites.pop((parts[0], unquote(parts[1])), None)
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if request.method not in ("GET", "HEAD"):
+            return web.Response(status=405, headers={"Allow": "GET, HEAD"})
+        segments = request.raw_path.split("?", 1)[0].split("/")
+        # ["", capability, space, *tail]: the tail is matched whole against the site's own
+        # paths, so no segment is ever interpreted (no `..`, no file system lookup).
+        if len(segments) < 4:
+            return _not_found()
+        capability, space = unquote(segments[1]), unquote(segments[2])
+        site = self.sites.get((capability, space))
+        tail = "/".join(unquote(segment) for segment in segments[3:])
+        served = site.get(tail) if site is not None and ".." not in segments[3:] else None
+        if served is None:
+            return _not_found()
+        async with self.limiter:
+            self.requests += 1
+            if served.file is not None:
+                try:
+                    size = served.file.stat().st_size
+                except OSError:
+                    return _not_found()
+                self.bytes_sent += size
+                log.info("content.served", space=space, path=tail, bytes=size)
+                return web.FileResponse(served.file, headers={"Content-Type": served.content_type, "Cache-Control": "no-store"})
+            self.bytes_sent += len(served.body)
+            log.info("content.served", space=space, path=tail or "/", bytes=len(served.body))
+            return web.Response(body=served.body, headers={"Content-Type": served.content_type, "Cache-Control": "no-store"})
+
+
+def _not_found() -> web.Response:
+    return web.Response(status=404, text="not found\n")
+
+
+@contextlib.asynccontextmanager
+async def serve_content(config: ContentSourceConfig) -> AsyncIterator[ContentSource]:
+    """Listen for the length of the block; the source's sites go with it."""
+    source = ContentSource(config.public_url or "", config.concurrency)
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", source.handle)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, config.host, config.port)
+        try:
+            await site.start()
+        except OSError as exc:
+            raise ContentSourceError(f"content source: cannot listen on {config.host}:{config.port}: {exc.strerror or exc}") from None
+        sockets = site._server.sockets if site._server is not None else ()  # type: ignore[attr-defined]
+        port = sockets[0].getsockname()[1] if sockets else config.port
+        host = f"[{config.host}]" if ":" in config.host else config.host
+        source.public_url = (config.public_url or f"http://{host}:{port}").rstrip("/")
+        log.info("content.listening", address=f"{config.host}:{port}", public_url=source.public_url)
+        yield source
+    finally:
+        source.sites.clear()
+        await runner.cleanup()

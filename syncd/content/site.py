@@ -1,0 +1,204 @@
+"""One space's content as a website an importer can read (pure: built from a snapshot).
+
+`content/import` takes only a URL, so syncd serves what it holds with the most common
+conventions of a documentation website and nothing private. Under a prefix P (the space's
+capability URL):
+
+    P               index: <title>; <nav aria-label="Pages"> with the page tree as nested
+                    <ul> of links to PATH/; <nav aria-label="Files"> linking files/NAME (an
+                    image with its width and height); no <main>: it is no page
+    P PATH/         a page: <title>, <meta name="description">, <link rel="alternate"
+                    type="text/markdown" href="../LAST.md">, <main><h1>Title</h1>BODY</main>,
+                    BODY the stored markdown rendered by markdown-it (CommonMark and tables),
+                    links to other pages pointing at their PATH/, files at files/NAME
+    P PATH.md       the page as markdown: YAML front matter (title, description, emoji,
+                    hidden), then the markdown exactly as stored
+    P files/NAME    the file's bytes with its content type
+
+PATH is the page's path as read (its slugs from the space root); links in stored markdown
+name pages by that path and files as `.gitbook/assets/NAME` (the service's convention), so
+an importer that maps them back gets the space as it was.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+__all__ = ["ASSETS", "Served", "ServedFile", "SitePage", "SpaceSite"]
+
+ASSETS = ".gitbook/assets/"
+_MD = MarkdownIt("commonmark", {"html": False}).enable("table")
+
+
+@dataclass(frozen=True)
+class ServedFile:
+    """A file of the space; `path` is its bytes on disk (None: not held, not served)."""
+
+    name: str
+    content_type: str
+    size: int
+    path: Path | None
+    width: int | None = None
+    height: int | None = None
+
+
+@dataclass
+class SitePage:
+    """A page of the site: `path` is where it is served (and how stored links name it)."""
+
+    path: str
+    title: str
+    markdown: str
+    description: str | None = None
+    emoji: str | None = None
+    hidden: bool = False
+    children: list[SitePage] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Served:
+    """What one request gets: a body in memory or a file on disk, and its content type."""
+
+    content_type: str
+    body: bytes = b""
+    file: Path | None = None
+
+
+class SpaceSite:
+    """The website of one space (see the module docstring); `get(tail)` answers the path
+    below the prefix, None when it is not part of the site (no file system is touched but
+    the blobs it was given)."""
+
+    def __init__(self, title: str, pages: list[SitePage], files: list[ServedFile]) -> None:
+        self.title = title
+        self.pages = pages
+        self.files = {file.name: file for file in files}
+        self._by_path: dict[str, SitePage] = {}
+        for page in _walk(pages):
+            self._by_path[page.path] = page
+
+    @property
+    def served_files(self) -> list[ServedFile]:
+        return [f for f in self.files.values() if f.path is not None]
+
+    @property
+    def missing_files(self) -> list[ServedFile]:
+        """Files whose bytes syncd does not hold: not served, not linked."""
+        return [f for f in self.files.values() if f.path is None]
+
+    def get(self, tail: str) -> Served | None:
+        if tail == "":
+            return Served("text/html; charset=utf-8", self.index().encode())
+        if tail.startswith("files/"):
+            file = self.files.get(tail[len("files/") :])
+            return Served(file.content_type or "application/octet-stream", file=file.path) if file and file.path else None
+        if tail.endswith("/") and (page := self._by_path.get(tail[:-1])) is not None:
+            return Served("text/html; charset=utf-8", self.page_html(page).encode())
+        if tail.endswith(".md") and (page := self._by_path.get(tail[:-3])) is not None:
+            return Served("text/markdown; charset=utf-8", self.page_markdown(page).encode())
+        return None
+
+    # -- the documents -----------------------------------------------------------------
+
+    def index(self) -> str:
+        def tree(pages: list[SitePage]) -> str:
+            items = "".join(
+                f'<li><a href="{_href(p.path)}/">{html.escape(p.title)}</a>{tree(p.children) if p.children else ""}</li>' for p in pages
+            )
+            return f"<ul>{items}</ul>"
+
+        files = "".join(
+            f'<li><a href="files/{quote(f.name)}">{self._image(f, "files/") if f.width else html.escape(f.name)}</a></li>'
+            for f in self.served_files
+        )
+        return (
+            f'<!doctype html>\n<html><head><meta charset="utf-8"><title>{html.escape(self.title)}</title></head>\n'
+            f'<body><nav aria-label="Pages">{tree(self.pages)}</nav>\n<nav aria-label="Files"><ul>{files}</ul></nav></body></html>\n'
+        )
+
+    def page_html(self, page: SitePage) -> str:
+        up = "../" * (page.path.count("/") + 1)
+        last = page.path.rsplit("/", 1)[-1]
+        head = [f'<meta charset="utf-8"><title>{html.escape(page.title)}</title>']
+        if page.description:
+            head.append(f'<meta name="description" content="{html.escape(page.description)}">')
+        head.append(f'<link rel="alternate" type="text/markdown" href="../{quote(last)}.md">')
+        body = self.render(page.markdown, up)
+        return (
+            f"<!doctype html>\n<html><head>{''.join(head)}</head>\n"
+            f"<body><main><h1>{html.escape(page.title)}</h1>\n{body}</main></body></html>\n"
+        )
+
+    def page_markdown(self, page: SitePage) -> str:
+        fields: list[tuple[str, Any]] = [("title", page.title)]
+        fields += [(k, v) for k, v in (("description", page.description), ("emoji", page.emoji)) if v]
+        if page.hidden:
+            fields.append(("hidden", True))
+        matter = "".join(f"{key}: {json.dumps(value, ensure_ascii=False)}\n" for key, value in fields)
+        return f"---\n{matter}---\n{page.markdown}"
+
+    def render(self, markdown: str, up: str) -> str:
+        """The markdown as HTML, its links to pages and files pointing where they are served
+        (`up` leads from the page's directory back to the prefix)."""
+        tokens = _MD.parse(markdown)
+        for token in _inline_tokens(tokens):
+            if token.type == "link_open":
+                token.attrSet("href", self._target(str(token.attrGet("href") or ""), up))
+            elif token.type == "image":
+                src = str(token.attrGet("src") or "")
+                file = self._file_of(src)
+                token.attrSet("src", self._target(src, up))
+                if file is not None and file.width and file.height:
+                    token.attrSet("width", str(file.width))
+                    token.attrSet("height", str(file.height))
+        return str(_MD.renderer.render(tokens, _MD.options, {}))
+
+    def _file_of(self, href: str) -> ServedFile | None:
+        path = unquote(urlsplit(href).path)
+        index = path.find(ASSETS)
+        if index < 0 or urlsplit(href).scheme:
+            return None
+        file = self.files.get(path[index + len(ASSETS) :])
+        return file if file is not None and file.path is not None else None
+
+    def _target(self, href: str, up: str) -> str:
+        """Where a link of the stored markdown points on the site (unchanged: elsewhere)."""
+        parts = urlsplit(href)
+        if parts.scheme or parts.netloc or not parts.path:
+            return href
+        file = self._file_of(href)
+        if file is not None:
+            return f"{up}files/{quote(file.name)}"
+        page = parts.path.removeprefix("./").removesuffix(".md").strip("/")
+        if page in self._by_path:
+            return f"{up}{_href(page)}/" + (f"#{parts.fragment}" if parts.fragment else "")
+        return href
+
+    def _image(self, file: ServedFile, prefix: str) -> str:
+        return f'<img src="{prefix}{quote(file.name)}" alt="{html.escape(file.name)}" width="{file.width}" height="{file.height}">'
+
+
+def _href(path: str) -> str:
+    return "/".join(quote(segment) for segment in path.split("/"))
+
+
+def _walk(pages: Iterable[SitePage]) -> Iterable[SitePage]:
+    for page in pages:
+        yield page
+        yield from _walk(page.children)
+
+
+def _inline_tokens(tokens: list[Token]) -> Iterable[Token]:
+    for token in tokens:
+        if token.children:
+            yield from _inline_tokens(token.children)
+        yield token

@@ -1,0 +1,123 @@
+"""Content that travels: a space whose content the target cannot import from the source
+(private, deleted, or read from a backup) is served by syncd's content source and imported
+from there.
+
+`Publisher` builds a space's site from the source snapshot (pages and their markdown as read)
+and the bytes of its files: a backup's blob folder, or, for a live source, the files
+downloaded into the state directory's blob cache (`STATE_DIR/blobs/TENANT/`, fetched with no
+credentials from their signed download URLs) just before the site is published.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import anyio
+
+from syncd.blobs import BlobStore, download_files
+from syncd.content import ContentSource, ServedFile, SitePage, SpaceSite
+from syncd.copy.model import Node, Snapshot
+from syncd.copy.rules import text
+from syncd.logging import get_logger
+
+__all__ = ["Publisher", "held_blobs", "site_of_space"]
+
+log = get_logger("syncd.copy")
+_SEGMENT = re.compile(r"[^a-z0-9]+")
+
+
+def held_blobs(store: BlobStore) -> dict[str, Path]:
+    """File row id -> the path of its bytes, for the files whose blob is in `store`."""
+    out: dict[str, Path] = {}
+    for row_id, entry in store.manifest().items():
+        sha256, size = entry.get("sha256"), entry.get("size")
+        if isinstance(sha256, str) and isinstance(size, int) and store.has(sha256, size):
+            out[row_id] = store.path_for(sha256)
+    return out
+
+
+class Publisher:
+    """Publishes source spaces on the run's content source, once each."""
+
+    def __init__(self, source: ContentSource, snapshot: Snapshot, blobs: BlobStore, *, fetch: bool, concurrency: int = 8) -> None:
+        self.source, self.snapshot, self.blobs = source, snapshot, blobs
+        self.fetch, self.concurrency = fetch, concurrency
+        self.published: dict[str, str] = {}
+        self.missing: dict[str, list[str]] = {}
+        """Source space id -> names of its files that could not be served."""
+        self._lock = anyio.Lock()
+
+    async def publish(self, space_id: str) -> str:
+        """The URL the target imports `space_id` from (its files fetched first if needed)."""
+        async with self._lock:
+            if space_id in self.published:
+                return self.published[space_id]
+            rows = [{"kind": n.kind, "id": n.id, "data": n.data} for n in self.snapshot.children("file", ("space", space_id))]
+            if self.fetch and rows:
+                report = await download_files(rows, self.blobs, concurrency=self.concurrency)
+                for row_id, why in report.failed.items():
+                    log.warning("content.file_not_fetched", space=space_id, file=row_id, reason=why)
+            held = await anyio.to_thread.run_sync(held_blobs, self.blobs)
+            site = site_of_space(self.snapshot, space_id, held)
+            self.missing[space_id] = [f.name for f in site.missing_files]
+            url = self.source.publish(space_id, site)
+            self.published[space_id] = url
+            return url
+
+
+def site_of_space(snapshot: Snapshot, space_id: str, blobs: Mapping[str, Path]) -> SpaceSite:
+    """The site of a space as a snapshot holds it; `blobs` maps a file's row id to the path of
+    its bytes (files not in it are listed as missing, neither served nor linked)."""
+    space = snapshot.get("space", space_id)
+    taken: set[str] = set()
+
+    def pages_under(parent: tuple[str, str], prefix: str) -> list[SitePage]:
+        out = []
+        for node in snapshot.children("page", parent):
+            title = text(node.data.get("title")) or "Untitled"
+            path = _page_path(node, prefix, title, taken)
+            page = SitePage(
+                path=path, title=title, markdown=str(node.data.get("markdown") or ""),
+                description=text(node.data.get("description")), emoji=text(node.data.get("emoji")), hidden=bool(node.data.get("hidden")),
+            )
+            page.children = pages_under(("page", node.id), path + "/")
+            out.append(page)
+        return out
+
+    pages = pages_under(("space", space_id), "")
+    files = [_file(node, blobs.get(node.id)) for node in snapshot.children("file", ("space", space_id))]
+    title = text(space.data.get("title")) if space is not None else None
+    return SpaceSite(title or space_id, pages, files)
+
+
+def _slug(title: str) -> str:
+    return _SEGMENT.sub("-", title.lower()).strip("-") or "page"
+
+
+def _page_path(node: Node, prefix: str, title: str, taken: set[str]) -> str:
+    """The page's path as read (the links of the stored markdown use it) when it lies under
+    its parent's; else a slug of its title under its parent. Unique, and no segment an
+    importer could take for a step up or aside (`..`, `.`, empty)."""
+    path = node.data.get("path")
+    read = path.strip("/") if isinstance(path, str) else ""
+    wanted = read if read and read.startswith(prefix) and "/" not in read[len(prefix) :] else prefix + (text(node.data.get("slug")) or _slug(title))
+    wanted = "/".join(segment if segment not in ("", ".", "..") else "page" for segment in wanted.split("/"))
+    candidate, n = wanted, 2
+    while candidate in taken:
+        candidate, n = f"{wanted}-{n}", n + 1
+    taken.add(candidate)
+    return candidate
+
+
+def _file(node: Node, path: Path | None) -> ServedFile:
+    data = node.data
+    dimensions = data.get("dimensions") if isinstance(data.get("dimensions"), dict) else {}
+    width, height = dimensions.get("width"), dimensions.get("height")
+    name = text(data.get("name")) or node.api_id
+    return ServedFile(
+        name=name.replace("/", "_"), content_type=str(data.get("contentType") or "application/octet-stream"),
+        size=int(data["size"]) if isinstance(data.get("size"), int) else 0, path=path,
+        width=width if isinstance(width, int) else None, height=height if isinstance(height, int) else None,
+    )
