@@ -78,6 +78,7 @@ async def test_list_filters_ordering_and_paging(api: Api, emulator: RunningEmula
     for n in range(3):
         status, cr = await api.post(base, {"subject": f"CR {n}"})
         ids.append(cr["id"])
+        await api.post("/_emulator/clock", {"advance_seconds": 1})  # timestamps have milliseconds: no two alike
     assert await api.all_items(base) == []  # new change requests are drafts; the default filter is open
     assert len(await api.all_items(base, status="draft")) == 3
     for cr_id in ids:
@@ -87,6 +88,7 @@ async def test_list_filters_ordering_and_paging(api: Api, emulator: RunningEmula
     status, rest = await api.get(base, limit=2, page=first["next"]["page"])
     listed = [c["id"] for c in first["items"] + rest["items"]]
     assert sorted(listed) == sorted(ids) and "next" not in rest
+    await api.post("/_emulator/clock", {"advance_seconds": 1})
     await api.patch(f"{base}/{ids[0]}", {"subject": "Touched last"})
     assert [c["id"] for c in await api.all_items(base)][0] == ids[0]  # most recently updated first
     assert [c["number"] for c in await api.all_items(base, orderBy="createdAt")] == [3, 2, 1]
