@@ -1073,6 +1073,11 @@ async def bench(args: argparse.Namespace) -> None:
     print(f"  (a) apply wall / (writes / R)  {'n/a' if ratio is None else f'{ratio:.3f} {target(ratio, 1.2)}'}"
           + ("" if tight_ratio is None else f"; {tight_ratio:.3f} with the first {burst:g} writes free"))
     print(f"  (b) second run write calls     {second_writes} {zero(second_writes)}")
+    if report is not None and report.plans:
+        content_skips = [skip for skip in report.plans[0].skips if {"pages", "files"} & set(skip.excuses)]
+        served = sum(1 for op in report.plans[0].ops if op.recipe == "import-served")
+        print(f"  content                        {served} space(s) imported from syncd's content source; "
+              f"{len(content_skips)} content skip(s) {zero(len(content_skips))}")
     print(f"  verify                         {'equal' if equal else f'NOT EQUAL ({beyond} differences beyond the skips the plan announced, residue included)'}")
     print(f"  source untouched               {'yes' if untouched else 'NO'}{'' if untouched_second else ' (and changed again by the second run)'}")
     print(f"  peak RSS                       {rss:.0f} MB (after the first copy {rss_copy:.0f} MB)")
