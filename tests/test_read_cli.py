@@ -104,11 +104,13 @@ def test_backup_with_files_then_export_round_trip(env: Path, capsys: pytest.Capt
 
 def test_demo_runs_the_main_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "demo"
-    assert main(["demo", "--generate", "orgs=1,empty_orgs=1,collections=2,spaces=4,pages=3,sites=1", "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
+    assert main(["demo", "--generate", "orgs=1,empty_orgs=2,collections=2,spaces=4,pages=3,files=1,sites=1", "--out", str(out)]) == 0
+    printed = " ".join(capsys.readouterr().out.split())  # as read, whatever the terminal width wrapped
     assert "backup" in printed and "re-sync, nothing changed" in printed and "after renaming space" in printed
     assert "copy into the empty organization" in printed and "verify: equal" in printed
     assert "nothing to do" in printed.split("apply again", 1)[1]
+    restored = printed.split("restore backup.db into another empty organization", 1)[1]
+    assert "4 spaces imported from syncd's content source" in restored and "verify: equal" in restored
     assert (out / "backup.db").exists() and (out / "export" / ".syncd-export").exists()
     (tmp_path / "foreign").mkdir()
     (tmp_path / "foreign" / "x").write_text("keep me")

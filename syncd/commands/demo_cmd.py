@@ -4,7 +4,9 @@ It generates organizations, serves them over loopback with a rate limit and late
 does what a user does with syncd: a one-shot backup with file binaries, an export to a
 readable folder, a mirror sync, a cheap re-sync of the unchanged tenant, a sync that finds a
 rename, and a copy of an organization into an empty one, verified, then applied again to
-show that nothing is left to do. Everything it writes goes under `--out` (default `state/demo/`).
+show that nothing is left to do, and a restore of the backup into another empty organization
+(content served by syncd's content source). Everything it writes goes under `--out`
+(default `state/demo/`).
 """
 
 from __future__ import annotations
@@ -60,6 +62,23 @@ async def _copy(settings: Any, source_org: str, target_org: str, db: Path, row: 
             f"{'equal' if report.equal else 'not equal'} ({counts['identical']} identical)"
         )
         row(step, "", "", "", f"{time.perf_counter() - clock:.1f}", note)
+
+
+async def _restore(settings: Any, backup: Path, target_org: str, db: Path, row: Any) -> None:
+    """Restore the backup into the other empty organization: its pages and files travel
+    through syncd's content source (the API imports content only from a URL)."""
+    from syncd.config import parse_target_ref
+    from syncd.copy import BackupSource, copy_org
+
+    clock = time.perf_counter()
+    report = await copy_org(settings, BackupSource(backup), parse_target_ref(f"{DEMO_TENANT}:{target_org}", settings), db=db)
+    served = sum(1 for op in report.plans[0].ops if op.recipe == "import-served") if report.plans else 0
+    rounds = "; ".join(r.line() for r in report.rounds) or "nothing to do"
+    note = (
+        f"{rounds}; {served} spaces imported from syncd's content source (pages and files from the backup); "
+        f"verify: {'equal' if report.equal else 'not equal'} ({report.verification.counts()['identical']} identical)"
+    )
+    row(f"restore {backup.name} into another empty organization", "", "", "", f"{time.perf_counter() - clock:.1f}", note)
 
 
 async def _run(generate: str, seed: int, out: Path, console: Console) -> None:
@@ -123,13 +142,16 @@ async def _run(generate: str, seed: int, out: Path, console: Console) -> None:
             )
         if params["empty_orgs"]:
             await _copy(settings, org_id, generated.org_ids[-1], db, row)
+        if params["empty_orgs"] >= 2:
+            await _restore(settings, out / "backup.db", generated.org_ids[-2], db, row)
     console.print(f"done in {time.perf_counter() - started:.1f}s. Look around:")
     console.print(f"   syncd status --db {db}\n   syncd diff --db {db}\n   ls {out / 'export'}")
 
 
 def demo(
     generate: str = typer.Option(
-        "orgs=2,empty_orgs=1,collections=8,spaces=40,pages=10,sites=3", help="What to generate (an empty organization is the copy target)."
+        "orgs=2,empty_orgs=2,collections=8,spaces=40,pages=10,sites=3",
+        help="What to generate (empty organizations are the targets of the copy and of the restore).",
     ),
     seed: int = typer.Option(0, help="Seed of the generator."),
     out: Path = typer.Option(Path("state/demo"), help="Where the demo writes its files (replaced on each run)."),
