@@ -27,6 +27,7 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -134,6 +135,16 @@ def format_duration(seconds: float) -> str:
 
 
 Seconds = Annotated[float, BeforeValidator(parse_duration)]
+
+
+def _host(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    return value.strip()
+
+
+Host = Annotated[str, AfterValidator(_host)]
+"""An address to listen on: not empty, spaces trimmed."""
 """A duration setting, held as seconds (float); accepts `15m`-style strings and numbers."""
 
 
@@ -508,20 +519,13 @@ def _is_loopback(host: str) -> bool:
 class DaemonConfig(_Model):
     """The daemon's control API; it may trigger jobs, so off-loopback it needs a token."""
 
-    host: str = "127.0.0.1"
+    host: Host = "127.0.0.1"
     port: int = Field(default=8790, ge=0, le=65535)
     token: SecretStr | None = None
     shutdown_deadline: Seconds = Field(default=30.0, gt=0)
     """How long in-flight runs may take to finish after SIGTERM before they are cancelled."""
     failure_backoff: Seconds = Field(default=30.0, gt=0)
     """Wait after a job's first failure, doubling with each further one (capped at 1 h)."""
-
-    @field_validator("host")
-    @classmethod
-    def _host(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be empty")
-        return value.strip()
 
     @field_validator("token")
     @classmethod
@@ -551,20 +555,13 @@ class ContentSourceConfig(_Model):
     `public_url` (a reverse proxy or a tunnel to `host:port`); the default, the address
     listened on, only works for a service that can reach this machine (the emulator)."""
 
-    host: str = "127.0.0.1"
+    host: Host = "127.0.0.1"
     port: int = Field(default=0, ge=0, le=65535)
     """0 picks a free port for each run."""
     public_url: str | None = None
     """The base URL the service fetches from, e.g. `https://syncd-content.example.com`."""
     concurrency: int = Field(default=8, ge=1, le=256)
     """Requests served at once."""
-
-    @field_validator("host")
-    @classmethod
-    def _host(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be empty")
-        return value.strip()
 
     @field_validator("public_url")
     @classmethod

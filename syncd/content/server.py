@@ -21,6 +21,7 @@ from aiohttp import web
 from syncd.config import ContentSourceConfig
 from syncd.content.site import SpaceSite
 from syncd.errors import SyncdError
+from syncd.listening import listening
 from syncd.logging import get_logger
 
 __all__ = ["ContentSource", "ContentSourceError", "serve_content"]
@@ -95,20 +96,11 @@ async def serve_content(config: ContentSourceConfig) -> AsyncIterator[ContentSou
     source = ContentSource(config.public_url or "", config.concurrency)
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", source.handle)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
-    await runner.setup()
     try:
-        site = web.TCPSite(runner, config.host, config.port)
-        try:
-            await site.start()
-        except OSError as exc:
-            raise ContentSourceError(f"content source: cannot listen on {config.host}:{config.port}: {exc.strerror or exc}") from None
-        sockets = site._server.sockets if site._server is not None else ()  # type: ignore[attr-defined]
-        port = sockets[0].getsockname()[1] if sockets else config.port
-        host = f"[{config.host}]" if ":" in config.host else config.host
-        source.public_url = (config.public_url or f"http://{host}:{port}").rstrip("/")
-        log.info("content.listening", address=f"{config.host}:{port}", public_url=source.public_url)
-        yield source
+        async with listening(app, config.host, config.port, "content source", ContentSourceError) as (_, port):
+            host = f"[{config.host}]" if ":" in config.host else config.host
+            source.public_url = (config.public_url or f"http://{host}:{port}").rstrip("/")
+            log.info("content.listening", address=f"{config.host}:{port}", public_url=source.public_url)
+            yield source
     finally:
         source.sites.clear()
-        await runner.cleanup()

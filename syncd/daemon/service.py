@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from aiohttp import web
 from anyio.abc import TaskGroup, TaskStatus
 
 from syncd.api.telemetry import observing
@@ -43,6 +42,7 @@ from syncd.daemon.remote import local_url
 from syncd.daemon.runs import RunLog, RunRecord
 from syncd.daemon.schedule import JobTimer
 from syncd.errors import ConfigError, SyncdError
+from syncd.listening import listening
 from syncd.logging import get_logger
 from syncd.mirror.lock import WriterLock
 
@@ -449,15 +449,5 @@ class Daemon:
         from syncd.daemon.control import create_control_app
 
         config = self.settings.daemon
-        runner = web.AppRunner(create_control_app(self), access_log=None, handle_signals=False, shutdown_timeout=1.0)
-        await runner.setup()
-        try:
-            site = web.TCPSite(runner, config.host, config.port)
-            try:
-                await site.start()
-            except OSError as exc:
-                raise SyncdError(f"control API: cannot listen on {config.host}:{config.port}: {exc.strerror or exc}") from None
-            host, port = site._server.sockets[0].getsockname()[:2]  # type: ignore[union-attr]
+        async with listening(create_control_app(self), config.host, config.port, "control API") as (host, port):
             yield local_url(host, port)
-        finally:
-            await runner.cleanup()
