@@ -185,11 +185,15 @@ def test_restore_a_backup_into_an_empty_organization(emulator: Emulator, env: Pa
     backup = env / "b.db"
     assert main(["backup", f"src:{src}", "--out", str(backup)]) == 0
     before = emulator.raw_dump(src)
+    backup_bytes, backup_mtime = backup.read_bytes(), backup.stat().st_mtime_ns
     emulator.faults(**FAULTS)
     code = main(["restore", str(backup), f"dst:{dst}"])
     emulator.faults()
     assert code == 0, capsys.readouterr().out
     assert_copied(emulator, src, dst, before)
+    # The backup was only read: not a byte, not its time, and nothing beside it.
+    assert backup.read_bytes() == backup_bytes and backup.stat().st_mtime_ns == backup_mtime
+    assert sorted(p.name for p in env.iterdir() if p.name.startswith("b.")) == ["b.db"]
 
 
 def test_a_copy_across_tenants_with_two_tokens(emulator: Emulator, env: Path, capsys: pytest.CaptureFixture[str]) -> None:
