@@ -31,7 +31,7 @@ WORKDIR /app
 
 USER 10001:10001
 VOLUME ["/app/state", "/app/config"]
-EXPOSE 8790
+EXPOSE 8790 8791
 
 # /healthz needs no token. slim has no curl: ask with Python's urllib (any error -> exit 1).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \

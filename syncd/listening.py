@@ -11,7 +11,17 @@ from aiohttp import web
 
 from syncd.errors import SyncdError
 
-__all__ = ["listening"]
+__all__ = ["listening", "local_url"]
+
+_WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+
+
+def local_url(host: str, port: int) -> str:
+    """The URL a client on this machine dials for a server bound to host:port (a wildcard
+    address is reached through loopback)."""
+    host = _WILDCARDS.get(host, host)
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
 
 
 @contextlib.asynccontextmanager

@@ -89,3 +89,8 @@ async def test_a_port_in_use_is_one_clear_error() -> None:
 async def test_the_public_url_is_what_urls_are_made_of() -> None:
     async with serve_content(ContentSourceConfig(public_url="https://content.example.com/syncd/")) as source:
         assert source.publish("S", site_of_space(snapshot(), "S", {})).startswith("https://content.example.com/syncd/")
+
+
+async def test_a_wildcard_address_is_published_through_loopback() -> None:
+    async with serve_content(ContentSourceConfig(host="0.0.0.0")) as source:
+        assert source.public_url.startswith("http://127.0.0.1:")

@@ -21,7 +21,7 @@ from aiohttp import web
 from syncd.config import ContentSourceConfig
 from syncd.content.site import SpaceSite
 from syncd.errors import SyncdError
-from syncd.listening import listening
+from syncd.listening import listening, local_url
 from syncd.logging import get_logger
 
 __all__ = ["ContentSource", "ContentSourceError", "serve_content"]
@@ -98,8 +98,7 @@ async def serve_content(config: ContentSourceConfig) -> AsyncIterator[ContentSou
     app.router.add_route("*", "/{tail:.*}", source.handle)
     try:
         async with listening(app, config.host, config.port, "content source", ContentSourceError) as (_, port):
-            host = f"[{config.host}]" if ":" in config.host else config.host
-            source.public_url = (config.public_url or f"http://{host}:{port}").rstrip("/")
+            source.public_url = (config.public_url or local_url(config.host, port)).rstrip("/")
             log.info("content.listening", address=f"{config.host}:{port}", public_url=source.public_url)
             yield source
     finally:

@@ -14,18 +14,9 @@ import anyio
 
 from syncd.config import Settings
 from syncd.errors import SyncdError
+from syncd.listening import local_url
 
 __all__ = ["ControlClient", "DaemonUnreachable", "daemon_url", "local_url"]
-
-_WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
-
-
-def local_url(host: str, port: int) -> str:
-    """The URL a client on this machine dials for a server bound to host:port (a wildcard
-    address is reached through loopback)."""
-    host = _WILDCARDS.get(host, host)
-    shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}"
 
 
 class DaemonUnreachable(SyncdError):
