@@ -162,4 +162,8 @@ def demo(
             raise UsageError(f"{out} exists and was not made by `syncd demo`: choose another --out")
         shutil.rmtree(out)
     out.mkdir(parents=True)
+    from syncd.logging import LOG_OPTIONS, configure_logging
+
+    if "level" not in LOG_OPTIONS:  # the report is the demo's output: log lines only for warnings (--log-level to see more)
+        configure_logging(LOG_OPTIONS.get("format", "console"), "warning")  # type: ignore[arg-type]
     anyio.run(_run, generate, seed, out, Console())
