@@ -5,7 +5,8 @@ capability is 32 random bytes made for this run and this space: it cannot be gue
 is gone when the run ends (the server stops listening). Only GET and HEAD of paths that are
 part of a published site are answered; everything else is 404, so nothing outside the sites
 (`..`, encoded or not, other files on the disk) can be reached. Requests are served a bounded
-number at a time, and each is logged with its space and the bytes sent.
+number at a time; each is logged (`content.served`, debug) with its space, path and the bytes
+sent, and each space's totals are kept (`served`) for a line per space at info.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ class ContentSource:
         self.limiter = anyio.CapacityLimiter(max(1, concurrency))
         self.requests = 0
         self.bytes_sent = 0
+        self.served: dict[str, list[int]] = {}
+        """space -> [requests, bytes] served of it."""
 
     def publish(self, space: str, site: SpaceSite) -> str:
         """Serve `site` under a new capability URL (returned) until the run ends."""
@@ -56,6 +59,12 @@ class ContentSource:
         parts = url.removeprefix(self.public_url).strip("/").split("/")
         if len(parts) >= 2:
             self.sites.pop((parts[0], unquote(parts[1])), None)
+
+    def _count(self, space: str, size: int) -> None:
+        self.bytes_sent += size
+        counts = self.served.setdefault(space, [0, 0])
+        counts[0] += 1
+        counts[1] += size
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         if request.method not in ("GET", "HEAD"):
@@ -78,11 +87,11 @@ class ContentSource:
                     size = served.file.stat().st_size
                 except OSError:
                     return _not_found()
-                self.bytes_sent += size
-                log.info("content.served", space=space, path=tail, bytes=size)
+                self._count(space, size)
+                log.debug("content.served", space=space, path=tail, bytes=size)
                 return web.FileResponse(served.file, headers={"Content-Type": served.content_type, "Cache-Control": "no-store"})
-            self.bytes_sent += len(served.body)
-            log.info("content.served", space=space, path=tail or "/", bytes=len(served.body))
+            self._count(space, len(served.body))
+            log.debug("content.served", space=space, path=tail or "/", bytes=len(served.body))
             return web.Response(body=served.body, headers={"Content-Type": served.content_type, "Cache-Control": "no-store"})
 
 
@@ -102,4 +111,6 @@ async def serve_content(config: ContentSourceConfig) -> AsyncIterator[ContentSou
             log.info("content.listening", address=f"{config.host}:{port}", public_url=source.public_url)
             yield source
     finally:
+        if source.requests:
+            log.info("content.stopped", requests=source.requests, bytes=source.bytes_sent, spaces=len(source.served))
         source.sites.clear()

@@ -26,7 +26,10 @@ from syncd.copy.observe import Outcome, check_answer, outcome
 from syncd.copy.ops import Expect, Op, Ref, expect_from_json, expect_to_json, path_ref
 from syncd.copy.rules import ref_id, space_content, text, tree_parent
 from syncd.copy.writer import CallFailed, Unresolved, Writer
+from syncd.logging import get_logger
 from syncd.ordering import apply_move, moves_to_order
+
+log = get_logger("syncd.copy")
 
 TREE = ("collection", "space")
 SETTLE_KEY = "settle:tree:order"
@@ -299,6 +302,8 @@ async def import_served(op: Op, writer: Writer) -> Outcome:
         return outcome(op, "failed", f"cannot send: {exc}")
     except ApiError as exc:
         return outcome(op, "failed", str(exc))
+    requests, size = writer.publisher.source.served.get(op.source_id, [0, 0])
+    log.info("content.imported", space=op.source_id, title=op.title, requests=requests, bytes=size)
     missing = writer.publisher.missing.get(op.source_id) or []
     if missing:
         writer.counts.notes.append(f"space {op.title!r}: {len(missing)} file(s) not held, not imported: {', '.join(missing[:5])}")
