@@ -27,6 +27,7 @@ class DaemonProcess:
     process: subprocess.Popen[bytes]
     log_path: Path
     token: str | None = None
+    """The control API's token: `daemon.token`, else the one the daemon made (from daemon.json)."""
     url: str = ""
     extra_env: dict[str, str] = field(default_factory=dict)
 
@@ -61,6 +62,8 @@ class DaemonProcess:
             return str(data["url"])
 
         self.url = wait_for("the daemon to listen", ready, START_TIMEOUT)
+        if self.token is None:
+            self.token = daemon_json_token(self.state_dir)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -69,7 +72,7 @@ class DaemonProcess:
         return http("GET", self.url + path, self.token)
 
     def post(self, path: str) -> tuple[int, Any]:
-        return http("POST", self.url + path, self.token)
+        return http("POST", self.url + path, self.token, body={})  # a JSON body: the API wants JSON
 
     def job(self, name: str) -> dict[str, Any]:
         status, body = self.get(f"/jobs/{name}")
@@ -104,6 +107,14 @@ class DaemonProcess:
                 self.process.kill()
                 self.process.wait()
         return self.process.returncode
+
+
+def daemon_json_token(state_dir: Path) -> str:
+    """The token a daemon without `daemon.token` made at start, as a client on the same
+    machine reads it from `state/daemon.json`."""
+    token = json.loads((state_dir / "daemon.json").read_text())["token"]
+    assert isinstance(token, str) and token
+    return token
 
 
 def metric_samples(text: str, name: str, **labels: str) -> list[float]:

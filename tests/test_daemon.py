@@ -120,7 +120,7 @@ def test_daemon_runs_jobs_serves_control_api_reloads_and_stops(tmp_path: Path, e
         assert unknown.stderr.strip().splitlines() == ["syncd: error: daemon: unknown job 'nope' (configured: backup, mirror, sync)"]
         wrong = _cli("jobs", "--config", str(config), "--url", daemon.url, cwd=tmp_path, env={"SYNCD_DAEMON__TOKEN": "not-the-token"})
         assert wrong.returncode == 1
-        assert wrong.stderr.strip().splitlines() == ["syncd: error: daemon: missing or wrong bearer token (daemon.token)"]
+        assert wrong.stderr.strip().splitlines() == ["syncd: error: daemon: missing or wrong token in the Authorization header (daemon.token)"]
 
         # -- a second daemon on the same state directory refuses to start
         second = _cli("serve", "--config", str(config), cwd=tmp_path)

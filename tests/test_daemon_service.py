@@ -23,7 +23,7 @@ from syncd.daemon.service import Daemon, DaemonBusyError
 from syncd.emulator.server import RunningEmulator
 from syncd.errors import ConfigError
 from tests.conftest import ALL_TOKEN
-from tests.daemon_support import metric_value
+from tests.daemon_support import daemon_json_token, metric_value
 
 BAD_TOKEN = "wrong-token-5f3a9c"
 CONTROL_TOKEN = "control-secret-8842"
@@ -104,6 +104,8 @@ class Control:
     async def call(self, method: str, path: str, token: str | None = None) -> tuple[int, Any]:
         token = token or self.token
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        if method != "GET":
+            headers["Content-Type"] = "application/json"  # what the API wants of a call that changes something
         async with self.session.request(method, self.url + path, headers=headers) as resp:
             if resp.content_type == "application/json":
                 return resp.status, await resp.json()
@@ -140,7 +142,7 @@ def mirror_run_statuses(state_dir: Path) -> list[str]:
 async def test_triggers_during_a_run_coalesce_into_one_follow_up_run(emulator: RunningEmulator, tmp_path: Path) -> None:
     settings = make_settings(emulator, tmp_path / "state", [{"name": "sync", "kind": "sync", "source": "src"}])
     daemon = Daemon(settings)
-    async with serving(daemon) as url, control(url) as api:
+    async with serving(daemon) as url, control(url, daemon_json_token(tmp_path / "state")) as api:
         set_latency(emulator, 200)
         status, answer = await api.post("/jobs/sync/run")
         assert status == 202 and answer["status"] == "started", answer
@@ -230,7 +232,7 @@ async def test_failing_job_backs_off_and_does_not_disturb_the_good_one(emulator:
         good = [r for r in job_runs(daemon, "good") if r.outcome == "succeeded"]
         return timer.consecutive_failures >= 3 and len(good) >= 2
 
-    async with serving(daemon) as url, control(url) as api:
+    async with serving(daemon) as url, control(url, daemon_json_token(tmp_path / "state")) as api:
         await wait_until("three failures of bad and two successes of good", observe_bad)
         status, job = await api.get("/jobs/bad")
         assert status == 200 and job["consecutive_failures"] >= 3
@@ -284,7 +286,7 @@ async def test_reload_removes_reschedules_and_rejects(emulator: RunningEmulator,
         return value
 
     daemon = Daemon(make_settings(emulator, state_dir, [slow, keep]), reload=reload)
-    async with serving(daemon) as url, control(url) as api:
+    async with serving(daemon) as url, control(url, daemon_json_token(state_dir)) as api:
         before = daemon.jobs["keep"].timer.next_due
         assert before is not None and (before.month, before.day, before.hour, before.minute) == (1, 1, 3, 0)
         set_latency(emulator, 200)
@@ -345,7 +347,7 @@ async def test_stop_cancels_a_run_past_the_deadline_and_its_queued_follow_up(emu
     with anyio.fail_after(TIMEOUT):
         async with anyio.create_task_group() as group:
             url = await group.start(daemon.serve)
-            async with control(url) as api:
+            async with control(url, daemon_json_token(state_dir)) as api:
                 running = daemon.trigger("sync").run
                 await wait_running(daemon, running.id)
                 await wait_until("the crawl's mirror run", lambda: "running" in mirror_run_statuses(state_dir))

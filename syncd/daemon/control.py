@@ -1,13 +1,23 @@
 """The daemon's control API (aiohttp.web): health, readiness, metrics, jobs and runs.
 
-Every answer is JSON except `/metrics` (Prometheus text). When `daemon.token` is set, every
-route but `/healthz` needs `Authorization: Bearer <token>`; off loopback the configuration
-refuses to load without one, so the API is never open to a network unguarded.
+Every answer is JSON except `/metrics` (Prometheus text). Every request passes three checks,
+in this order, so that neither the network nor a web page in the operator's browser can use it:
+
+1. `Host` names this daemon (localhost, 127.0.0.1, [::1], the address it listens on, or a
+   name of `daemon.allowed_hosts`; any port), and `Origin`, when sent, is such a host: else
+   403. A page that DNS rebinding points at the loopback address sends its own name.
+2. Every route but `/healthz` needs `Authorization: Bearer <token>`: `daemon.token`, or the
+   token the daemon made at start when none is configured (in `state/daemon.json`, mode
+   0600): else 401. Off loopback the configuration refuses to load without `daemon.token`.
+3. A request that changes something (any method but GET and HEAD) must say
+   `Content-Type: application/json`: else 415. A form or a `text/plain` fetch of a web page
+   cannot say it without a CORS preflight, which this API never grants.
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 import re
 from collections.abc import Awaitable, Callable
@@ -15,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from syncd.config import host_key
 from syncd.daemon.metrics import CONTENT_TYPE
 
 if TYPE_CHECKING:
@@ -35,18 +46,87 @@ def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": {"code": status, "message": message}}, status=status)
 
 
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
+_SAFE_METHODS = frozenset({"GET", "HEAD"})
+_PORT = re.compile(r":[0-9]{1,5}")
+
+
+def _host_of(value: str) -> str | None:
+    """The host of a `Host` header or an origin's `host[:port]` (port dropped), normalized
+    as `daemon.allowed_hosts` is; None when it is not one."""
+    value = value.strip()
+    if value.startswith("["):
+        end = value.find("]")
+        if end < 0:
+            return None
+        host, rest = value[: end + 1], value[end + 1 :]
+    else:
+        host, colon, port = value.partition(":")
+        rest = colon + port
+    if not host or (rest and not _PORT.fullmatch(rest)):
+        return None
+    return host_key(host)
+
+
+def _allowed_hosts(daemon: Daemon) -> set[str]:
+    config = daemon.settings.daemon
+    names = set(_LOOPBACK_NAMES) | set(config.allowed_hosts)
+    listened = host_key(config.host)
+    if listened is not None:
+        try:
+            wildcard = ipaddress.ip_address(listened.strip("[]")).is_unspecified
+        except ValueError:
+            wildcard = False
+        if not wildcard:
+            names.add(listened)
+    return names
+
+
+def _shown(value: str) -> str:
+    return value if len(value) <= 80 else value[:77] + "..."
+
+
+def _refusal(request: web.Request, daemon: Daemon) -> str | None:
+    """Why a request may not reach this API by its Host and Origin, or None if it may."""
+    allowed = _allowed_hosts(daemon)
+    host = request.headers.get("Host")
+    if host is None or _host_of(host) not in allowed:
+        return (
+            f"Host {_shown(host or '(none)')!r} is not a name of this daemon "
+            "(localhost, 127.0.0.1, [::1] or daemon.allowed_hosts)"
+        )
+    origin = request.headers.get("Origin")
+    if origin is not None:
+        scheme, _, rest = origin.strip().partition("://")
+        if scheme.lower() not in ("http", "https") or "/" in rest or "@" in rest or _host_of(rest) not in allowed:
+            return (
+                f"Origin {_shown(origin)!r} is not a page of this daemon's hosts "
+                "(localhost, 127.0.0.1, [::1] or daemon.allowed_hosts)"
+            )
+    return None
+
+
 @web.middleware
-async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     daemon: Daemon = request.app[DAEMON]
-    token = daemon.settings.daemon.token
-    if token is None or request.path in _OPEN_PATHS:
-        return await handler(request)
-    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-    expected = token.get_secret_value().encode()
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected):
-        response = _error(401, "missing or wrong bearer token (daemon.token)")
-        response.headers["WWW-Authenticate"] = 'Bearer realm="syncd"'
-        return response
+    refusal = _refusal(request, daemon)
+    if refusal is not None:
+        return _error(403, refusal)
+    if request.path not in _OPEN_PATHS:
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        expected = daemon.control_token.get_secret_value().encode()
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected):
+            # No "bearer <word>" in the message: log and error redaction would mask the word.
+            where = (
+                "daemon.token"
+                if daemon.settings.daemon.token is not None
+                else "no daemon.token is configured: use the \"token\" of daemon.json in the daemon's state_dir"
+            )
+            response = _error(401, f"missing or wrong token in the Authorization header ({where})")
+            response.headers["WWW-Authenticate"] = 'Bearer realm="syncd"'
+            return response
+    if request.method not in _SAFE_METHODS and request.content_type != "application/json":
+        return _error(415, f"{request.method} needs Content-Type: application/json")
     return await handler(request)
 
 
@@ -134,7 +214,7 @@ async def get_run(request: web.Request) -> web.Response:
 
 
 def create_control_app(daemon: Daemon) -> web.Application:
-    app = web.Application(middlewares=[_auth])
+    app = web.Application(middlewares=[_guard])
     app[DAEMON] = daemon
     app.add_routes(routes)
     return app

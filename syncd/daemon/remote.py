@@ -1,7 +1,10 @@
 """Talking to a running daemon from the command line (`syncd jobs`, `syncd trigger`).
 
 The daemon's address comes from `state/daemon.json` (written by the running daemon, so a
-port chosen at start is found too), else from the configuration's `daemon.host/port`.
+port chosen at start is found too), else from the configuration's `daemon.host/port`. The
+token is `daemon.token` when one is configured, else the one the daemon made at start and
+wrote to `daemon.json` (readable by its owner only). Calls that change something say
+`Content-Type: application/json`, as the control API requires.
 """
 
 from __future__ import annotations
@@ -16,22 +19,34 @@ from syncd.config import Settings
 from syncd.errors import SyncdError
 from syncd.listening import local_url
 
-__all__ = ["ControlClient", "DaemonUnreachable", "daemon_url", "local_url"]
+__all__ = ["ControlClient", "DaemonUnreachable", "daemon_token", "daemon_url", "local_url"]
 
 
 class DaemonUnreachable(SyncdError):
     exit_code = 3
 
 
-def daemon_url(settings: Settings) -> str:
-    info = settings.state_dir / "daemon.json"
+def _daemon_info(settings: Settings, key: str) -> str | None:
+    """A string of the running daemon's `state/daemon.json`, None without one."""
     try:
-        url = json.loads(info.read_text()).get("url")
-        if isinstance(url, str) and url.startswith("http"):
-            return url
+        value = json.loads((settings.state_dir / "daemon.json").read_text()).get(key)
     except (OSError, ValueError, AttributeError):
-        pass
+        return None
+    return value if isinstance(value, str) and value else None
+
+
+def daemon_url(settings: Settings) -> str:
+    url = _daemon_info(settings, "url")
+    if url is not None and url.startswith("http"):
+        return url
     return local_url(settings.daemon.host, settings.daemon.port)
+
+
+def daemon_token(settings: Settings) -> str | None:
+    """`daemon.token` when configured (it wins), else the token the daemon made, from `daemon.json`."""
+    if settings.daemon.token is not None:
+        return settings.daemon.token.get_secret_value()
+    return _daemon_info(settings, "token")
 
 
 class ControlClient:
@@ -44,14 +59,13 @@ class ControlClient:
 
     @classmethod
     def from_settings(cls, settings: Settings, url: str | None = None) -> ControlClient:
-        token = settings.daemon.token.get_secret_value() if settings.daemon.token else None
-        return cls(url or daemon_url(settings), token)
+        return cls(url or daemon_url(settings), daemon_token(settings))
 
     async def call(self, method: str, path: str) -> Any:
         try:
             async with (
                 aiohttp.ClientSession(timeout=self._timeout, headers=self._headers) as session,
-                session.request(method, self.url + path) as resp,
+                session.request(method, self.url + path, **self._body(method)) as resp,
             ):
                 raw = await resp.read()
                 status = resp.status
@@ -67,6 +81,13 @@ class ControlClient:
             message = body.get("error", {}).get("message") if isinstance(body, dict) else None
             raise SyncdError(f"daemon: {message or f'HTTP {status}'}")
         return body
+
+    @staticmethod
+    def _body(method: str) -> dict[str, Any]:
+        """What a call that changes something sends: an empty JSON object, said to be JSON."""
+        if method.upper() in ("GET", "HEAD"):
+            return {}
+        return {"data": b"{}", "headers": {"Content-Type": "application/json"}}
 
     async def wait_run(self, run_id: int, timeout: float | None, poll: float = 0.5) -> dict[str, Any]:
         """Poll the run until it ends (or `timeout` seconds pass: a SyncdError)."""

@@ -16,6 +16,11 @@ Structure (one event loop, everything supervised by anyio task groups):
 - the **control API** (`syncd.daemon.control`) reads this object's state.
 
 A lock on the state directory (`state/daemon.lock`) keeps a second daemon off the same state.
+
+The control API always wants a bearer token: `daemon.token`, or, when none is configured, one
+this object makes at start and writes to `state/daemon.json` (mode 0600, replaced atomically)
+for `syncd jobs` / `syncd trigger` and the operator's `curl`. A reload never leaves the address
+actually listened on (which only a restart changes) without a configured token off loopback.
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ import contextlib
 import json
 import os
 import random
+import secrets
 import signal
+import tempfile
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,9 +40,10 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
+from pydantic import SecretStr
 
 from syncd.api.telemetry import observing
-from syncd.config import JobConfig, Settings, load_settings
+from syncd.config import JobConfig, Settings, _is_loopback, load_settings
 from syncd.daemon.jobs import execute_job, state_files
 from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.remote import local_url
@@ -43,7 +51,7 @@ from syncd.daemon.runs import RunLog, RunRecord
 from syncd.daemon.schedule import JobTimer
 from syncd.errors import ConfigError, SyncdError
 from syncd.listening import listening
-from syncd.logging import get_logger
+from syncd.logging import get_logger, register_secret
 from syncd.mirror.lock import WriterLock
 
 __all__ = ["Daemon", "DaemonBusyError", "JobState", "TriggerResult"]
@@ -85,6 +93,35 @@ def check_job_tokens(settings: Settings) -> None:
                     settings.tenant(ref.tenant).resolved_token()
                 except ConfigError as exc:
                     raise ConfigError(f"job {job.name}: {exc}") from None
+
+
+def check_reload(running: Settings, new: Settings) -> None:
+    """A reload must not open the control API: the address listened on stays until a restart
+    (whatever the new file says), so off loopback the new file must keep a token."""
+    host = running.daemon.host
+    if new.daemon.token is None and not _is_loopback(host):
+        raise ConfigError(
+            f"daemon.token: the control API listens on {host} until the daemon restarts, and a "
+            "configuration without daemon.token (or SYNCD_DAEMON__TOKEN) would open it to the network; "
+            "keep the token, or restart the daemon to move it to loopback"
+        )
+
+
+def write_private(path: Path, text: str) -> None:
+    """Replace `path` with `text` atomically, readable by its owner only from the first byte
+    (the temporary file is made with mode 0600; a reader sees the old file or the new one)."""
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), 0o600)
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 @dataclass
@@ -132,6 +169,20 @@ class Daemon:
         self._stop = anyio.Event()
         self._file_locks: dict[Path, anyio.Lock] = {}
         self._runs_group: TaskGroup | None = None
+        self._made_token: SecretStr | None = None
+
+    @property
+    def control_token(self) -> SecretStr:
+        """The bearer token the control API wants: `daemon.token`, else one made for this
+        daemon's life (masked in logs, written only to `daemon.json`)."""
+        return self.settings.daemon.token or self._own_token()
+
+    def _own_token(self) -> SecretStr:
+        if self._made_token is None:
+            made = secrets.token_urlsafe(32)
+            register_secret(made)
+            self._made_token = SecretStr(made)
+        return self._made_token
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -172,8 +223,11 @@ class Daemon:
             async with self._control_api() as url, anyio.create_task_group() as group:
                 await group.start(self._watch_signals)
                 self.url = url
-                info_file.write_text(json.dumps({"pid": os.getpid(), "url": url, "started_at": self.started_at.isoformat()}) + "\n")
-                log.info("daemon.started", url=url, jobs=sorted(self.jobs), state_dir=str(self.state_dir), pid=os.getpid())
+                self._write_info(self.settings)
+                log.info(
+                    "daemon.started", url=url, jobs=sorted(self.jobs), state_dir=str(self.state_dir), pid=os.getpid(),
+                    control_auth=self._auth_word(self.settings),
+                )
                 task_status.started(url)
                 async with anyio.create_task_group() as runs:
                     self._runs_group = runs
@@ -187,6 +241,18 @@ class Daemon:
             if self.runs is not None:
                 self.runs.close()
             lock.release()
+
+    @staticmethod
+    def _auth_word(settings: Settings) -> str:
+        return "daemon.token" if settings.daemon.token is not None else "token made at start, in daemon.json"
+
+    def _write_info(self, settings: Settings) -> None:
+        """`state/daemon.json`: how `syncd jobs` / `trigger` (and `curl`) reach this daemon; the
+        token is in it only when the daemon made it (a configured one is never written)."""
+        info: dict[str, Any] = {"pid": os.getpid(), "url": self.url, "started_at": self.started_at.isoformat()}
+        if settings.daemon.token is None:
+            info["token"] = self._own_token().get_secret_value()
+        write_private(self.state_dir / "daemon.json", json.dumps(info) + "\n")
 
     def stop(self, reason: str = "requested") -> None:
         """Stop taking new work; `serve` drains the running jobs and returns."""
@@ -274,6 +340,9 @@ class Daemon:
         try:
             new = self._reload_settings()
             check_job_tokens(new)
+            check_reload(self.settings, new)
+            if (new.daemon.token is None) != (self.settings.daemon.token is None) and self.url is not None:
+                self._write_info(new)  # the token clients must read from it comes or goes
         except Exception as exc:  # noqa: BLE001 - whatever broke, the running configuration stays
             self.metrics.reloads.labels("rejected").inc()
             log.error("config.reload_rejected", error=describe_error(exc), kept="the running configuration")
@@ -288,7 +357,7 @@ class Daemon:
         self.settings = new
         report = self._adopt_jobs(new.jobs)
         self.metrics.reloads.labels("accepted").inc()
-        log.info("config.reloaded", jobs=sorted(self.jobs), **{k: v for k, v in report.items() if v})
+        log.info("config.reloaded", jobs=sorted(self.jobs), control_auth=self._auth_word(new), **{k: v for k, v in report.items() if v})
         self._wake.set()
         return True
 
