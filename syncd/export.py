@@ -66,7 +66,11 @@ is, never migrated, and a backup on read-only media can be exported.
 
 Why it is safe: every path component is a slug, a fixed name or a file name reduced to
 `[A-Za-z0-9._-]` (not starting with a dot), checked before use, so no title can reach outside OUT; symlinks met inside OUT are replaced, never followed; a
-non-empty directory without the marker is refused rather than cleaned.
+non-empty directory without the marker is refused rather than cleaned. An export that would
+remove all the files a previous export left in OUT, or more than `MAX_REMOVED_RATIO` of them
+(a backup that holds no organization, one made by a token that lost access, one organization
+exported over all of them), is refused before anything is written unless `force`: a dry run
+of the export (`_Plan`) counts what it would remove.
 """
 
 from __future__ import annotations
@@ -81,7 +85,7 @@ import shutil
 import sqlite3
 import unicodedata
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,6 +111,9 @@ __all__ = [
 ]
 
 MARKER = ".syncd-export"
+MAX_REMOVED_RATIO = 0.5
+"""An export removing more than this fraction of the files of the previous export in its folder
+(or all of them) is refused unless forced: far likelier an emptier backup than a shrunk tenant."""
 _MARKER_TEXT = (
     "This directory is written by `syncd export`.\n"
     "The next export into it replaces changed files and removes the files it no longer holds.\n"
@@ -440,9 +447,8 @@ class _Tree:
             self._dirs.add(parts[:depth])
         return path
 
-    def _claim_path(self, parts: tuple[str, ...]) -> Path:
-        """Check and record `parts`; the path to write, with whatever stood there cleared
-        unless it is a regular file (which may already hold the right bytes)."""
+    def _record(self, parts: tuple[str, ...]) -> None:
+        """Check `parts` and record them as part of the export."""
         for part in parts:
             if not _SAFE_PART.match(part) or part in (".", ".."):
                 raise ExportError(f"export bug: unsafe path part {part!r} in {'/'.join(parts)}")
@@ -450,6 +456,11 @@ class _Tree:
         if rel in self.paths:
             raise ExportError(f"export bug: {rel} written twice")
         self.paths.add(rel)
+
+    def _claim_path(self, parts: tuple[str, ...]) -> Path:
+        """Check and record `parts`; the path to write, with whatever stood there cleared
+        unless it is a regular file (which may already hold the right bytes)."""
+        self._record(parts)
         path = self._directory(parts[:-1]) / parts[-1]
         if path.is_symlink():
             path.unlink()
@@ -521,6 +532,50 @@ class _Tree:
                     os.unlink(entry.path)
                     self.removed += 1
         return empty
+
+
+class _Plan(_Tree):
+    """A dry run: the paths the export would write, with nothing read from or written to disk
+    (a binary the blob store holds counts as written)."""
+
+    def write(self, parts: tuple[str, ...], content: str | bytes) -> None:
+        self._record(parts)
+
+    def json(self, parts: tuple[str, ...], value: Any) -> None:
+        self._record(parts)
+
+    def copy(self, parts: tuple[str, ...], source: Path, sha256: str, size: int) -> bool:
+        self._record(parts)
+        return True
+
+
+def _files_below(directory: Path, rel: str = "") -> Iterator[str]:
+    """Paths (relative to the export's root) of what a prune would remove if not written:
+    everything but directories, the marker aside."""
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            child = f"{rel}/{entry.name}" if rel else entry.name
+            if entry.is_dir(follow_symlinks=False):
+                yield from _files_below(Path(entry.path), child)
+            elif child != MARKER:
+                yield child
+
+
+def _refuse_emptier(out: Path, exporter: _Exporter, orgs: list[tuple[dict[str, Any], str]]) -> None:
+    """ExportError, before anything is written, when the export would remove all the files of
+    the previous export in `out`, or more than `MAX_REMOVED_RATIO` of them."""
+    before = set(_files_below(out))
+    if not before:
+        return
+    for row, name in orgs:
+        exporter.organization(row, (name,))
+    removed = len(before - exporter.tree.paths)
+    if removed == len(before) or removed > len(before) * MAX_REMOVED_RATIO:
+        what = "the backup holds no organization" if not orgs else f"it holds {len(exporter.tree.paths)} files"
+        raise ExportError(
+            f"{out} left as it is: this export would remove {removed} of the {len(before)} files the previous export "
+            f"made there ({what}); --force replaces them anyway"
+        )
 
 
 def _prepare_target(out: Path, db_path: Path) -> None:
@@ -967,7 +1022,9 @@ def _choose_orgs(mirror: Mirror, tenant: str, org: str | None) -> list[tuple[dic
     return chosen
 
 
-def export_mirror(db_path: Path, out_dir: Path, tenant: str | None = None, org: str | None = None) -> ExportReport:
+def export_mirror(
+    db_path: Path, out_dir: Path, tenant: str | None = None, org: str | None = None, *, force: bool = False
+) -> ExportReport:
     """Export the current snapshot of one tenant (optionally one organization) to `out_dir`.
 
     The file is only read (see `_open_source`); the binaries of its files come from its blob
@@ -976,8 +1033,9 @@ def export_mirror(db_path: Path, out_dir: Path, tenant: str | None = None, org: 
 
     Raises `ExportError` (exit 2) for a file that is not a syncd mirror or backup, a damaged
     one, one written while it was read, one without a complete run, an unknown tenant or
-    organization, several tenants and none chosen, and a target directory that is not empty
-    and not a previous export.
+    organization, several tenants and none chosen, a target directory that is not empty
+    and not a previous export, and (unless `force`) an export that would remove all the files
+    of the previous export in it, or more than `MAX_REMOVED_RATIO` of them.
     """
     db_path, out = Path(db_path), Path(out_dir)
     try:
@@ -986,10 +1044,13 @@ def export_mirror(db_path: Path, out_dir: Path, tenant: str | None = None, org: 
                 chosen_tenant = _choose_tenant(mirror, db_path, tenant)
                 orgs = _choose_orgs(mirror, chosen_tenant, org)
                 _prepare_target(out, db_path)
+                blobs = BlobStore(blobs_dir(db_path))
+                if not force:
+                    _refuse_emptier(out, _Exporter(mirror, chosen_tenant, _Plan(out), ExportReport(), blobs), orgs)
                 report = ExportReport()
                 tree = _Tree(out)
                 tree.write((MARKER,), _MARKER_TEXT)
-                exporter = _Exporter(mirror, chosen_tenant, tree, report, BlobStore(blobs_dir(db_path)))
+                exporter = _Exporter(mirror, chosen_tenant, tree, report, blobs)
                 for row, name in orgs:
                     exporter.organization(row, (name,))
                 tree.prune()

@@ -189,16 +189,23 @@ def backup(
     target: str = typer.Argument(..., metavar="TENANT[:ORG]", help="A configured tenant, optionally one organization."),
     out: Path = typer.Option(..., "--out", "-o", help="The backup file to write (a syncd mirror file)."),
     with_files: bool = typer.Option(False, "--with-files", help="Also download file binaries into OUT's .blobs folder."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace OUT if it exists."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace OUT if it exists (never with an emptier backup: see --force)."),
+    force: bool = typer.Option(
+        False, "--force", help="With --overwrite: replace OUT even with a backup holding no object, or fewer than half of OUT's."
+    ),
     config: Path | None = ConfigOption,
 ) -> None:
     """Back up everything the token sees (or one organization) into one SQLite file."""
+    from rich.markup import escape
+
     from syncd.backup import backup as run_backup
     from syncd.backup import blobs_dir
 
     settings, ref = settings_and_ref(config, target)
     with CrawlProgress(f"backup {ref}") as progress:
-        result = anyio.run(lambda: run_backup(settings, ref, out, with_files=with_files, overwrite=overwrite, on_progress=progress.update))
+        result = anyio.run(
+            lambda: run_backup(settings, ref, out, with_files=with_files, overwrite=overwrite, force=force, on_progress=progress.update)
+        )
     stats = result.crawl.stats
     console.print(f"backup of {ref} written to {result.path}: {sum(stats.objects.values())} objects, {result.requests} requests")
     code = 0
@@ -207,6 +214,12 @@ def backup(
             console.print(f"  [yellow]could not read[/yellow] {error}")
         console.print("[yellow]the backup is partial: what could not be read is missing from it[/yellow]")
         code = EXIT_PARTIAL
+    if result.emptier is not None:
+        if force:
+            console.print(f"[yellow]the backup {escape(result.emptier)} (--force: written all the same)[/yellow]")
+        else:
+            console.print(f"[yellow]the backup {escape(result.emptier)}: check the token's access[/yellow]")
+            code = EXIT_PARTIAL
     if result.files is not None:
         files = result.files
         console.print(
@@ -225,11 +238,14 @@ def export(
     out_dir: Path = typer.Argument(..., metavar="DIR", help="The folder to write (created, or a previous export)."),
     tenant: str | None = typer.Option(None, "--tenant", help="The tenant to export when the file holds several."),
     org: str | None = typer.Option(None, "--org", help="Only this organization (id or exact title)."),
+    force: bool = typer.Option(
+        False, "--force", help="Replace a previous export even when this one would remove all or more than half of its files."
+    ),
 ) -> None:
     """Export a backup (only read) to a folder per space in GitBook's Git Sync layout, and JSON for the rest."""
     from syncd.export import export_mirror
 
-    report = export_mirror(source, out_dir, tenant=tenant, org=org)
+    report = export_mirror(source, out_dir, tenant=tenant, org=org, force=force)
     console.print(
         f"exported {report.organizations} organization(s), {report.spaces} spaces, {report.pages} pages, "
         f"{report.change_requests} change requests, {report.assets} file binaries to {out_dir}: {report.files} files "

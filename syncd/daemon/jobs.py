@@ -2,7 +2,10 @@
 
 - `sync`: crawl TENANT[:ORG] into the state mirror (`state/syncd.db`), incrementally.
 - `backup`: a full crawl into a new file `state/backups/<job>/<job>-<UTC time>.db` (and file
-  binaries beside it when `with_files`), then delete the oldest beyond `retention`.
+  binaries beside it when `with_files`), then delete the oldest beyond `retention`. A backup
+  that is not whole (something unread, a file not downloaded, or emptier than the job's newest
+  complete backup: nothing found, or fewer than half its objects) is `partial`, renamed
+  `<job>-<UTC time>-partial.db`, prunes nothing and never counts for retention.
 - `mirror`: `syncd.copy.copy_org`, exactly as `syncd mirror apply`: settle what earlier runs
   left, read both sides, plan, apply, read again and verify, in rounds.
 
@@ -30,9 +33,14 @@ from syncd.mirror import Mirror
 from syncd.copy import copy_org
 from syncd.sync import default_db, sync_into
 
-__all__ = ["BACKUP_SUFFIX", "JobOutcome", "backup_dir", "backup_files", "execute_job", "prune_backups", "state_files"]
+__all__ = [
+    "BACKUP_SUFFIX", "PARTIAL_MARK", "JobOutcome", "backup_dir", "backup_files", "execute_job", "partial_backups",
+    "prune_backups", "state_files",
+]  # fmt: skip
 
 BACKUP_SUFFIX = ".db"
+PARTIAL_MARK = "-partial"
+"""Added to the name of a backup that is not whole: `<job>-<UTC time>-partial.db`."""
 
 
 @dataclass
@@ -50,23 +58,51 @@ def backup_dir(settings: Settings, job: JobConfig) -> Path:
     return settings.state_dir / "backups" / job.name
 
 
-def backup_files(folder: Path, job: str) -> list[Path]:
-    """The job's backup files, oldest first (their names sort by time); other files in the
-    folder are never counted, nor pruned."""
+def _named(folder: Path, job: str, mark: str) -> list[Path]:
     if not folder.is_dir():
         return []
-    name = re.compile(re.escape(job) + r"-\d{8}T\d{6}\.\d{3}Z" + re.escape(BACKUP_SUFFIX))
+    name = re.compile(re.escape(job) + r"-\d{8}T\d{6}\.\d{3}Z" + re.escape(mark + BACKUP_SUFFIX))
     return sorted(path for path in folder.iterdir() if name.fullmatch(path.name) and path.is_file())
 
 
+def backup_files(folder: Path, job: str) -> list[Path]:
+    """The job's complete backup files, oldest first (their names sort by time); partial
+    ones (`partial_backups`) and other files in the folder are not counted."""
+    return _named(folder, job, "")
+
+
+def partial_backups(folder: Path, job: str) -> list[Path]:
+    """The job's partial backup files (`<job>-<UTC time>-partial.db`), oldest first."""
+    return _named(folder, job, PARTIAL_MARK)
+
+
+def _taken_at(path: Path) -> str:
+    return path.name.removesuffix(BACKUP_SUFFIX).removesuffix(PARTIAL_MARK)
+
+
 def prune_backups(folder: Path, job: str, keep: int) -> list[Path]:
-    """Delete all but the newest `keep` backups (with their `.blobs/` folders)."""
+    """Delete all but the newest `keep` complete backups (with their `.blobs/` folders), and
+    the partial backups older than all of those kept: a partial one never counts, so it never
+    pushes out a complete one, and goes once `keep` complete ones are newer than it."""
     files = backup_files(folder, job)
     doomed = files[: max(0, len(files) - keep)]
+    kept = files[len(doomed) :]
+    if len(kept) >= keep:
+        doomed += [path for path in partial_backups(folder, job) if _taken_at(path) < _taken_at(kept[0])]
+    doomed.sort(key=_taken_at)
     for path in doomed:
         path.unlink(missing_ok=True)
         shutil.rmtree(blobs_dir(path), ignore_errors=True)
     return doomed
+
+
+def _mark_partial(path: Path) -> Path:
+    """Rename a backup that is not whole (and its `.blobs/` folder) so it never counts as one."""
+    marked = path.with_name(path.name.removesuffix(BACKUP_SUFFIX) + PARTIAL_MARK + BACKUP_SUFFIX)
+    if blobs_dir(path).exists():
+        blobs_dir(path).rename(blobs_dir(marked))
+    path.rename(marked)
+    return marked
 
 
 def _backup_path(folder: Path, job: str, now: datetime) -> Path:
@@ -74,7 +110,7 @@ def _backup_path(folder: Path, job: str, now: datetime) -> Path:
     when = now.astimezone(UTC)
     while True:
         path = folder / f"{job}-{when.strftime('%Y%m%dT%H%M%S')}.{when.microsecond // 1000:03d}Z{BACKUP_SUFFIX}"
-        if not path.exists():
+        if not path.exists() and not path.with_name(path.name.removesuffix(BACKUP_SUFFIX) + PARTIAL_MARK + BACKUP_SUFFIX).exists():
             return path
         when += timedelta(milliseconds=1)
 
@@ -114,8 +150,11 @@ async def _run_backup(settings: Settings, job: JobConfig, metrics: DaemonMetrics
     folder = backup_dir(settings, job)
     folder.mkdir(parents=True, exist_ok=True)
     out = _backup_path(folder, job.name, datetime.now(UTC))
+    earlier = backup_files(folder, job.name)
     try:
-        result = await backup(settings, job.source, out, with_files=bool(job.with_files))
+        # Compared with the newest complete backup: one that finds nothing, or far less, is
+        # likelier a token that lost access than a tenant emptied overnight.
+        result = await backup(settings, job.source, out, with_files=bool(job.with_files), baseline=earlier[-1] if earlier else None)
     except BaseException:
         # Cancelled or failed while fetching file binaries: the file is in place but the
         # backup is not whole, and retention must not count it.
@@ -126,14 +165,22 @@ async def _run_backup(settings: Settings, job: JobConfig, metrics: DaemonMetrics
         "file": str(out),
         "status": result.crawl.status,
         "objects": sum(result.crawl.stats.objects.values()),
+        "held": result.objects,
         "requests": result.requests,
         "errors": result.crawl.stats.errors[:20],
     }
     complete = result.crawl.status == "complete"
+    if result.emptier is not None:
+        complete = False
+        summary["reason"] = f"the backup {result.emptier}: kept as partial, nothing pruned"
+        summary["warnings"] = [summary["reason"]]
     if result.files is not None:
         summary["files"] = {"downloaded": result.files.downloaded, "skipped": result.files.skipped, "failed": len(result.files.failed)}
         complete = complete and not result.files.failed
-    if job.retention is not None and complete:
+    if not complete:
+        # Not a whole backup: named so that retention never counts it (nor compares with it).
+        summary["file"] = str(_mark_partial(out))
+    elif job.retention is not None:
         # Only a whole backup makes room: a run of partial ones must not prune the last good one.
         summary["pruned"] = [path.name for path in prune_backups(folder, job.name, job.retention)]
     return JobOutcome("succeeded" if complete else "partial", summary)
