@@ -7,7 +7,12 @@ contentType}`. Identical bytes are stored once, whatever the number of files usi
 Why the downloader is careful:
 - a download streams to a temporary file while hashing, and becomes a blob only when its
   byte count equals the file's declared `size`; a short or long body is retried, then
-  reported failed, never stored;
+  reported failed, never stored; a body longer than `size` is cut as soon as it passes it,
+  and one whose Content-Length says so is refused before a byte is read;
+- each attempt has a deadline for the whole transfer (`file_deadline`: a floor, plus the
+  time the file takes at a slow but honest rate), besides the pause timeout between bytes: a
+  server trickling a byte now and then never trips the latter, and would hold the run (and
+  in the daemon, the job and its state) forever;
 - `downloadURL` is a signed URL, possibly on another host: no Authorization header is ever
   sent (a session carrying credentials is refused) and URLs are never logged whole;
 - 5xx, 429, dropped connections, timeouts and wrong sizes are retried with tenacity
@@ -43,7 +48,16 @@ from yarl import URL
 from syncd.errors import SyncdError
 from syncd.logging import get_logger
 
-__all__ = ["FILE_KINDS", "BlobError", "BlobStore", "DownloadReport", "download_files"]
+__all__ = [
+    "DEADLINE_FLOOR",
+    "FILE_KINDS",
+    "MIN_RATE",
+    "BlobError",
+    "BlobStore",
+    "DownloadReport",
+    "download_files",
+    "file_deadline",
+]
 
 log = get_logger("syncd.blobs")
 
@@ -51,6 +65,15 @@ FILE_KINDS = frozenset({"file", "change-request-file"})
 MANIFEST = "manifest.json"
 _CHUNK = 1 << 16
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+DEADLINE_FLOOR = 120.0
+"""Seconds any one download attempt may take, whatever the file's size."""
+MIN_RATE = 64 * 1024
+"""Bytes per second a download may be as slow as, on top of the floor: 1 GiB gets 4.6 hours."""
+
+
+def file_deadline(size: int, *, floor: float = DEADLINE_FLOOR, min_rate: float = MIN_RATE) -> float:
+    """The deadline of one attempt at a file of `size` bytes: generous, and finite."""
+    return floor + max(0, size) / min_rate
 
 
 class BlobError(SyncdError):
@@ -197,30 +220,44 @@ def _credentials(session: aiohttp.ClientSession) -> bool:
     return "authorization" in headers or getattr(session, "auth", None) is not None
 
 
-async def _fetch(session: aiohttp.ClientSession, store: BlobStore, job: _Job, timeout: aiohttp.ClientTimeout) -> tuple[str, int]:
-    """One attempt: stream, count and hash; returns (sha256, size) of a verified blob."""
+async def _fetch(
+    session: aiohttp.ClientSession, store: BlobStore, job: _Job, timeout: aiohttp.ClientTimeout, deadline: float
+) -> tuple[str, int]:
+    """One attempt: stream, count and hash within `deadline` seconds; returns (sha256, size)
+    of a verified blob."""
     temporary = store.open_temporary()
     try:
         digest = hashlib.sha256()
         count = 0
-        async with session.get(job.url, timeout=timeout, allow_redirects=True) as response:
-            if response.status == 429 or response.status >= 500 or response.status == 408:
-                raise _Retryable(f"HTTP {response.status}", _retry_after(response.headers))
-            if response.status >= 400:
-                raise _Fatal(f"HTTP {response.status}")
-            async with await anyio.open_file(temporary, "wb") as out:
-                async for chunk in response.content.iter_chunked(_CHUNK):
-                    count += len(chunk)
-                    if count > job.size:
-                        raise _Retryable(f"more bytes than the declared size {job.size}")
-                    digest.update(chunk)
-                    await out.write(chunk)
+        with anyio.fail_after(deadline):
+            async with session.get(job.url, timeout=timeout, allow_redirects=True) as response:
+                if response.status == 429 or response.status >= 500 or response.status == 408:
+                    raise _Retryable(f"HTTP {response.status}", _retry_after(response.headers))
+                if response.status >= 400:
+                    raise _Fatal(f"HTTP {response.status}")
+                declared = response.content_length
+                if declared is not None and declared > job.size:
+                    response.close()
+                    raise _Retryable(f"more bytes than the declared size {job.size} (Content-Length {declared}: refused unread)")
+                async with await anyio.open_file(temporary, "wb") as out:
+                    async for chunk in response.content.iter_chunked(_CHUNK):
+                        count += len(chunk)
+                        if count > job.size:
+                            response.close()
+                            raise _Retryable(f"more bytes than the declared size {job.size}")
+                        digest.update(chunk)
+                        await out.write(chunk)
         if count != job.size:
             raise _Retryable(f"got {count} bytes, the file's size is {job.size}")
         sha256 = digest.hexdigest()
         await anyio.to_thread.run_sync(store.store, temporary, sha256)
         return sha256, count
-    except (aiohttp.ClientError, TimeoutError) as exc:
+    except TimeoutError as exc:
+        if isinstance(exc, aiohttp.ClientError):  # aiohttp's connect or pause timeout
+            raise _Retryable(_redact_urls(f"{type(exc).__name__}: {exc}".rstrip(": "))) from None
+        within = f"{round(deadline)}s" if deadline >= 1 else f"{deadline:g}s"
+        raise _Retryable(f"not downloaded within {within} ({count} of {job.size} bytes)") from None
+    except aiohttp.ClientError as exc:
         raise _Retryable(_redact_urls(f"{type(exc).__name__}: {exc}".rstrip(": "))) from None
     finally:
         temporary.unlink(missing_ok=True)
@@ -236,14 +273,17 @@ async def download_files(
     initial_wait: float = 0.5,
     max_wait: float = 30.0,
     timeout: float = 300.0,
+    deadline: float = DEADLINE_FLOOR,
+    min_rate: float = MIN_RATE,
 ) -> DownloadReport:
     """Download the binaries of the file rows (`file`, `change-request-file`) into `store`.
 
     `rows` are mirror rows (`kind`, `id`, `data` with `downloadURL`, `size`, `name`,
     `contentType`); other kinds are ignored. Rows sharing a URL and size are fetched once.
     `retries` is the number of attempts per download; `timeout` bounds the pauses between
-    bytes (connect and read), not the whole transfer. Without `session` one is made;
-    a given session must carry no credentials (ValueError).
+    bytes (connect and read); each attempt must end within `file_deadline(size, floor=deadline,
+    min_rate=min_rate)` seconds, so a download lasts at most `retries` such deadlines plus the
+    waits. Without `session` one is made; a given session must carry no credentials (ValueError).
     """
     if session is not None and _credentials(session):
         raise ValueError("download_files: the session sends credentials; file URLs must get none")
@@ -288,7 +328,9 @@ async def download_files(
             ):
                 with attempt:
                     async with limiter:
-                        sha256, size = await _fetch(http, store, job, client_timeout)
+                        sha256, size = await _fetch(
+                            http, store, job, client_timeout, file_deadline(job.size, floor=deadline, min_rate=min_rate)
+                        )
         except (_Retryable, _Fatal) as exc:
             for row in job.rows:
                 report.failed[str(row["id"])] = str(exc)

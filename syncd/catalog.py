@@ -116,15 +116,28 @@ class Kind:
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
 
-def fill(template: str, context: Mapping[str, str]) -> str:
-    """A path template with its placeholders replaced from the context (ids are url-safe)."""
+_DOT_SEGMENTS = {".": "%2E", "..": "%2E%2E"}
+
+
+def segment(value: object) -> str:
+    """One path segment naming `value`: percent-encoded (a `/` or `?` in it stays inside
+    the segment), and `.` / `..` written `%2E` / `%2E%2E`, which no URL library or server
+    resolves as a dot segment: `/openapi/..` would be a call on the organization itself."""
     from urllib.parse import quote
+
+    quoted = quote(str(value), safe="")
+    return _DOT_SEGMENTS.get(quoted, quoted)
+
+
+def fill(template: str, context: Mapping[str, str]) -> str:
+    """A path template with its placeholders replaced from the context, each value one
+    path segment (`segment`: quoted, never a dot segment)."""
 
     def one(match: re.Match[str]) -> str:
         key = match.group(1)
         if key not in context:
             raise KeyError(f"path {template!r} needs {{{key}}}")
-        return quote(str(context[key]), safe="")
+        return segment(context[key])
 
     return _PLACEHOLDER.sub(one, template)
 
@@ -145,12 +158,13 @@ def write_call(kind_name: str, call_name: str) -> Call:
 
 def write_path(kind_name: str, call_name: str, segments: Mapping[str, str]) -> str:
     """The path of a write call with its placeholders replaced by `segments`: path segments
-    that are already safe (quoted ids, or the write side's `{ref:...}` tokens)."""
+    that are already safe (quoted ids, or the write side's `{ref:...}` tokens). A bare `.` or
+    `..` is still encoded: whatever the caller forgot, it never becomes a dot segment."""
     template = write_call(kind_name, call_name).path
     missing = [name for name in placeholders(template) if name not in segments]
     if missing:
         raise KeyError(f"{kind_name} {call_name}: the path {template!r} needs {', '.join(missing)}")
-    return _PLACEHOLDER.sub(lambda m: segments[m.group(1)], template)
+    return _PLACEHOLDER.sub(lambda m: _DOT_SEGMENTS.get(segments[m.group(1)], segments[m.group(1)]), template)
 
 
 def listing_key(path: str, query: Mapping[str, str]) -> str:

@@ -30,6 +30,7 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     BeforeValidator,
+    ByteSize,
     ConfigDict,
     Field,
     PlainSerializer,
@@ -648,6 +649,11 @@ class Settings(BaseSettings):
     state_dir: Path = Path("state")
     concurrency: int = Field(default=16, ge=1, le=4096)
     request_timeout: Seconds = Field(default=30.0, gt=0)
+    """Deadline of one API request attempt: connect, headers and the whole body."""
+    max_answer_bytes: ByteSize = Field(default=64 * 1024 * 1024, ge=64 * 1024)
+    """The longest API answer taken ("64MiB", "500MB" or bytes): longer ones are refused."""
+    max_pages_per_listing: int = Field(default=10_000, ge=1, le=1_000_000)
+    """Pages a listing may have before it is stopped as endless."""
     retry: RetryConfig = Field(default_factory=RetryConfig)
     log_format: Literal["console", "json"] = "console"
     log_level: Annotated[LogLevel, BeforeValidator(_log_level)] = "info"

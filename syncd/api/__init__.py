@@ -8,12 +8,14 @@ Public names are re-exported here; the modules behind them are private details::
 """
 
 from syncd.api.client import (
+    DEFAULT_MAX_ANSWER_BYTES,
     IDEMPOTENT_METHODS,
     ApiResponse,
     TenantClient,
     make_global_limiter,
 )
 from syncd.api.errors import (
+    AnswerTooLarge,
     ApiError,
     AuthError,
     Conflict,
@@ -28,6 +30,7 @@ from syncd.api.pacing import Pacer, RateInfo, parse_rate_headers
 from syncd.api.paging import (
     DEFAULT_MAX_PAGES,
     MAX_RESTARTS,
+    MAX_TOKEN_CHARS,
     PAGE_LIMIT,
     RESTART_STATUSES,
     OnRestart,
@@ -39,11 +42,14 @@ from syncd.api.paging import (
 from syncd.api.stats import ClientStats
 
 __all__ = [
+    "DEFAULT_MAX_ANSWER_BYTES",
     "DEFAULT_MAX_PAGES",
     "IDEMPOTENT_METHODS",
     "MAX_RESTARTS",
+    "MAX_TOKEN_CHARS",
     "PAGE_LIMIT",
     "RESTART_STATUSES",
+    "AnswerTooLarge",
     "ApiError",
     "ApiResponse",
     "AuthError",

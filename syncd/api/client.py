@@ -16,6 +16,19 @@ clamped to `retry.max_wait`.
 
 Redirects are followed (at most 5); aiohttp drops the Authorization header when a redirect
 leaves the base URL's origin (scheme, host, port), and the tests check it.
+
+Limits, because the server may be hostile or broken (issue 11):
+- Deadline: each attempt (connect, redirects, headers and the whole body) must be done within
+  `timeout` (`request_timeout`). A read timeout alone is not enough: a body trickled one byte
+  at a time resets it forever. A missed deadline is a TransportError, retried as usual, so a
+  whole call lasts at most `max_attempts` deadlines plus the waits between them.
+- Size: a 2xx body longer than `max_answer_bytes` is refused while it is read (a
+  Content-Length over the cap before reading), as `AnswerTooLarge`, not retried. Error answers
+  keep their status (and retry policy); only their first `_ERROR_BODY_BYTES` are read.
+- Depth: JSON nested deeper than the parser can go is a MalformedResponse, not a RecursionError.
+- Paths: sent exactly as written (`encoded=True`), never normalized: an id `.` or `..`
+  (`%2E`, `%2E%2E` once quoted) must not turn a call into one on another resource, so dot
+  segments are encoded even in paths built without quoting.
 """
 
 from __future__ import annotations
@@ -23,11 +36,13 @@ from __future__ import annotations
 import contextlib
 import json as jsonlib
 import random
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
+from urllib.parse import quote
 
 import aiohttp
 import anyio
@@ -42,6 +57,8 @@ from yarl import URL
 
 from syncd import __version__ as _version
 from syncd.api.errors import (
+    _REDACT_WINDOW,
+    AnswerTooLarge,
     ApiError,
     AuthError,
     Conflict,
@@ -51,6 +68,7 @@ from syncd.api.errors import (
     ServerError,
     TransportError,
     excerpt,
+    format_bytes,
 )
 from syncd.api.pacing import Pacer, parse_rate_headers
 from syncd.api.paging import DEFAULT_MAX_PAGES, PAGE_LIMIT, OnRestart, paginate
@@ -63,6 +81,7 @@ if TYPE_CHECKING:
     from syncd.config import Settings
 
 __all__ = [
+    "DEFAULT_MAX_ANSWER_BYTES",
     "IDEMPOTENT_METHODS",
     "ApiResponse",
     "TenantClient",
@@ -73,6 +92,13 @@ IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "PATCH", "DELET
 """Methods retried after a possible effect; PUT/PATCH/DELETE of this API are idempotent."""
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _MAX_REDIRECTS = 5
+DEFAULT_MAX_ANSWER_BYTES = 64 * 1024 * 1024
+"""The largest answer taken (`max_answer_bytes`): a page of 1000 big objects is a few MB."""
+_ERROR_BODY_BYTES = 1024 * 1024
+"""What is read of an error answer: its message is cut to a few KB anyway."""
+_PATH_SAFE = "/!$&'()*+,;=:@-._~%"
+_QUERY_SAFE = _PATH_SAFE + "?"
+_LONE_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 Sleep = Callable[[float], Awaitable[Any]]
 Validator = Callable[[Any], None]
@@ -111,10 +137,59 @@ def _scalar(value: Any) -> str:
     return str(value)
 
 
-def _error_body(raw: bytes) -> tuple[int | str | None, str | None]:
-    """(code, message) of the documented error body `{"error": {"code", "message"}}`."""
+def _quoted(text: str, safe: str) -> str:
+    """`text` percent-encoded where it must be; escapes already there are kept."""
+    return quote(_LONE_PERCENT.sub("%25", text), safe=safe)
+
+
+def _safe_path(path: str) -> str:
+    """A path to send as it is: quoted where needed, and no segment `.` or `..` (which any
+    URL library or server would resolve as a dot segment): those become `%2E` / `%2E%2E`."""
+    segments = _quoted(path, _PATH_SAFE).split("/")
+    return "/".join({".": "%2E", "..": "%2E%2E"}.get(segment, segment) for segment in segments)
+
+
+def _blank(raw: bytes | bytearray) -> bool:
+    """Empty or white space only (without copying a large body, as `strip()` would)."""
+    return not raw or raw.isspace()
+
+
+def _loads(raw: bytes | bytearray) -> Any:
+    """`json.loads`, with nesting too deep for the parser as a ValueError (not a RecursionError)."""
     try:
-        data = jsonlib.loads(raw)
+        return jsonlib.loads(raw)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
+_MESSAGE_START = re.compile(rb'"message"\s*:\s*"')
+_STRING_BODY = re.compile(rb'(?:[^"\\]|\\.)*')
+
+
+def _message_start(raw: bytes | bytearray) -> str | None:
+    """The start of the `message` string of an error body cut short (not parsable whole)."""
+    found = _MESSAGE_START.search(raw, 0, _REDACT_WINDOW)
+    if found is None:
+        return None
+    window = bytes(raw[found.end() : found.end() + _REDACT_WINDOW])
+    body = _STRING_BODY.match(window)
+    text = body.group(0) if body else b""
+    for trim in range(7):  # an escape cut in the middle (`\u12`) is dropped
+        try:
+            value = jsonlib.loads(b'"' + text[: len(text) - trim] + b'"')
+        except ValueError:
+            continue
+        return value if isinstance(value, str) and value.strip() else None
+    return None
+
+
+def _error_body(raw: bytes | bytearray, complete: bool = True) -> tuple[int | str | None, str | None]:
+    """(code, message) of the documented error body `{"error": {"code", "message"}}`; of a
+    body cut short (`complete=False`), the start of its message if it has one."""
+    if not complete:
+        return None, _message_start(raw)
+    try:
+        data = _loads(raw)
     except ValueError:
         return None, None
     error = data.get("error") if isinstance(data, dict) else None
@@ -129,6 +204,25 @@ def _error_body(raw: bytes) -> tuple[int | str | None, str | None]:
 
 
 _STATUS_ERRORS: dict[int, type[ApiError]] = {401: AuthError, 403: AuthError, 404: NotFound, 409: Conflict, 429: RateLimited}
+
+
+async def _read_capped(resp: aiohttp.ClientResponse, cap: int, *, refuse_declared: bool = True) -> tuple[bytearray, bool]:
+    """(body, True) when the body is at most `cap` bytes; else (its first bytes, at most
+    `cap`, False), and the connection is closed: the rest is never read. A Content-Length over
+    the cap is refused before reading (unless `refuse_declared` is False: then the start is
+    read); without one, bytes are counted as they come."""
+    declared = resp.content_length
+    if refuse_declared and declared is not None and declared > cap:
+        resp.close()
+        return bytearray(), False
+    body = bytearray()
+    async for chunk in resp.content.iter_any():
+        if len(body) + len(chunk) > cap:
+            body += chunk[: cap - len(body)]
+            resp.close()
+            return body, False
+        body += chunk
+    return body, True
 
 
 class TenantClient:
@@ -157,6 +251,7 @@ class TenantClient:
         pace: bool = True,
         pacer: Pacer | None = None,
         max_pages: int = DEFAULT_MAX_PAGES,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         secret = token if isinstance(token, SecretStr) else SecretStr(token)
         if not secret.get_secret_value().strip():
@@ -168,6 +263,7 @@ class TenantClient:
         self.timeout = timeout
         self.retry = retry if retry is not None else RetryConfig()
         self.max_pages = max_pages
+        self.max_answer_bytes = max_answer_bytes
         self.stats = ClientStats()
         self._observer = current_observer()
         self.pacer = pacer if pacer is not None else Pacer(enabled=pace, stats=self.stats, max_block=self.retry.max_wait)
@@ -192,6 +288,8 @@ class TenantClient:
     ) -> TenantClient:
         """The client of a configured tenant (its token is read now: a ConfigError if missing)."""
         config = settings.tenant(tenant)
+        options.setdefault("max_pages", settings.max_pages_per_listing)
+        options.setdefault("max_answer_bytes", int(settings.max_answer_bytes))
         return cls(
             config.name or tenant.lower(),
             config.base_url,
@@ -318,23 +416,32 @@ class TenantClient:
     # ----------------------------------------------------------------- one attempt
 
     def _url(self, method: str, path: str, params: Mapping[str, Any] | None) -> tuple[URL, str]:
-        """(full URL, path safe to show in errors: no query, no host)."""
+        """(full URL, path safe to show in errors: as sent, without query or host).
+
+        The URL is built `encoded=True` from a quoted path without dot segments (`_safe_path`):
+        yarl would otherwise resolve `..` (and `%2E%2E`) and send a call to another resource."""
         if path.startswith(("http://", "https://")):
-            url = URL(path)
-            shown = url.path
-            if url.origin() != self._origin:
+            parsed = URL(path)
+            if parsed.origin() != self._origin:
                 raise ApiError(
-                    f"refusing to send the token to another origin ({url.origin()})",
+                    f"refusing to send the token to another origin ({parsed.origin()})",
                     method=method,
-                    path=shown,
+                    path=parsed.path,
                     tenant=self.name,
                 )
+            after = path.split("://", 1)[1]
+            start = min((i for i in (after.find(c) for c in "/?#") if i >= 0), default=len(after))
+            tail = after[start:]
+            relative = shown = tail if tail.startswith("/") else "/" + tail
+            prefix = str(self._origin)
         else:
-            relative = path if path.startswith("/") else "/" + path
-            shown = relative.split("?", 1)[0]
+            relative = shown = path if path.startswith("/") else "/" + path
             if self._base_has_v1 and (relative == "/v1" or relative.startswith(("/v1/", "/v1?"))):
                 relative = relative[3:]
-            url = URL(self.base_url + relative)
+            prefix = str(self._origin) + self._base.raw_path.rstrip("/")
+        raw_path, _, query = relative.split("#", 1)[0].partition("?")
+        url = URL(prefix + _safe_path(raw_path) + ("?" + _quoted(query, _QUERY_SAFE) if query else ""), encoded=True)
+        shown = _safe_path(shown.split("#", 1)[0].split("?", 1)[0])
         if params:
             url = url.update_query(_query(params))
         return url, shown
@@ -348,12 +455,17 @@ class TenantClient:
             async with limit_global:
                 self.stats.record_sent()
                 try:
-                    async with session.request(
-                        method, url, json=body, allow_redirects=True, max_redirects=_MAX_REDIRECTS
-                    ) as resp:
-                        raw = await resp.read()
-                        status, headers = resp.status, resp.headers
-                        same_origin = resp.url.origin() == self._origin
+                    # The deadline of the whole attempt: connect, redirects, headers, body.
+                    with anyio.fail_after(self.timeout):
+                        async with session.request(
+                            method, url, json=body, allow_redirects=True, max_redirects=_MAX_REDIRECTS
+                        ) as resp:
+                            status, headers, declared = resp.status, resp.headers, resp.content_length
+                            same_origin = resp.url.origin() == self._origin
+                            success = 200 <= status < 300
+                            cap = self.max_answer_bytes if success else min(self.max_answer_bytes, _ERROR_BODY_BYTES)
+                            # A HEAD answer's Content-Length is that of a body it does not have.
+                            raw, complete = await _read_capped(resp, cap, refuse_declared=success and method != "HEAD")
                 except (aiohttp.ClientError, TimeoutError) as exc:
                     if self._observer is not None:
                         self._observer.on_response(self.name, method, "error", None)
@@ -364,8 +476,25 @@ class TenantClient:
         self.stats.responses[status] += 1
         self.stats.bytes_received += len(raw)
         if 200 <= status < 300:
+            if not complete:
+                raise self._too_large(status, declared, method, path)
             return ApiResponse(status, self._decode(raw, status, method, path, validate), headers)
-        raise self._status_error(status, raw, headers, method, path)
+        raise self._status_error(status, raw, headers, method, path, cut_at=None if complete else cap)
+
+    def _too_large(self, status: int, declared: int | None, method: str, path: str) -> AnswerTooLarge:
+        self.stats.too_large += 1
+        if declared is not None and declared > self.max_answer_bytes:
+            how = f"refused from its Content-Length ({declared} bytes), unread"
+        else:
+            how = "refused while reading"
+        return AnswerTooLarge(
+            f"answer larger than the {format_bytes(self.max_answer_bytes)} limit (max_answer_bytes): {how}",
+            status=status,
+            method=method,
+            path=path,
+            tenant=self.name,
+            may_have_applied=method not in _READ_METHODS,
+        )
 
     def _scrub(self, text: str) -> str:
         return redact_text(text.replace(self._token.get_secret_value(), "********"))
@@ -380,7 +509,7 @@ class TenantClient:
         self.stats.transport_errors += 1
         sent = not isinstance(exc, aiohttp.ClientConnectorError | aiohttp.ConnectionTimeoutError)
         if isinstance(exc, TimeoutError):
-            what = f"timed out after {self.timeout:g}s" + (f" ({detail})" if detail else "")
+            what = f"timed out: no complete answer within {self.timeout:g}s (request_timeout)" + (f" ({detail})" if detail else "")
         elif isinstance(exc, aiohttp.ClientPayloadError):
             what = f"answer cut short ({detail or type(exc).__name__})"
         elif isinstance(exc, aiohttp.ServerDisconnectedError):
@@ -400,12 +529,12 @@ class TenantClient:
         writes = method not in _READ_METHODS
         data: Any = None
         problem: str | None = None
-        if not raw.strip():
+        if _blank(raw):
             if not writes and status != 204:
                 problem = "empty body"
         else:
             try:
-                data = jsonlib.loads(raw)
+                data = _loads(raw)
             except ValueError as exc:
                 problem = f"unparsable JSON body ({len(raw)} bytes): {exc}"
         if problem is None and validate is not None:
@@ -421,12 +550,26 @@ class TenantClient:
         )
 
     def _status_error(
-        self, status: int, raw: bytes, headers: Mapping[str, str], method: str, path: str
+        self,
+        status: int,
+        raw: bytes | bytearray,
+        headers: Mapping[str, str],
+        method: str,
+        path: str,
+        *,
+        cut_at: int | None = None,
     ) -> ApiError:
-        code, message = _error_body(raw)
-        if message is None:
-            message = excerpt(raw) if raw.strip() else f"HTTP {status} with an empty body"
-        message = self._scrub(message)
+        """The error of a non-2xx answer. Of a body longer than `cut_at` (not read past it)
+        the start of its message is kept (cut with a marker by ApiError), or of its text."""
+        code, message = _error_body(raw, complete=cut_at is None)
+        if message is not None and cut_at is not None:
+            message += f" [error body over {format_bytes(cut_at)}: cut]"
+        elif message is None:
+            message = excerpt(raw) if not _blank(raw) else f"HTTP {status} with an empty body"
+            if cut_at is not None:
+                message += f" [error body over {format_bytes(cut_at)}: cut]"
+        # Only the start can be kept (ApiError cuts the message): scrub no more than that.
+        message = self._scrub(message[:_REDACT_WINDOW]) + message[_REDACT_WINDOW:]
         info = parse_rate_headers(headers)
         retry_after = info.retry_after
         if status == 429:

@@ -11,6 +11,7 @@ The hierarchy (httpx style, drawn once here)::
           ├── ServerError         5xx, JSON or HTML body
           ├── TransportError      no (complete) answer: refused, dropped, timed out
           ├── MalformedResponse   a 2xx whose body is not JSON or not of the expected shape
+          ├── AnswerTooLarge      a 2xx body over `max_answer_bytes` (refused, not retried)
           └── PagingError         the server's paging loops (repeated token, page guard)
 
 Why `may_have_applied`: the write side must know whether a failed POST can simply be
@@ -19,7 +20,9 @@ that reached the server and got no clean refusal (dropped after sending, timed o
 or a 2xx whose body was unreadable); GETs and 4xx answers are never "applied".
 
 Every text that ends up in an error (server message, body excerpt, transport detail) is
-passed through the log redactor first: a token never shows in `str`, `repr` or logs.
+passed through the log redactor first: a token never shows in `str`, `repr` or logs. It is
+then cut to `MESSAGE_LIMIT` characters with a marker saying how much was cut: a server's
+5 MB error message must not become a 5 MB run-stats entry, log line or terminal line.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from syncd.errors import SyncdError
 from syncd.logging import redact_text
 
 __all__ = [
+    "MESSAGE_LIMIT",
+    "AnswerTooLarge",
     "ApiError",
     "AuthError",
     "Conflict",
@@ -40,21 +45,30 @@ __all__ = [
     "RateLimited",
     "ServerError",
     "TransportError",
+    "clip",
     "excerpt",
+    "format_bytes",
 ]
 
 _TAG_RE = re.compile(r"<(script|style)\b.*?</\1\s*>|<[^>]*>", re.IGNORECASE | re.DOTALL)
 _SPACE_RE = re.compile(r"\s+")
 _TITLE_RE = re.compile(r"<title[^>]*>(.*?)</title\s*>", re.IGNORECASE | re.DOTALL)
 _EXCERPT_CHARS = 160
+_EXCERPT_INPUT = 16 * 1024
+MESSAGE_LIMIT = 2000
+"""Characters of an error's message that are kept (a few KB): enough for any real message."""
+_REDACT_WINDOW = 64 * 1024
+"""Text redacted before it is cut: far past MESSAGE_LIMIT (a secret across the cut is masked
+whole), and bounded, so a huge message costs no more than this to clean."""
 
 
-def excerpt(raw: bytes | str, limit: int = _EXCERPT_CHARS) -> str:
+def excerpt(raw: bytes | bytearray | str, limit: int = _EXCERPT_CHARS) -> str:
     """A short, one-line, secret-free rendering of an unparsable body.
 
     An HTML page (a proxy's error page) is reduced to its title, or its text without tags.
     """
-    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+    raw = raw[:_EXCERPT_INPUT]  # the start says what it is; the rest would only cost time
+    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes | bytearray) else raw
     title = _TITLE_RE.search(text)
     if title and title.group(1).strip():
         text = "HTML page: " + title.group(1)
@@ -67,8 +81,33 @@ def excerpt(raw: bytes | str, limit: int = _EXCERPT_CHARS) -> str:
     return redact_text(text) or "(empty body)"
 
 
+def clip(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """`text` cut to about `limit` characters, with a marker saying how many were cut."""
+    if len(text) <= limit:
+        return text
+    cut = len(text) - limit
+    return f"{text[:limit].rstrip()} [{cut} more character{'s' if cut != 1 else ''} cut]"
+
+
+def format_bytes(count: int) -> str:
+    """A byte count as people write it: 64 MiB, 1.5 KiB, 300 bytes."""
+    if count < 1024:
+        return f"{count} bytes"
+    value = float(count)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if value < 1024 or unit == "TiB":
+            break
+    return f"{value:.1f}".rstrip("0").rstrip(".") + f" {unit}"
+
+
 def _clean(text: str) -> str:
-    return redact_text(_SPACE_RE.sub(" ", text).strip())
+    """One line, secrets masked, at most MESSAGE_LIMIT characters (plus the marker)."""
+    total = len(text)
+    if total <= _REDACT_WINDOW:
+        return clip(redact_text(_SPACE_RE.sub(" ", text).strip()))
+    head = redact_text(_SPACE_RE.sub(" ", text[:_REDACT_WINDOW]).strip())[:MESSAGE_LIMIT].rstrip()
+    return f"{head} [{total - len(head)} more characters cut]"
 
 
 class ApiError(SyncdError):
@@ -188,6 +227,16 @@ class MalformedResponse(ApiError):
     """A 2xx answer whose body is not JSON, is cut short, or is not of the expected shape."""
 
     retryable = True
+
+
+class AnswerTooLarge(ApiError):
+    """A 2xx answer longer than the client's `max_answer_bytes`: refused while reading (or
+    from its Content-Length, before reading). Not retried: the same call gets the same
+    answer, and each attempt would cost the whole cap in traffic again. For a write it may
+    have taken effect (the server answered 2xx)."""
+
+    def hint(self) -> str:
+        return "raise max_answer_bytes if such an answer is expected"
 
 
 class PagingError(ApiError):

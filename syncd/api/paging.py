@@ -3,9 +3,16 @@
 dlt's split: `Paginator` holds the state and does no I/O (easy to test, easy to reason
 about); `paginate` is the one function that does the I/O. Nothing is assumed about page
 sizes, ordering or the token's format: the token is opaque and sent back verbatim as
-`page`. A repeated token or more pages than `max_pages` stops the listing with a
-`PagingError` instead of spinning: a listing that did not finish is "unknown", and the
-caller must not treat anything missing from it as deleted.
+`page`. A repeated token or more pages than `max_pages` (`max_pages_per_listing`) stops
+the listing with a `PagingError` instead of spinning: a listing that did not finish is
+"unknown", and the caller must not treat anything missing from it as deleted.
+
+Memory stays bounded whatever the server sends: a token longer than `MAX_TOKEN_CHARS` is a
+malformed answer, and the repeated-token guard keeps a 16-byte digest of each token, not the
+token. Why every token's digest rather than a window of the last few: a window misses a cycle
+longer than itself (A B C A B C ... with a window of 2 is never caught before the page guard),
+while the page guard already bounds the set (10,000 pages: well under 2 MB); a 128-bit
+digest has no collision to fear at that scale.
 
 Page tokens may expire. The spec says nothing about it, so any 400, 404 or 410 answer to a
 request that carried a token (never the first page) is taken for a refused token, whatever
@@ -17,6 +24,7 @@ of the new pass are yielded again, items already seen included.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +41,7 @@ log = get_logger("syncd.api")
 __all__ = [
     "DEFAULT_MAX_PAGES",
     "MAX_RESTARTS",
+    "MAX_TOKEN_CHARS",
     "PAGE_LIMIT",
     "RESTART_STATUSES",
     "OnRestart",
@@ -44,8 +53,12 @@ __all__ = [
 
 PAGE_LIMIT = 1000
 """The largest page the API serves; asking for it keeps the number of calls down."""
-DEFAULT_MAX_PAGES = 100_000
-"""100 million items at 1000 a page: far beyond any real listing, a guard against loops."""
+DEFAULT_MAX_PAGES = 10_000
+"""Pages per listing (`max_pages_per_listing`): 10 million items at 1000 a page, far beyond
+any real listing; a guard against a server whose paging never ends (fresh tokens forever)."""
+MAX_TOKEN_CHARS = 4096
+"""The longest page token taken: real ones are short opaque cursors, and the token goes back
+into the next request's URL (servers refuse URLs much over 8 KB)."""
 MAX_RESTARTS = 3
 """Restarts from the first page per listing after refused page tokens, before giving up."""
 RESTART_STATUSES = frozenset({400, 404, 410})
@@ -70,9 +83,15 @@ def next_token(data: Any) -> str | None:
         return None
     if isinstance(page, bool) or not isinstance(page, str | int | float):
         raise TypeError(f"list envelope: next.page must be a string, got {type(page).__name__}")
-    if isinstance(page, float) and page.is_integer():
-        return str(int(page))
-    return str(page)
+    if isinstance(page, float):
+        if page != page or page in (float("inf"), float("-inf")):
+            raise ValueError(f"list envelope: next.page is not a usable number ({page})")
+        if page.is_integer():
+            return str(int(page))
+    token = str(page)
+    if len(token) > MAX_TOKEN_CHARS:
+        raise ValueError(f"list envelope: next.page is {len(token)} characters long (at most {MAX_TOKEN_CHARS} are taken)")
+    return token
 
 
 def check_envelope(data: Any) -> None:
@@ -97,7 +116,8 @@ class Paginator:
     items: int = 0
     token: str | None = None
     done: bool = False
-    _seen: set[str] = field(default_factory=set, repr=False)
+    _seen: set[bytes] = field(default_factory=set, repr=False)
+    """Digests of the tokens handed out so far (module docstring: why all, why digests)."""
 
     def params(self, base: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The query of the next request: the caller's parameters, `limit`, and `page`."""
@@ -122,7 +142,8 @@ class Paginator:
             self.done = True
             self.token = None
             return items
-        if token in self._seen:
+        digest = hashlib.blake2b(token.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        if digest in self._seen:
             self.done = True
             raise PagingError(
                 f"the server repeated a page token after {self.pages} pages "
@@ -134,11 +155,11 @@ class Paginator:
             self.done = True
             raise PagingError(
                 f"more than {self.max_pages} pages ({self.items} items so far): "
-                "stopped by the page guard",
+                "stopped by the page guard (max_pages_per_listing)",
                 method="GET",
                 path=self.path,
             )
-        self._seen.add(token)
+        self._seen.add(digest)
         self.token = token
         return items
 

@@ -30,6 +30,8 @@ class ClientStats:
     """Attempts without a complete answer (refused, dropped, timed out, cut short)."""
     malformed: int = 0
     """2xx answers whose body was not the JSON expected."""
+    too_large: int = 0
+    """Answers refused for being longer than the client's `max_answer_bytes`."""
     paging_restarts: int = 0
     """Listings started again from the first page after the server refused a page token."""
     bytes_received: int = 0
@@ -59,6 +61,7 @@ class ClientStats:
             "rate_limited": self.rate_limited,
             "transport_errors": self.transport_errors,
             "malformed": self.malformed,
+            "too_large": self.too_large,
             "paging_restarts": self.paging_restarts,
             "bytes_received": self.bytes_received,
             "paced_waits": self.paced_waits,

@@ -19,9 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import quote
 
-from syncd.catalog import write_call, write_path
+from syncd.catalog import segment, write_call, write_path
 from syncd.copy.model import IdMap, Node, Snapshot
 from syncd.copy.ops import Expect, Op, Plan, Ref, Skip, path_ref
 from syncd.copy.rules import RULES, SHAREABLE, canonical, comparable, identity, title_of, unmapped
@@ -30,8 +29,9 @@ Mode = Literal["copy", "mirror"]
 
 
 def seg(value: str) -> str:
-    """One path segment (ids are url-safe, names of custom fields and slugs may not be)."""
-    return quote(str(value), safe="")
+    """One path segment (ids are url-safe, names of custom fields and slugs may not be; an
+    id `.` or `..` is sent `%2E` / `%2E%2E`, never as a dot segment): `catalog.segment`."""
+    return segment(value)
 
 
 @dataclass(frozen=True)
