@@ -1,14 +1,26 @@
-"""The `syncd` command line: one typer app, each command group in `syncd.commands`."""
+"""The `syncd` command line: one typer app, each command group in `syncd.commands`.
+
+`main` is the last line of defence of "one line, not a traceback": a SyncdError is printed
+as one clean line (control characters and escape sequences of server text removed, secrets
+masked) with its exit code; so are the failures the world causes rather than syncd, even
+when they arrive raw or inside an exception group: a file system that is full (exit 1) or
+read-only / not writable (exit 2), a damaged state file (exit 2), input nested too deeply to
+parse (exit 1). Anything else is a bug and keeps its traceback. Everything the command
+creates is private (umask 077 while it runs, see `syncd.files`).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import sqlite3
 import sys
 from typing import Any
 
 import typer
 
 from syncd.errors import SyncdError
+from syncd.files import private_umask, storage_error
 
 app = typer.Typer(
     name="syncd",
@@ -66,9 +78,58 @@ def _click_modules() -> list[Any]:
     return found
 
 
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def known_failure(exc: BaseException) -> SyncdError | None:
+    """The one-line error for `exc` when it is one the user can act on (module docstring);
+    an exception group counts when every exception in it does (the first one is told)."""
+    from syncd.mirror.store import database_failure
+
+    if isinstance(exc, BaseExceptionGroup):
+        leaves = [leaf for leaf in _leaves(exc) if not isinstance(leaf, asyncio.CancelledError)]
+        failures = [known_failure(leaf) for leaf in leaves]
+        if failures and all(failure is not None for failure in failures):
+            return failures[0]
+        return None
+    if isinstance(exc, SyncdError):
+        return exc
+    if isinstance(exc, RecursionError):
+        return SyncdError(
+            "input nested too deeply to be read (a JSON answer or file hundreds of thousands of levels deep); "
+            "run with --log-level debug for the details"
+        )
+    if isinstance(exc, OSError):
+        return storage_error(exc)
+    if isinstance(exc, sqlite3.DatabaseError):
+        return database_failure("a state file", exc)
+    return None
+
+
+def _interrupted(exc: BaseException) -> bool:
+    return isinstance(exc, BaseExceptionGroup) and any(isinstance(leaf, KeyboardInterrupt) for leaf in _leaves(exc))
+
+
+def error_line(exc: BaseException) -> str:
+    """`syncd: error: ...` on one line: no control characters, no secrets."""
+    from syncd.logging import redact_text
+    from syncd.safe_text import one_line
+
+    return f"syncd: error: {redact_text(one_line(str(exc)))}"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; a SyncdError becomes one line on stderr and its exit code."""
+    """Run the CLI; a SyncdError (or a failure of the world, module docstring) becomes one
+    line on stderr and its exit code."""
     _register()
+    with private_umask():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         code = app(args=argv, standalone_mode=False)
         if code == 130:  # typer turns Ctrl-C into this status
@@ -76,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(code, int):
             return code
     except SyncdError as exc:
-        print(f"syncd: error: {exc}", file=sys.stderr)
+        print(error_line(exc), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("syncd: interrupted", file=sys.stderr)
@@ -85,7 +146,17 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
-    except Exception as exc:  # click usage errors and the like
+    except BaseException as exc:  # click usage errors, and failures the world causes
+        if not isinstance(exc, Exception) and not isinstance(exc, BaseExceptionGroup):
+            raise
+        if _interrupted(exc):
+            print("syncd: interrupted", file=sys.stderr)
+            return 130
+        failure = known_failure(exc)
+        if failure is not None:
+            _log_cause(exc)
+            print(error_line(failure), file=sys.stderr)
+            return failure.exit_code
         for module in _click_modules():
             if isinstance(exc, module.ClickException):
                 exc.show()
@@ -95,6 +166,16 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
         raise
     return 0
+
+
+def _log_cause(exc: BaseException) -> None:
+    """The traceback behind a one-line error, at debug level (`--log-level debug`)."""
+    from syncd.logging import get_logger
+
+    try:
+        get_logger("syncd.cli").debug("error.cause", exc_info=exc)
+    except RecursionError:  # a traceback too deep to render
+        pass
 
 
 if __name__ == "__main__":

@@ -15,6 +15,11 @@ Exceptions are rendered to text BEFORE redaction, so tracebacks are scrubbed too
 objects are turned into strings before redaction for the same reason. Records of stdlib
 `logging` are also scrubbed when they are created, so handlers that are not ours (a
 library's, pytest's) see them redacted as well.
+
+Console lines are for terminals, and values often quote the server (titles, error messages):
+escape sequences and control characters are removed from them (`syncd.safe_text.clean`),
+and a line break inside a value becomes a space, so one event stays one line (a rendered
+traceback keeps its lines). JSON lines need nothing more: JSON escapes control characters.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ import structlog
 from pydantic import SecretStr
 from structlog.typing import EventDict, Processor, WrappedLogger
 
+from syncd.safe_text import clean
+
 __all__ = [
     "LOG_OPTIONS",
     "MASK",
@@ -44,6 +51,7 @@ __all__ = [
     "redact_processor",
     "redact_text",
     "register_secret",
+    "terminal_processor",
 ]
 
 MASK = "********"
@@ -184,6 +192,23 @@ def redact_processor(logger: WrappedLogger, method_name: str, event_dict: EventD
     return out
 
 
+_MULTILINE_KEYS = frozenset({"exception", "stack"})
+
+
+def _terminal_text(value: str, multiline: bool) -> str:
+    return clean(value, newlines=multiline)
+
+
+def terminal_processor(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+    """structlog processor for console lines: string values without escape sequences or
+    control characters, one line each (tracebacks keep their lines). Values that are not
+    strings are rendered with repr(), which escapes control characters itself."""
+    return {
+        key: _terminal_text(value, key in _MULTILINE_KEYS) if isinstance(value, str) and key not in _META_KEYS else value
+        for key, value in event_dict.items()
+    }
+
+
 def _render_exc_info(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
     """Turn exc_info/stack_info into text now, so the redactor sees the traceback."""
     event_dict = structlog.processors.StackInfoRenderer()(logger, method_name, event_dict)
@@ -250,10 +275,12 @@ def configure_logging(
     out = stream if stream is not None else sys.stderr
 
     renderer: Processor
+    for_terminal: list[Processor] = []
     if fmt == "json":
         timestamper = structlog.processors.TimeStamper(fmt="iso", utc=True)
         renderer = structlog.processors.JSONRenderer()
     else:
+        for_terminal.append(terminal_processor)
         timestamper = structlog.processors.TimeStamper(fmt="%H:%M:%S", utc=False)
         isatty = getattr(out, "isatty", None)
         renderer = structlog.dev.ConsoleRenderer(
@@ -288,6 +315,7 @@ def configure_logging(
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
             _render_exc_info,
             redact_processor,
+            *for_terminal,
             renderer,
         ],
     )

@@ -1,4 +1,7 @@
-"""Progress of long work: a live rich line on a terminal, periodic log lines elsewhere."""
+"""Progress of long work: a live rich line on a terminal, periodic log lines elsewhere.
+
+The line is a rich Text (never read as markup) and cleaned of control characters
+(`syncd.safe_text`): its label names what the user or the server named."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from rich.text import Text
 from syncd.api import TenantClient
 from syncd.crawl import CrawlStats
 from syncd.logging import get_logger
+from syncd.safe_text import clean
 
 log = get_logger("syncd.progress")
 
@@ -23,7 +27,7 @@ class LiveLine:
     `log_every` seconds otherwise (so a daemon or CI log shows it too)."""
 
     def __init__(self, label: str, console: Console | None = None, log_every: float = 5.0) -> None:
-        self.label = label
+        self.label = clean(label)
         self.console = console or Console(stderr=True)
         self.interactive = self.console.is_terminal and sys.stderr.isatty()
         self.log_every = log_every
@@ -41,6 +45,7 @@ class LiveLine:
             self._live.__exit__(exc_type, exc, tb)
 
     def show(self, line: str) -> None:
+        line = clean(line)
         now = time.monotonic()
         if self._live is not None:
             if now - self._last >= 0.2:

@@ -120,6 +120,9 @@ def test_read_only_media_for_a_user_who_cannot_write_there(backup: Backup) -> No
         root = Path(top)
         root.chmod(0o755)
         db = media_copy(backup, root / "media")
+        # syncd writes its files private (0600/0700); media brought from elsewhere may be readable by all.
+        for path in [root / "media", *(root / "media").rglob("*")]:
+            path.chmod(stat.S_IMODE(path.stat().st_mode) | (0o055 if path.is_dir() else 0o044))
         out_parent = root / "exports"
         out_parent.mkdir(mode=0o777)
         out_parent.chmod(0o777)

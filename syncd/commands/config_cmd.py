@@ -1,4 +1,7 @@
-"""`syncd config ...`: look at the effective configuration before trusting a daemon with it."""
+"""`syncd config ...`: look at the effective configuration before trusting a daemon with it.
+
+Values come from a file and the environment: they are shown through `syncd.safe_text`
+(never read as markup, no control characters), secrets masked."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from syncd.config import (
     load_settings,
 )
 from syncd.logging import redact, redact_text
+from syncd.safe_text import cell, markup
 
 app = typer.Typer(
     help="Inspect and validate syncd's configuration.",
@@ -73,18 +77,18 @@ def _kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
     table.add_column("setting", style="bold")
     table.add_column("value")
     for key, value in rows:
-        table.add_row(key, redact_text(value))
+        table.add_row(key, cell(redact_text(value)))
     return table
 
 
 def _print_pretty(settings: Settings, env: Mapping[str, str] | None) -> None:
     """Tables for people: general, tenants, jobs, daemon."""
-    console = Console(highlight=False, soft_wrap=False)
+    console = Console(highlight=False, soft_wrap=False, emoji=False)
     source = str(settings.config_file) if settings.config_file else "no file"
     names = _env_names(os.environ if env is None else env)
-    console.print(f"[bold]configuration[/bold]: {source}", soft_wrap=True)
+    console.print(f"[bold]configuration[/bold]: {markup(source)}", soft_wrap=True)
     console.print(
-        f"[bold]environment[/bold]: {', '.join(names) if names else 'no SYNCD_* variables'}", soft_wrap=True
+        f"[bold]environment[/bold]: {markup(', '.join(names)) if names else 'no SYNCD_* variables'}", soft_wrap=True
     )
     console.print()
     retry = settings.retry
@@ -112,7 +116,7 @@ def _print_pretty(settings: Settings, env: Mapping[str, str] | None) -> None:
         tenants.add_column(column, overflow="fold")
     for name, tenant in sorted(settings.tenants.items()):
         tenants.add_row(
-            name, redact_text(tenant.base_url), TOKEN_MASK, redact_text(tenant.token_source), str(tenant.concurrency)
+            cell(name), cell(redact_text(tenant.base_url)), TOKEN_MASK, cell(redact_text(tenant.token_source)), str(tenant.concurrency)
         )
     if not settings.tenants:
         tenants.add_row("(none)", "", "", "", "")
@@ -135,12 +139,12 @@ def _print_pretty(settings: Settings, env: Mapping[str, str] | None) -> None:
         if job.full_every is not None:
             options.append(f"full_every={format_duration(job.full_every) if job.full_every else 'never'}")
         jobs.add_row(
-            job.name,
-            job.kind,
-            str(job.source),
-            str(job.target) if job.target else "",
-            job.schedule.describe() if job.schedule else "on trigger only",
-            " ".join(options),
+            cell(job.name),
+            cell(job.kind),
+            cell(str(job.source)),
+            cell(str(job.target) if job.target else ""),
+            cell(job.schedule.describe() if job.schedule else "on trigger only"),
+            cell(" ".join(options)),
         )
     if not settings.jobs:
         jobs.add_row("(none)", "", "", "", "", "")

@@ -6,7 +6,8 @@ readable folder, a mirror sync, a cheap re-sync of the unchanged tenant, a sync 
 rename, and a copy of an organization into an empty one, verified, then applied again to
 show that nothing is left to do, and a restore of the backup into another empty organization
 (content served by syncd's content source). Everything it writes goes under `--out`
-(default `state/demo/`).
+(default `state/demo/`), private (0700/0600) like all syncd writes; what the emulator says
+is printed through `syncd.safe_text`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ import typer
 from rich.console import Console
 
 from syncd.errors import UsageError
+from syncd.files import private_dir, write_private
+from syncd.safe_text import markup
+from syncd.safe_text import console as make_console
 
 DEMO_TOKEN = "demo-token"
 DEMO_TENANT = "demo"
@@ -29,7 +33,8 @@ DEMO_TENANT = "demo"
 
 def _write_config(out: Path, url: str) -> Path:
     config = out / "syncd.toml"
-    config.write_text(
+    write_private(
+        config,
         f'state_dir = "{out.as_posix()}"\n\n[tenants.{DEMO_TENANT}]\nbase_url = "{url}"\ntoken = "{DEMO_TOKEN}"\nconcurrency = 16\n'
     )
     return config
@@ -110,7 +115,7 @@ async def _run(generate: str, seed: int, out: Path, console: Console) -> None:
             figures = ", ".join(
                 f"{value} {label}" for value, label in ((requests, "requests"), (objects, "objects"), (changes, "changes")) if value
             )
-            console.print(f"{next(steps)}. {step}{': ' + figures if figures else ''} in {seconds}s\n   {note}")
+            console.print(f"{next(steps)}. {markup(step)}{': ' + figures if figures else ''} in {seconds}s\n   {markup(note)}")
 
         clock = time.perf_counter()
         bk = await backup(settings, one_org, out / "backup.db", with_files=True, overwrite=True)
@@ -145,7 +150,7 @@ async def _run(generate: str, seed: int, out: Path, console: Console) -> None:
         if params["empty_orgs"] >= 2:
             await _restore(settings, out / "backup.db", generated.org_ids[-2], db, row)
     console.print(f"done in {time.perf_counter() - started:.1f}s. Look around:")
-    console.print(f"   syncd status --db {db}\n   syncd diff --db {db}\n   ls {out / 'export'}")
+    console.print(f"   syncd status --db {markup(db)}\n   syncd diff --db {markup(db)}\n   ls {markup(out / 'export')}")
 
 
 def demo(
@@ -161,9 +166,9 @@ def demo(
         if not (out / "syncd.toml").exists():
             raise UsageError(f"{out} exists and was not made by `syncd demo`: choose another --out")
         shutil.rmtree(out)
-    out.mkdir(parents=True)
+    private_dir(out)
     from syncd.logging import LOG_OPTIONS, configure_logging
 
     if "level" not in LOG_OPTIONS:  # the report is the demo's output: log lines only for warnings (--log-level to see more)
         configure_logging(LOG_OPTIONS.get("format", "console"), "warning")  # type: ignore[arg-type]
-    anyio.run(_run, generate, seed, out, Console())
+    anyio.run(_run, generate, seed, out, make_console())

@@ -8,6 +8,7 @@ import json
 import typer
 
 from syncd.errors import UsageError
+from syncd.safe_text import clean
 
 app = typer.Typer(help="Run the built-in emulator of the Documentation Management API.", no_args_is_help=True)
 
@@ -67,9 +68,9 @@ def serve(
             return
         print(f"emulator serving {url}/v1 (admin: {url}/_emulator), profile {profile}", flush=True)
         for org in report["organizations"]:
-            print(f"  organization {org['id']}  {org['title']}", flush=True)
+            print(f"  organization {clean(org['id'])}  {clean(org['title'])}", flush=True)
         for tok, orgs in result.tokens.items():
-            print(f"  token {tok}  sees {len(orgs)} organization(s)", flush=True)
+            print(f"  token {clean(tok)}  sees {len(orgs)} organization(s)", flush=True)
         counts = ", ".join(f"{n} {k}" for k, n in report["objects"].items())
         print(f"  objects: {counts}", flush=True)
 

@@ -5,6 +5,9 @@ Exit codes, like the tools people trust: `mirror plan` exits 2 when changes are 
 the target equals the source afterwards apart from what the plan announced as skips (and a
 copy left nothing in the source), 1 when differences remain; 2 for bad arguments or a refused
 plan (deletes beyond --max-delete, a source that looks empty).
+
+Titles, reasons and messages come from the organizations: they are printed through
+`syncd.safe_text` (never read as markup, no control characters).
 """
 
 from __future__ import annotations
@@ -16,20 +19,20 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from syncd.commands.read_cmds import ConfigOption, DbOption, settings_and_ref
 from syncd.config import Settings, TargetRef, load_settings, parse_target_ref
 from syncd.progress import CopyDisplay, CrawlProgress
+from syncd.safe_text import clean, markup
+from syncd.safe_text import console as make_console
 
 if TYPE_CHECKING:
     from syncd.copy import CopyReport, Plan, Verification
     from syncd.copy.sides import Source
 
 app = typer.Typer(help="Copy or mirror an organization into another (same tenant or another).", no_args_is_help=True)
-console = Console(soft_wrap=True)
+console = make_console(soft_wrap=True)
 
 EXIT_DIFFERENT = 1
 EXIT_PENDING = 2
@@ -72,7 +75,7 @@ def print_plan(the_plan: Plan) -> None:
         for action in ACTIONS:
             table.add_column(action, justify="right")
         for kind in sorted(counts):
-            table.add_row(escape(kind), *(str(counts[kind].get(action, "")) or "" for action in ACTIONS))
+            table.add_row(markup(kind), *(str(counts[kind].get(action, "")) or "" for action in ACTIONS))
         totals = {action: sum(c.get(action, 0) for c in counts.values()) for action in ACTIONS}
         table.add_row("[bold]total[/bold]", *(f"[bold]{totals[a]}[/bold]" for a in ACTIONS))
         console.print(table)
@@ -80,37 +83,42 @@ def print_plan(the_plan: Plan) -> None:
         console.print("no operations: the target is up to date")
     for op in the_plan.ops:
         if op.action == "settle":
-            console.print(f"  settle {escape(op.kind)} {escape(repr(op.title))}: " + escape("; ".join(op.preview[:6]) + (" ..." if len(op.preview) > 6 else "")))
+            console.print(f"  settle {markup(op.kind)} {markup(repr(op.title))}: " + markup("; ".join(op.preview[:6]) + (" ..." if len(op.preview) > 6 else "")))
     for skip in the_plan.skips[:30]:
-        console.print(f"  [yellow]skip[/yellow] {escape(skip.kind)} {escape(repr(skip.title))}: {escape(skip.reason)}")
+        console.print(f"  [yellow]skip[/yellow] {markup(skip.kind)} {markup(repr(skip.title))}: {markup(skip.reason)}")
     if len(the_plan.skips) > 30:
         console.print(f"  ... and {len(the_plan.skips) - 30} more skips (`mirror plan --json` lists them all)")
     for warning in the_plan.warnings:
-        console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+        console.print(f"[yellow]warning:[/yellow] {markup(warning)}")
     if the_plan.refused:
-        console.print(f"[red]refused:[/red] {escape(the_plan.refused)}")
+        console.print(f"[red]refused:[/red] {markup(the_plan.refused)}")
+
+
+def _say(text: str) -> None:
+    """Print text that quotes the organizations as it is: no markup, no control characters."""
+    console.print(clean(text, newlines=True), markup=False, highlight=False)
 
 
 def print_verification(result: Verification, residue: list[Any]) -> None:
     from syncd.copy.verify import render
 
     for line in render(result, limit=50):
-        console.print(line, markup=False, highlight=False)
+        _say(line)
     for entry in residue:
-        console.print(f"! {entry.kind} {entry.title!r} ({entry.source_id}): {entry.note}", markup=False, highlight=False)
+        _say(f"! {entry.kind} {entry.title!r} ({entry.source_id}): {entry.note}")
 
 
 def print_report(report: CopyReport) -> None:
     for line in report.settled:
-        console.print(f"settled: {line}", markup=False, highlight=False)
+        _say(f"settled: {line}")
     if report.plans:
         print_plan(report.plans[0])
     for round_ in report.rounds:
-        console.print(round_.line(), markup=False, highlight=False)
+        _say(round_.line())
         if round_.apply is not None and (round_.apply.failed or round_.apply.skipped or round_.apply.notes):
-            console.print(round_.apply.summary(limit=15), markup=False, highlight=False)
+            _say(round_.apply.summary(limit=15))
     for warning in report.warnings:
-        console.print(f"warning: {warning}", markup=False, highlight=False)
+        _say(f"warning: {warning}")
     print_verification(report.verification, report.residue)
 
 
@@ -139,7 +147,7 @@ def run_dry(settings: Settings, source: Source, target: TargetRef, db: Path, *, 
     lines = dry_run_lines(the_plan, reading.idmap)
     console.print(f"dry run: {len(lines)} steps would be sent, nothing was written", markup=False)
     for line in lines:
-        console.print(f"  {line}", markup=False, highlight=False)
+        _say(f"  {line}")
     return EXIT_PENDING if the_plan.ops else 0
 
 

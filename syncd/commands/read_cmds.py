@@ -2,7 +2,11 @@
 
 Exit codes: 0 done; 1 an error; 2 bad configuration or arguments; 3 the crawl finished
 partial (something could not be read: what was read is merged, nothing unread is deleted);
-130 interrupted (the previous snapshot stays current).
+130 interrupted (the previous snapshot stays current). A damaged state file is exit 2, a full
+disk 1, a read-only or unwritable place 2 (one line each, see `syncd.cli`).
+
+Everything shown that came from the server or a file (titles, ids, error messages, paths)
+goes through `syncd.safe_text`: never read as markup, no control characters.
 """
 
 from __future__ import annotations
@@ -14,7 +18,6 @@ from typing import Any
 
 import anyio
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from syncd.config import Settings, TargetRef, load_settings, parse_target_ref
@@ -22,13 +25,15 @@ from syncd.crawl import CrawlResult
 from syncd.errors import UsageError
 from syncd.mirror import ChangeSummary, Mirror, MirrorError, summarise
 from syncd.progress import CrawlProgress
+from syncd.safe_text import cell, markup
+from syncd.safe_text import console as make_console
 
 EXIT_PARTIAL = 3
 MISSING_SHOWN = 20
 ConfigOption = typer.Option(None, "--config", "-c", help="Configuration file (default: config/syncd.toml when present).")
 DbOption = typer.Option(None, "--db", help="Mirror file (default: STATE_DIR/syncd.db).")
 
-console = Console()
+console = make_console()
 
 
 def settings_and_ref(config: Path | None, ref: str) -> tuple[Settings, TargetRef]:
@@ -43,12 +48,12 @@ def existing_db(path: Path) -> Path:
 
 
 def summary_table(summary: ChangeSummary, title: str) -> Table:
-    table = Table(title=title)
+    table = Table(title=cell(title))
     table.add_column("kind")
     for op in ("created", "updated", "moved", "deleted"):
         table.add_column(op, justify="right")
     for kind, *counts in summary.rows():
-        table.add_row(kind, *(str(n) if n else "" for n in counts))
+        table.add_row(cell(kind), *(str(n) if n else "" for n in counts))
     totals = summary.by_op()
     table.add_row("[bold]total[/bold]", *(f"[bold]{totals.get(op, 0)}[/bold]" for op in ("created", "updated", "moved", "deleted")))
     return table
@@ -61,14 +66,14 @@ def report_crawl(result: CrawlResult, requests: int, label: str) -> int:
     if result.summary:
         console.print(summary_table(result.summary, f"{label}: changes in run {result.run}"))
     else:
-        console.print(f"{label}: no changes (run {result.run})")
+        console.print(f"{markup(label)}: no changes (run {result.run})")
     console.print(
-        f"run {result.run} {result.status}: {objects} objects read with {requests} requests, "
+        f"run {result.run} {markup(result.status)}: {objects} objects read with {requests} requests, "
         f"{stats.skipped_scopes} unchanged spaces skipped, {stats.failed_listings} listings failed"
     )
     if result.status != "complete":
         for error in stats.errors[:10]:
-            console.print(f"  [yellow]could not read[/yellow] {error}")
+            console.print(f"  [yellow]could not read[/yellow] {markup(error)}")
         console.print("[yellow]partial run: what could not be read keeps its previous state; run sync again to retry it[/yellow]")
         return EXIT_PARTIAL
     return 0
@@ -120,7 +125,7 @@ def diff(
     if len(run) > 2:
         raise UsageError("give --run at most twice (A then B)")
     db_path = existing_db(db or default_db(load_settings(config)))
-    with Mirror(db_path) as mirror:
+    with Mirror(db_path, readonly=True) as mirror:  # only read: works on read-only media, beside a writer
         run_a, run_b = _pick_runs(mirror, run[0] if len(run) == 2 else None, run[-1] if run else None)
         changes = mirror.diff(run_a, run_b)
     if as_json:
@@ -136,7 +141,7 @@ def diff(
     for column in ("op", "kind", "title", "id"):
         table.add_column(column)
     for change in changes[:200]:
-        table.add_row(change["op"], change["kind"], change.get("title") or "", change["id"])
+        table.add_row(cell(change["op"]), cell(change["kind"]), cell(change.get("title") or ""), cell(change["id"]))
     console.print(table)
     if len(changes) > 200:
         console.print(f"... and {len(changes) - 200} more (use --json for all)")
@@ -161,9 +166,9 @@ def status(
         print(json.dumps({"runs": runs, "objects": counts}, indent=2, default=str))
         return
     if not runs:
-        console.print(f"no runs yet in {db_path}")
+        console.print(f"no runs yet in {markup(db_path)}")
         return
-    table = Table(title=f"runs in {db_path}")
+    table = Table(title=cell(f"runs in {db_path}"))
     for column in ("run", "job", "scope", "started", "status", "objects", "requests", "changes", "errors"):
         table.add_column(column)
     for r in runs:
@@ -171,10 +176,10 @@ def status(
         changes = (stats.get("mirror") or {}).get("changes")
         table.add_row(
             str(r["id"]),
-            r["job"],
-            r["scope_ref"],
-            str(r["started_at"])[:19],
-            r["status"] + (f" ({r['reason']})" if r.get("reason") else ""),
+            cell(r["job"]),
+            cell(r["scope_ref"]),
+            cell(str(r["started_at"])[:19]),
+            cell(r["status"] + (f" ({r['reason']})" if r.get("reason") else "")),
             str(sum((stats.get("objects") or {}).values()) or ""),
             str(stats.get("requests", "")),
             str(sum(sum(ops.values()) for ops in changes.values())) if isinstance(changes, dict) else "",
@@ -182,7 +187,7 @@ def status(
         )
     console.print(table)
     for tenant, kinds in counts.items():
-        console.print(f"{tenant}: {sum(kinds.values())} current objects in {len(kinds)} kinds")
+        console.print(f"{markup(tenant)}: {sum(kinds.values())} current objects in {len(kinds)} kinds")
 
 
 def backup(
@@ -207,11 +212,11 @@ def backup(
             lambda: run_backup(settings, ref, out, with_files=with_files, overwrite=overwrite, force=force, on_progress=progress.update)
         )
     stats = result.crawl.stats
-    console.print(f"backup of {ref} written to {result.path}: {sum(stats.objects.values())} objects, {result.requests} requests")
+    console.print(f"backup of {markup(ref)} written to {markup(result.path)}: {sum(stats.objects.values())} objects, {result.requests} requests")
     code = 0
     if result.crawl.status != "complete":
         for error in stats.errors[:10]:
-            console.print(f"  [yellow]could not read[/yellow] {error}")
+            console.print(f"  [yellow]could not read[/yellow] {markup(error)}")
         console.print("[yellow]the backup is partial: what could not be read is missing from it[/yellow]")
         code = EXIT_PARTIAL
     if result.emptier is not None:
@@ -224,10 +229,10 @@ def backup(
         files = result.files
         console.print(
             f"files: {files.downloaded} downloaded, {files.skipped} already present, {len(files.failed)} failed, "
-            f"{files.bytes} bytes in {blobs_dir(result.path)}"
+            f"{files.bytes} bytes in {markup(blobs_dir(result.path))}"
         )
         for row_id, reason in list(files.failed.items())[:10]:
-            console.print(f"  [yellow]file {row_id}[/yellow]: {reason}")
+            console.print(f"  [yellow]file {markup(row_id)}[/yellow]: {markup(reason)}")
         if files.failed:
             code = EXIT_PARTIAL
     raise typer.Exit(code)
@@ -248,7 +253,7 @@ def export(
     report = export_mirror(source, out_dir, tenant=tenant, org=org, force=force)
     console.print(
         f"exported {report.organizations} organization(s), {report.spaces} spaces, {report.pages} pages, "
-        f"{report.change_requests} change requests, {report.assets} file binaries to {out_dir}: {report.files} files "
+        f"{report.change_requests} change requests, {report.assets} file binaries to {markup(out_dir)}: {report.files} files "
         f"({report.written} written, {report.removed} removed)"
     )
     missing = report.missing_binaries
@@ -258,6 +263,6 @@ def export(
             "include them); pages still link to where they would be:"
         )
         for path in missing[:MISSING_SHOWN]:
-            console.print(f"  [yellow]missing[/yellow] {path}", soft_wrap=True)
+            console.print(f"  [yellow]missing[/yellow] {markup(path)}", soft_wrap=True)
         if len(missing) > MISSING_SHOWN:
             console.print(f"  ... and {len(missing) - MISSING_SHOWN} more")

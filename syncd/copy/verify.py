@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from syncd.ordering import moved_items
+from syncd.safe_text import clean
 from syncd.copy.model import IdMap, Node, Snapshot
 from syncd.copy.ops import Skip
 from syncd.copy.rules import (
@@ -126,7 +127,9 @@ SYMBOLS = {"identical": "=", "missing": "+", "extra": "-", "different": "*", "er
 
 def render(verification: Verification, *, identical: bool = False, limit: int | None = None) -> list[str]:
     """Text lines: one per object (identical ones only when asked), the differing fields
-    under each different one, then a summary line."""
+    under each different one, then a summary line. Safe for a terminal: titles and values are
+    repr()s, other text from the organizations is cleaned of control characters
+    (`syncd.safe_text`); print the lines with markup off."""
     lines: list[str] = []
     for bucket in ("missing", "extra", "different", "errors", "excused", "identical"):
         if bucket == "identical" and not identical:
@@ -134,10 +137,10 @@ def render(verification: Verification, *, identical: bool = False, limit: int | 
         entries: list[Entry] = getattr(verification, bucket)
         shown = entries if limit is None else entries[:limit]
         for entry in shown:
-            label = f"{SYMBOLS[bucket]} {entry.kind} {entry.title!r}"
-            ids = entry.source_id if entry.source_id else ""
+            label = f"{SYMBOLS[bucket]} {clean(entry.kind)} {entry.title!r}"
+            ids = clean(entry.source_id) if entry.source_id else ""
             if entry.target_id:
-                ids += f" -> {entry.target_id}" if ids else entry.target_id
+                ids += f" -> {clean(entry.target_id)}" if ids else clean(entry.target_id)
             line = f"{label} ({ids})" if ids else label
             if bucket == "missing":
                 line += ": missing on the target"
@@ -146,10 +149,10 @@ def render(verification: Verification, *, identical: bool = False, limit: int | 
             elif bucket == "excused":
                 line += ": announced by the plan"
             if entry.note:
-                line += f": {entry.note}"
+                line += f": {clean(entry.note)}"
             lines.append(line)
             for name, (src, tgt) in entry.fields.items():
-                lines.append(f"    {name}: source {_short(src)}, target {_short(tgt)}")
+                lines.append(f"    {clean(name)}: source {_short(src)}, target {_short(tgt)}")
         if limit is not None and len(entries) > limit:
             lines.append(f"  ... and {len(entries) - limit} more {bucket}")
     c = verification.counts()

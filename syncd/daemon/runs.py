@@ -3,7 +3,8 @@
 Persisted so that `GET /runs/{id}` and the jobs' last start times survive a restart (a
 restart does not rerun a job that has just run), and bounded in memory so a daemon that
 runs for months does not grow: only the latest runs are held, the rest are read back on
-demand.
+demand. The file (and its -wal and -shm) is private, 0600, when the daemon creates it: run
+errors quote what the API said.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Literal
 
 import sqlite_utils
 
+from syncd.files import create_private
 from syncd.logging import get_logger
 
 __all__ = ["OUTCOMES", "Outcome", "RunLog", "RunRecord"]
@@ -103,6 +105,7 @@ class RunLog:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        create_private(path)  # SQLite gives -wal and -shm the file's mode
         self.db = sqlite_utils.Database(sqlite3.connect(str(path), isolation_level=None))
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db["runs"].create(

@@ -5,6 +5,8 @@ writing. Whoever holds this lock knows every `running` run it does not own is de
 recovering it (dropping its staged rows) is safe. An advisory `flock` on `<file>.lock` is
 released by the kernel when its holder dies, however it dies. Readers need no lock (WAL).
 The lock is held only while runs are open, so a daemon and a one-off command take turns.
+The lock file is created 0600 (`syncd.files`); a place where it cannot be created (read-only,
+full, not ours) is a one-line StorageError.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from syncd.errors import SyncdError
+from syncd.files import open_private, storage_error
 from syncd.mirror.errors import MirrorBusyError
 
 try:  # pragma: no cover - the import only fails on Windows
@@ -45,7 +48,10 @@ class WriterLock:
         if self._fd is not None or fcntl is None:
             return
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fd = open_private(self.path, os.O_RDWR)
+            except OSError as exc:
+                raise (storage_error(exc, doing="create the lock file") or exc) from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

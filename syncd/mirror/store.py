@@ -36,11 +36,22 @@ switch to WAL, no writer lock, and every write method raises MirrorError. Why tw
   refused in one line (an immutable read would miss them).
 Either way the Mirror reads ONE snapshot: a read transaction is held from the first read
 until `close()`, so a run that finishes meanwhile is not half seen.
+
+Every open checks the whole file first (`PRAGMA quick_check`, about a second per GB): a
+damaged page is an error (MirrorError, one line), not a silently shorter status or export,
+and a damaged file is not written into.
+
+Failures are one line (module `syncd.errors`): an SQLite error met while a Mirror is used in
+a `with` block leaves it as a MirrorError naming the file when the file is damaged (exit 2),
+or a `syncd.files.StorageError` when the disk is full (exit 1) or the place is read-only or not
+writable (exit 2). Files it creates (the state file, its folder, `-wal`, `-shm`, `.lock`) are
+private (0600, 0700), whatever the umask (`syncd.files`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import json
 import os
@@ -56,6 +67,8 @@ from typing import Any, Self, TypeVar
 
 from sqlite_utils import Database
 
+from syncd.errors import SyncdError
+from syncd.files import create_private, private_dir, storage_error
 from syncd.ordering import moved_items
 from syncd.mirror.diff import ChangeSummary, compose, summarise
 from syncd.mirror.errors import MirrorError
@@ -231,6 +244,67 @@ def _connect_readonly(path: Path, immutable: bool, busy_timeout: float) -> sqlit
     return conn
 
 
+def _unwritable_errno(path: Path) -> int | None:
+    """Why `path` (or the folder it would be made in) cannot be written: EROFS, EACCES or None."""
+    place = path if path.exists() else path.parent
+    try:
+        if os.statvfs(place).f_flag & os.ST_RDONLY:
+            return errno.EROFS
+    except OSError:
+        return None
+    return None if os.access(place, os.W_OK) else errno.EACCES
+
+
+def database_failure(path: Path | str, exc: BaseException) -> SyncdError | None:
+    """The one-line error for an SQLite error met on the state file `path` (a Path, or a
+    description when the file is not known): damaged (MirrorError, exit 2), disk full
+    (StorageError, exit 1), read-only or not writable (StorageError, exit 2); None when `exc`
+    is none of these (it stays what it is)."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return None
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    text = str(exc)
+    if name.startswith("SQLITE_FULL") or "disk is full" in text:
+        return storage_error(OSError(errno.ENOSPC, "no space left on the device (the database or disk is full)"), path)
+    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "malformed" in text or "not a database" in text:
+        return MirrorError(
+            f"{path} cannot be read, it is damaged: {text}; restore it from a backup, or sync into a new file (--db)"
+        )
+    if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")) or "readonly database" in text:
+        why = _unwritable_errno(path) if isinstance(path, Path) else None
+        if why is not None:
+            error = storage_error(OSError(why, os.strerror(why)), path, doing="write it")
+            if error is not None:
+                error.args = (f"{error}; `syncd status` and `syncd export` only read a mirror or backup",)
+            return error
+        return MirrorError(f"{path} cannot be opened: {text}")
+    if name.startswith("SQLITE_IOERR") or "disk I/O error" in text:
+        return storage_error(OSError(errno.EIO, text), path) or MirrorError(f"{path}: {text}: check the disk and run again")
+    return None
+
+
+def _check_whole(conn: sqlite3.Connection, path: Path) -> None:
+    """MirrorError (one line) unless SQLite finds every page of the file sound."""
+    try:
+        problems = [str(row[0]) for row in conn.execute("PRAGMA quick_check(3)")]
+    except sqlite3.DatabaseError as exc:
+        failure = database_failure(path, exc)
+        if failure is None:
+            raise
+        raise failure from None
+    if problems != ["ok"]:
+        raise MirrorError(
+            f"{path} cannot be read, it is damaged: database disk image is malformed "
+            f"({'; '.join(problems)[:200]}); restore it from a backup, or sync into a new file (--db)"
+        )
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
 def _json_path(field: str) -> str:
     """`a.b` -> `$."a"."b"`: a JSON path that survives odd characters in key names."""
     return "$" + "".join('."' + part.replace('"', '\\"') + '"' for part in field.split("."))
@@ -267,18 +341,31 @@ class Mirror:
             return
         if not create and not self.path.exists():
             raise MirrorError(f"no state file at {self.path}")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(str(self.path), timeout=busy_timeout, check_same_thread=False)
+        try:
+            # Private from the start: SQLite gives -wal and -shm the mode of the file.
+            private_dir(self.path.parent)
+            create_private(self.path)
+        except OSError as exc:
+            failure = storage_error(exc, doing="create the state file")
+            raise (failure or MirrorError(f"{self.path}: cannot create the state file: {exc.strerror or exc}")) from None
+        try:
+            conn = sqlite3.connect(str(self.path), timeout=busy_timeout, check_same_thread=False)
+        except sqlite3.DatabaseError as exc:
+            raise (database_failure(self.path, exc) or MirrorError(f"{self.path} cannot be opened: {exc}")) from None
         try:
             self.db = Database(conn, execute_plugins=False)
             self.db.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
             self.db.enable_wal()
             self.db.execute("PRAGMA synchronous = NORMAL")  # WAL: safe across crashes of syncd
             self.db.execute("PRAGMA foreign_keys = ON")
+            _check_whole(conn, self.path)
             migrate(self.db, where=str(self.path))
         except sqlite3.DatabaseError as exc:
             conn.close()
-            raise MirrorError(f"{self.path} is not a usable syncd state file: {exc}") from None
+            failure = database_failure(self.path, exc)
+            if isinstance(failure, MirrorError) or failure is None:
+                failure = MirrorError(f"{self.path} is not a usable syncd state file: {exc}")
+            raise failure from None
         except BaseException:
             conn.close()
             raise
@@ -309,6 +396,7 @@ class Mirror:
         try:
             check_readable(self.db, where=str(self.path))
             conn.execute("BEGIN")  # one snapshot for the Mirror's life (deferred: taken at the first read)
+            _check_whole(conn, self.path)
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise MirrorError(f"{self.path} is not a usable syncd mirror or backup: {exc}") from None
@@ -326,9 +414,20 @@ class Mirror:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.close()
-        if exc_type is None:
+        try:
+            self.close()
+        except sqlite3.DatabaseError as failure:
+            if exc is None:
+                raise (database_failure(self.path, failure) or failure) from None
+            # The block's own error says more; runs left open are recovered by the next writer.
+        if exc is None:
             self.check_unchanged()
+            return
+        leaves = _leaves(exc)
+        if all(isinstance(leaf, sqlite3.DatabaseError) for leaf in leaves):  # e.g. from a task group
+            failure = database_failure(self.path, leaves[0])
+            if failure is not None:
+                raise failure from None
 
     def check_unchanged(self) -> None:
         """MirrorError when a file opened `immutable` was written since it was opened: what
@@ -678,7 +777,7 @@ class Mirror:
         names = [column[0] for column in cursor.description]
         for values in cursor:
             row = dict(zip(names, values, strict=True))
-            row["data"] = json.loads(row["data"])
+            row["data"] = self._json(row["data"], f"{row['kind']} {row['id']}")
             yield row
 
     def current_value(self, tenant: str, kind: str, id: str) -> dict[str, Any] | None:
@@ -687,7 +786,7 @@ class Mirror:
             "SELECT data FROM resources WHERE tenant = ? AND kind = ? AND id = ? AND deleted_run IS NULL",
             [tenant, kind, id],
         )
-        return None if data is None else json.loads(data)
+        return None if data is None else self._json(data, f"{kind} {id}")
 
     def current_tokens(self, tenant: str, kind: str, field: str) -> dict[str, Any]:
         """id -> value of `field` (dotted path) of every current object of a kind.
@@ -720,9 +819,19 @@ class Mirror:
 
     # -- runs and changes ------------------------------------------------------------------
 
-    @staticmethod
-    def _run_row(row: dict[str, Any]) -> dict[str, Any]:
-        row["stats"] = json.loads(row["stats"]) if row["stats"] else {}
+    def _json(self, text: str, what: str) -> Any:
+        """`text` decoded; MirrorError (one line) when the file holds something that is not
+        JSON, or JSON nested too deeply to decode (a damaged or hand-made file)."""
+        try:
+            return json.loads(text)
+        except RecursionError:
+            why = "JSON nested too deeply to read"
+        except (TypeError, ValueError) as exc:
+            why = f"not JSON ({exc})"
+        raise MirrorError(f"{self.path}: the data of {what} is {why}: the file is damaged or was not written by syncd")
+
+    def _run_row(self, row: dict[str, Any]) -> dict[str, Any]:
+        row["stats"] = self._json(row["stats"], f"run {row['id']}") if row["stats"] else {}
         return row
 
     def run(self, run: int) -> dict[str, Any] | None:
