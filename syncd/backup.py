@@ -26,6 +26,7 @@ from syncd.blobs import BlobStore, DownloadReport, download_files
 from syncd.config import Settings, TargetRef
 from syncd.crawl import CrawlResult
 from syncd.errors import SyncdError, UsageError
+from syncd.files import private_dir
 from syncd.mirror import FINISHED, Mirror
 from syncd.sync import Progress, sync_into
 
@@ -120,7 +121,7 @@ async def backup(
     if out.exists() and not overwrite:
         raise UsageError(f"{out} exists: choose another --out, or --overwrite to replace it")
     if out.parent and not out.parent.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(out.parent)
     tenant = settings.tenant(ref.tenant).name
     if baseline is None and out.exists():
         baseline = out

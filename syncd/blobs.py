@@ -46,6 +46,7 @@ from tenacity import (
 from yarl import URL
 
 from syncd.errors import SyncdError
+from syncd.files import create_private, private_dir, write_private
 from syncd.logging import get_logger
 
 __all__ = [
@@ -103,7 +104,7 @@ class BlobStore:
             data = json.loads(self.manifest_path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             raise BlobError(f"{self.manifest_path} is unreadable ({exc}); move it away to download again") from None
         if not isinstance(data, dict):
             raise BlobError(f"{self.manifest_path} is not a JSON object; move it away to download again")
@@ -111,10 +112,10 @@ class BlobStore:
 
     def write_manifest(self, manifest: Mapping[str, Mapping[str, Any]]) -> None:
         """Atomically, with sorted keys: the same blobs always give the same bytes."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_dir(self.root)
         text = json.dumps(manifest, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
         temporary = self.root / f".{MANIFEST}.{uuid.uuid4().hex}.tmp"
-        temporary.write_text(text, encoding="utf-8")
+        write_private(temporary, text)
         os.replace(temporary, self.manifest_path)
 
     def has(self, sha256: str, size: int) -> bool:
@@ -127,8 +128,10 @@ class BlobStore:
     def open_temporary(self) -> Path:
         """A fresh path for a download in progress, on the blobs' file system."""
         folder = self.root / ".tmp"
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder / uuid.uuid4().hex
+        private_dir(folder)
+        path = folder / uuid.uuid4().hex
+        create_private(path)
+        return path
 
     def store(self, temporary: Path, sha256: str) -> Path:
         """Move a verified download to its content address (a blob already there wins)."""
@@ -136,7 +139,7 @@ class BlobStore:
         if final.is_file():
             temporary.unlink(missing_ok=True)
             return final
-        final.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(final.parent)
         os.replace(temporary, final)
         return final
 

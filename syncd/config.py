@@ -54,6 +54,7 @@ from pydantic_settings.sources.utils import parse_env_vars
 
 from syncd.errors import ConfigError
 from syncd.logging import register_secret
+from syncd.safe_text import check_secret
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
@@ -307,6 +308,8 @@ class TenantConfig(_Model):
     def _token_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None and not value.get_secret_value().strip():
             raise ValueError("must not be empty")
+        if value is not None:
+            check_secret(value.get_secret_value().strip())
         return SecretStr(value.get_secret_value().strip()) if value is not None else None
 
     @field_validator("token_env")
@@ -382,6 +385,7 @@ class TenantConfig(_Model):
                 ) from None
             if not value:
                 raise ConfigError(f"{where}.token_file: {self.token_file} is empty")
+        check_secret(value, f"{where}.token_env" if self.token_env is not None else f"{where}.token_file")
         register_secret(value)
         return SecretStr(value)
 
@@ -557,6 +561,8 @@ class DaemonConfig(_Model):
         # Trimmed like tenant tokens: a space or the newline of a file or variable is not part of it.
         if value is not None and not value.get_secret_value().strip():
             raise ValueError("must not be empty")
+        if value is not None:
+            check_secret(value.get_secret_value().strip())
         return SecretStr(value.get_secret_value().strip()) if value is not None else None
 
     @field_validator("allowed_hosts")

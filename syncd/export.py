@@ -75,6 +75,7 @@ of the export (`_Plan`) counts what it would remove.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -94,6 +95,7 @@ from urllib.parse import unquote
 from syncd.backup import blobs_dir
 from syncd.blobs import BlobStore
 from syncd.errors import SyncdError
+from syncd.files import PRIVATE_FILE, private_dir, storage_error
 from syncd.mirror import FINISHED, Mirror, MirrorError
 
 __all__ = [
@@ -418,6 +420,27 @@ def _sha256_of(path: Path) -> str:
 # ----- the output directory --------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def _writing(temporary: Path, path: Path) -> Iterator[None]:
+    """A full or read-only disk while writing `path` is a one-line StorageError naming it,
+    and the temporary file is removed: nothing half-written stays behind."""
+    try:
+        yield
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise (storage_error(exc, path, doing="write") or exc) from None
+
+
+def _chunks(source: Path) -> Iterator[bytes | None]:
+    """The bytes of `source` in 64 KiB pieces, then None if reading it failed."""
+    try:
+        with open(source, "rb") as stream:
+            while chunk := stream.read(1 << 16):
+                yield chunk
+    except OSError:
+        yield None
+
+
 class _Tree:
     """Writes files under `root` and removes, at the end, the files it did not write.
 
@@ -443,7 +466,7 @@ class _Tree:
             if path.is_symlink() or (path.exists() and not path.is_dir()):
                 path.unlink()
             if not path.exists():
-                path.mkdir()
+                private_dir(path)
             self._dirs.add(parts[:depth])
         return path
 
@@ -473,7 +496,7 @@ class _Tree:
         temporary = path.with_name(f".{path.name}.syncd-tmp")
         temporary.unlink(missing_ok=True)
         # O_EXCL: never write through a symlink someone left at the temporary name.
-        return temporary, os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+        return temporary, os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), PRIVATE_FILE)
 
     def write(self, parts: tuple[str, ...], content: str | bytes) -> None:
         data = _encode(content) if isinstance(content, str) else content
@@ -481,9 +504,10 @@ class _Tree:
         if path.is_file() and not path.is_symlink() and path.stat().st_size == len(data) and path.read_bytes() == data:
             return
         temporary, fd = self._temporary(path)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(temporary, path)
+        with _writing(temporary, path):
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(temporary, path)
         self.written += 1
 
     def copy(self, parts: tuple[str, ...], source: Path, sha256: str, size: int) -> bool:
@@ -495,19 +519,21 @@ class _Tree:
             return True
         temporary, fd = self._temporary(path)
         digest, count = hashlib.sha256(), 0
-        try:
-            with os.fdopen(fd, "wb") as handle, open(source, "rb") as stream:
-                while chunk := stream.read(1 << 16):
+        with _writing(temporary, path):  # a failed write is an error, not a skipped file
+            with os.fdopen(fd, "wb") as handle:
+                for chunk in _chunks(source):
+                    if chunk is None:  # the blob cannot be read: reported as missing by the caller
+                        count = -1
+                        break
                     digest.update(chunk)
                     count += len(chunk)
                     handle.write(chunk)
-        except OSError:
-            count = -1
         if count != size or digest.hexdigest() != sha256:
             temporary.unlink(missing_ok=True)
             self.paths.discard("/".join(parts))  # pruned if an older export left one there
             return False
-        os.replace(temporary, path)
+        with _writing(temporary, path):
+            os.replace(temporary, path)
         self.written += 1
         return True
 
@@ -593,7 +619,7 @@ def _prepare_target(out: Path, db_path: Path) -> None:
             f"{out} is not empty and was not made by `syncd export` (no {MARKER} file): "
             "choose a new or empty directory"
         )
-    out.mkdir(parents=True, exist_ok=True)
+    private_dir(out)
 
 
 # ----- the source file -------------------------------------------------------------------

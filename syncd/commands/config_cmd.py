@@ -157,7 +157,8 @@ def _print_pretty(settings: Settings, env: Mapping[str, str] | None) -> None:
             "daemon",
             [
                 ("listen", f"{daemon.host}:{daemon.port}"),
-                ("token", TOKEN_MASK if daemon.token is not None else "(none)"),
+                ("token", TOKEN_MASK if daemon.token is not None else "(none: one is made at each start, in STATE_DIR/daemon.json)"),
+                ("allowed_hosts", ", ".join(daemon.allowed_hosts) or "(loopback names and the address listened on)"),
                 ("shutdown_deadline", format_duration(daemon.shutdown_deadline)),
                 ("failure_backoff", format_duration(daemon.failure_backoff)),
             ],

@@ -13,13 +13,15 @@ from pathlib import Path
 
 import anyio
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from syncd.commands.read_cmds import ConfigOption
+from syncd.catalog import segment
 from syncd.config import format_duration, load_settings
+from syncd.safe_text import cell, markup
+from syncd.safe_text import console as make_console
 
-console = Console()
+console = make_console()
 UrlOption = typer.Option(None, "--url", help="The daemon's control API (default: from STATE_DIR/daemon.json, else daemon.host/port).")
 JsonOption = typer.Option(False, "--json", help="Print the daemon's JSON answer.")
 
@@ -60,7 +62,7 @@ def jobs(
     if as_json:
         print(json.dumps(answer, indent=2))
         return
-    table = Table(title=f"jobs of the daemon at {client.url}")
+    table = Table(title=f"jobs of the daemon at {markup(client.url)}")
     for column in ("job", "kind", "schedule", "state", "next run", "last run", "last success"):
         table.add_column(column)
     now = datetime.now(UTC)
@@ -71,7 +73,8 @@ def jobs(
             last_text += f": {last['error']}"
         state = job["state"] + (f" (run #{job['current_run']})" if job["current_run"] else "")
         success = _relative(job["last_success_at"], now) if job["last_success_at"] else "never"
-        table.add_row(job["name"], job["kind"], job["schedule"], state, _relative(job["next_run_at"], now), last_text, success)
+        row = (job["name"], job["kind"], job["schedule"], state, _relative(job["next_run_at"], now), last_text, success)
+        table.add_row(*(cell(text) for text in row))  # names and errors are outside text, never markup
     console.print(table)
 
 
@@ -87,12 +90,14 @@ def trigger(
     from syncd.daemon.remote import ControlClient
 
     client = ControlClient.from_settings(load_settings(config), url)
-    answer = anyio.run(client.call, "POST", f"/jobs/{job}/run")
+    answer = anyio.run(client.call, "POST", f"/jobs/{segment(job)}/run")
     run = answer["run"]
-    if answer["status"] == "coalesced":
-        console.print(f"{job} is running: run #{run['id']} will follow it", highlight=False)
+    if as_json:
+        pass  # stdout is the JSON answer alone
+    elif answer["status"] == "coalesced":
+        console.print(f"{markup(job)} is running: run #{run['id']} will follow it", highlight=False)
     else:
-        console.print(f"{job}: run #{run['id']} started", highlight=False)
+        console.print(f"{markup(job)}: run #{run['id']} started", highlight=False)
     if not wait:
         if as_json:
             print(json.dumps(answer, indent=2))
@@ -100,17 +105,18 @@ def trigger(
     run = anyio.run(client.wait_run, run["id"], timeout)
     if as_json:
         print(json.dumps(run, indent=2))
+        raise typer.Exit(0 if run["outcome"] == "succeeded" else 1)
     line = f"run #{run['id']} of {job}: {run['outcome']} in {run['seconds']:.1f}s"
     if run["error"]:
         line += f": {run['error']}"
-    console.print(line, highlight=False)
+    console.print(markup(line), highlight=False)
     summary = run["summary"]
     if summary.get("file"):
-        console.print(f"backup file: {summary['file']}", highlight=False)
+        console.print(f"backup file: {markup(summary['file'])}", highlight=False)
     if run["outcome"] == "partial":
         reasons = [*summary.get("errors", []), *summary.get("failures", []), *summary.get("warnings", [])]
         if "verify" in summary and any(summary["verify"].get(k) for k in ("missing", "extra", "different")):
             reasons.append(f"verify: {summary['verify']}")
         for reason in reasons[:10]:
-            console.print(f"  [yellow]{reason}[/yellow]", highlight=False)
+            console.print(f"  [yellow]{markup(reason)}[/yellow]", highlight=False)
     raise typer.Exit(0 if run["outcome"] == "succeeded" else 1)

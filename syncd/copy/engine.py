@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -36,7 +35,7 @@ from syncd.copy.apply import ApplyProgress, ApplyResult, apply_plan
 from syncd.copy.context import ContentStrategy, Mode, seg
 from syncd.copy.journal import Pair
 from syncd.copy.model import IdMap, Snapshot
-from syncd.copy.ops import Plan, Ref, Skip
+from syncd.copy.ops import PATH_REF, Plan, Ref, Skip
 from syncd.copy.plan import plan_copy
 from syncd.copy.recover import UnsettledError, settle_leftovers
 from syncd.copy.served import Publisher, held_blobs
@@ -440,7 +439,7 @@ def dry_run_lines(plan: Plan, idmap: IdMap) -> list[str]:
         if op.action == "settle":
             lines.append(f"settle {op.kind} {op.title!r}: read the target, then " + ("; ".join(op.preview) or "check"))
             continue
-        path = re.sub(r"\{ref:([^:{}]+):([^{}]+)\}", lambda m: str(show(Ref(m.group(1), m.group(2)))), op.path)
+        path = PATH_REF.sub(lambda m: str(show(Ref(m.group(1), m.group(2)))), op.path)
         text = f"{op.method} {path}" + (f" ({op.side})" if op.side != "target" else "")
         if op.body is not None:
             text += " " + json.dumps(show(op.body), ensure_ascii=False, sort_keys=True, default=str)

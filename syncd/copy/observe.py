@@ -72,7 +72,7 @@ async def check_answer(op: Op, writer: Writer, answer: Any, patch_path: str | No
     body = differences(op.kind, answer, want)
     if not body:
         return 0
-    path = writer.resolve(patch_path)
+    path = writer.resolve_path(patch_path)
     await writer.call(f"{op.key}:check", op.kind, op.source_id, write_call(op.kind, "patch").method, path, body)
     return 1
 
@@ -95,7 +95,7 @@ async def run_call(op: Op, writer: Writer) -> Outcome:
         if mapped is not None and mapped != op.target_id:
             return outcome(op, "already-done", f"{op.kind} {op.source_id} is already mapped to {mapped}", mapped)
     try:
-        path, body = writer.resolve(op.path), writer.resolve(op.body)
+        path, body = writer.resolve_path(op.path), writer.resolve(op.body)
         if not op.creates:
             drops = [(op.kind, op.source_id)] if op.action == "delete" and op.source_id else []
             await writer.call(op.key, op.kind, op.source_id, op.method, path, body, side=op.side, drops=drops)
@@ -118,5 +118,5 @@ async def replace_stale(op: Op, writer: Writer) -> int:
     spec = op.spec or {}
     if not spec.get("replaces") or not spec.get("replaces_path"):
         return 0
-    await writer.call(f"{op.key}:replaced", op.kind, None, "DELETE", writer.resolve(spec["replaces_path"]))
+    await writer.call(f"{op.key}:replaced", op.kind, None, "DELETE", writer.resolve_path(spec["replaces_path"]))
     return 1

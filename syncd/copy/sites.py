@@ -434,7 +434,7 @@ async def create_section(op: Op, writer: Writer) -> Outcome:
         return outcome(op, "already-done", f"{op.kind} {op.source_id} is already mapped to {mapped}", mapped)
     try:
         site, space = writer.resolve(op.spec["site"]), writer.resolve(op.spec["space"])
-        new_id, answer = await writer.create(op.key, (op.kind, op.source_id), op.method, writer.resolve(op.path), writer.resolve(op.body), writer.resolve_expect(op.expect))
+        new_id, answer = await writer.create(op.key, (op.kind, op.source_id), op.method, writer.resolve_path(op.path), writer.resolve(op.body), writer.resolve_expect(op.expect))
     except Unresolved as exc:
         return outcome(op, "failed", f"cannot send: {exc}")
     except (ApiError, CallFailed) as exc:

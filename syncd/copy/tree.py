@@ -295,7 +295,7 @@ async def import_served(op: Op, writer: Writer) -> Outcome:
     if writer.publisher is None:
         return outcome(op, "failed", "this run has no content source to serve the space from")
     try:
-        path = writer.resolve(op.path)
+        path = writer.resolve_path(op.path)
         url = await writer.publisher.publish(op.source_id)
         await writer.call(op.key, "space", op.source_id, op.method, path, {**(op.body or {}), "url": url})
     except Unresolved as exc:
@@ -314,7 +314,7 @@ async def undelete(op: Op, writer: Writer) -> Outcome:
     """Bring back a space deleted from its own organization (the same id, its history and
     comments): then it stands for itself in the id map, as a space syncd did not make."""
     assert op.source_id is not None
-    path = writer.resolve(op.path)
+    path = writer.resolve_path(op.path)
     try:
         answer = await writer.call(op.key, "space", op.source_id, op.method, path)
     except ApiError as exc:

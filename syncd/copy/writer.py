@@ -32,6 +32,7 @@ import anyio
 from anyio import to_thread
 
 from syncd.api import ApiError, NotFound, TenantClient, paginate
+from syncd.catalog import segment
 from syncd.copy import journal
 from syncd.copy.journal import MappingEntry, Pair
 from syncd.copy.model import IdMap
@@ -142,23 +143,27 @@ class Writer:
     # -- references --------------------------------------------------------------------
 
     def resolve(self, value: Any) -> Any:
-        """`value` with every Ref (and `{ref:...}` in a string) replaced by its target id."""
+        """`value` with every Ref replaced by its target id. Strings are left as they are:
+        a title that reads `{ref:space:x}` is a title (paths go through `resolve_path`)."""
         if isinstance(value, Ref):
             found = self.idmap.target(value.kind, value.source_id)
             if found is None:
                 raise Unresolved(value)
             return found
-        if isinstance(value, str):
-            return PATH_REF.sub(lambda m: str(self.resolve(Ref(m.group(1), m.group(2)))), value) if "{ref:" in value else value
         if isinstance(value, Mapping):
             return {k: self.resolve(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             return [self.resolve(v) for v in value]
         return value
 
+    def resolve_path(self, path: str) -> str:
+        """An op's path with every `{ref:KIND:SOURCE_ID}` replaced by the target id, as one
+        path segment (an id holding `/` or reading `..` stays one segment)."""
+        return PATH_REF.sub(lambda m: segment(self.resolve(Ref(m.group(1), m.group(2)))), path)
+
     def resolve_expect(self, expect: Expect) -> Expect:
         return replace(
-            expect, path=self.resolve(expect.path), parent=self.resolve(expect.parent), exclude=tuple(self.resolve(list(expect.exclude)))
+            expect, path=self.resolve_path(expect.path), parent=self.resolve(expect.parent), exclude=tuple(self.resolve(list(expect.exclude)))
         )
 
     def client(self, side: Side) -> TenantClient:

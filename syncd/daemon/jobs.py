@@ -29,6 +29,7 @@ from syncd.backup import backup, blobs_dir
 from syncd.config import JobConfig, Settings
 from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.runs import Outcome
+from syncd.files import private_dir
 from syncd.mirror import Mirror
 from syncd.copy import copy_org
 from syncd.sync import default_db, sync_into
@@ -148,7 +149,7 @@ async def _run_sync(settings: Settings, job: JobConfig, metrics: DaemonMetrics, 
 
 async def _run_backup(settings: Settings, job: JobConfig, metrics: DaemonMetrics, full: bool) -> JobOutcome:
     folder = backup_dir(settings, job)
-    folder.mkdir(parents=True, exist_ok=True)
+    private_dir(folder)
     out = _backup_path(folder, job.name, datetime.now(UTC))
     earlier = backup_files(folder, job.name)
     try:

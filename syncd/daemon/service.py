@@ -50,6 +50,7 @@ from syncd.daemon.remote import local_url
 from syncd.daemon.runs import RunLog, RunRecord
 from syncd.daemon.schedule import JobTimer
 from syncd.errors import ConfigError, SyncdError
+from syncd.files import private_dir
 from syncd.listening import listening
 from syncd.logging import get_logger, register_secret
 from syncd.mirror.lock import WriterLock
@@ -192,7 +193,7 @@ class Daemon:
 
     def _prepare_state_dir(self) -> None:
         try:
-            self.state_dir.mkdir(parents=True, exist_ok=True)
+            private_dir(self.state_dir)
         except OSError as exc:
             raise ConfigError(f"state_dir {self.state_dir}: cannot create it: {exc.strerror or exc}") from None
         if not os.access(self.state_dir, os.W_OK | os.X_OK):

@@ -152,7 +152,6 @@ def test_item07_a_read_only_file_system_is_one_line(files: Path, emulator: Emula
             assert str(media) in line and "read-only file system" in line.lower(), (args, line)
 
 
-@pytest.mark.xfail(strict=True, reason="needs the check_secret calls in syncd/config.py listed in the item 6-8 report")
 def test_item07_a_token_with_a_control_character_is_refused_at_configuration_time(tmp_path: Path) -> None:
     secret = "tok-5ecret"
     token_file = tmp_path / "token"

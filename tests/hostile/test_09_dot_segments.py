@@ -89,3 +89,20 @@ async def test_item09_the_emulator_answers_404_for_dot_ids(emulator: Any, org_id
             stats = await resp.json()
     writes = [r for r in stats["routes"] if r["method"] in ("PUT", "POST", "PATCH", "DELETE")]
     assert writes and all(int(r["status"]) in (400, 404) and r["route"].endswith("/openapi/{specSlug}") for r in writes), writes
+
+
+def test_item09_a_resolved_reference_is_one_segment_and_text_is_never_a_reference() -> None:
+    """The write side puts target ids into paths quoted (an id `..` or `a/b` stays one segment),
+    and a title that reads like a path reference stays that title."""
+    from syncd.copy.model import IdMap
+    from syncd.copy.ops import Ref, path_ref
+    from syncd.copy.writer import Writer
+
+    idmap = IdMap()
+    idmap.put("space", "S1", "..", "created")
+    idmap.put("space", "S2", "a/b", "created")
+    writer = Writer(mirror=None, pair=None, run=0, idmap=idmap, target=None, source=None)  # type: ignore[arg-type]
+    assert writer.resolve_path(f"/v1/spaces/{path_ref('space', 'S1')}/content") == "/v1/spaces/%2E%2E/content"
+    assert writer.resolve_path(f"/v1/spaces/{path_ref('space', 'S2')}") == "/v1/spaces/a%2Fb"
+    body = {"title": path_ref("space", "S1"), "parent": Ref("space", "S2")}
+    assert writer.resolve(body) == {"title": "{ref:space:S1}", "parent": "a/b"}
