@@ -21,18 +21,32 @@ import typer
 
 from syncd.errors import SyncdError
 from syncd.files import private_umask, storage_error
+from syncd.typer_compat import flags_read_as_flags
 
 app = typer.Typer(
     name="syncd",
     help="Sync, back up and migrate organizations of the Documentation Management API.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion; `syncd completion SHELL` prints the script
 )
+flags_read_as_flags()
+
+
+def _print_version(value: bool) -> None:
+    """`--version`: the installed package's version, then exit."""
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"syncd {version('syncd')}")
+        raise typer.Exit()
 
 
 @app.callback()
 def _global_options(
+    _version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, expose_value=False, help="Print syncd's version and exit."
+    ),
     log_format: str | None = typer.Option(None, "--log-format", help="console (human; the default) or json (one JSON object a line)."),
     log_level: str | None = typer.Option(None, "--log-level", help="debug, info (the default), warning or error."),
 ) -> None:
@@ -50,7 +64,7 @@ def _global_options(
 
 
 def _register() -> None:
-    from syncd.commands import config_cmd, daemon_cmds, demo_cmd, emulator_cmd, mirror_cmds, read_cmds
+    from syncd.commands import completion_cmd, config_cmd, daemon_cmds, demo_cmd, emulator_cmd, mirror_cmds, read_cmds
 
     app.command("demo")(demo_cmd.demo)
     app.command("sync")(read_cmds.sync)
@@ -65,6 +79,7 @@ def _register() -> None:
     app.add_typer(mirror_cmds.app, name="mirror")
     app.add_typer(config_cmd.app, name="config")
     app.add_typer(emulator_cmd.app, name="emulator")
+    app.command("completion")(completion_cmd.completion)
 
 
 def _click_modules() -> list[Any]:
@@ -131,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     try:
-        code = app(args=argv, standalone_mode=False)
+        code = app(args=argv, prog_name="syncd", standalone_mode=False)  # one name, so completion's _SYNCD_COMPLETE
         if code == 130:  # typer turns Ctrl-C into this status
             raise KeyboardInterrupt
         if isinstance(code, int):
