@@ -35,6 +35,10 @@ from syncd.mirror.rows import canonical_json
 log = get_logger("syncd.crawl")
 
 ORGS_LISTING = "/v1/orgs"
+_VOLATILE = {
+    kind.name: kind.volatile | kind.strip | ({kind.parent_field} if kind.parent_field else set()) for kind in catalog.KINDS
+}
+"""Fields of each kind an update's recorded details leave out: those its content hash ignores."""
 LINK_MARK = "]("
 """Markdown link syntax: a change-request page without it has no links to read."""
 
@@ -188,7 +192,7 @@ class Crawler:
             # daemon's control API keeps answering (the Mirror is thread-safe). Not abandoned on
             # cancellation: the merge completes, or never started.
             summary = await anyio.to_thread.run_sync(
-                lambda: self.mirror.finish_run(self._run, status, stats, quiet_kinds=catalog.DERIVED)
+                lambda: self.mirror.finish_run(self._run, status, stats, quiet_kinds=catalog.DERIVED, volatile=_VOLATILE)
             )
             finished = True
             return CrawlResult(self._run, status, summary, self.stats)

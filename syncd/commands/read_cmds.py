@@ -20,12 +20,13 @@ import anyio
 import typer
 from rich.table import Table
 
+from syncd.change_lines import change_lines
 from syncd.config import Settings, TargetRef, load_settings, parse_target_ref
 from syncd.crawl import CrawlResult
 from syncd.errors import UsageError
 from syncd.mirror import ChangeSummary, Mirror, MirrorError, summarise
 from syncd.progress import CrawlProgress
-from syncd.safe_text import cell, markup
+from syncd.safe_text import cell, clean, markup
 from syncd.safe_text import console as make_console
 
 EXIT_PARTIAL = 3
@@ -116,6 +117,7 @@ def _pick_runs(mirror: Mirror, run_a: int | None, run_b: int | None) -> tuple[in
 def diff(
     db: Path | None = DbOption,
     run: list[int] = typer.Option([], "--run", help="Run ids: --run A --run B (default: the last two runs)."),
+    show_all: bool = typer.Option(False, "--all", help="List every change and every changed field (default: the first 50 changes)."),
     as_json: bool = typer.Option(False, "--json", help="Print the changes as JSON."),
     config: Path | None = ConfigOption,
 ) -> None:
@@ -128,8 +130,10 @@ def diff(
     with Mirror(db_path, readonly=True) as mirror:  # only read: works on read-only media, beside a writer
         run_a, run_b = _pick_runs(mirror, run[0] if len(run) == 2 else None, run[-1] if run else None)
         changes = mirror.diff(run_a, run_b)
+        lines = [] if as_json else change_lines(changes, mirror.location, every=show_all)
     if as_json:
-        keep = ("kind", "id", "op", "title", "parent_id", "old_parent_id", "position", "old_position", "old_hash", "new_hash")
+        keep = ("kind", "id", "op", "title", "parent_id", "old_parent_id", "position", "old_position", "old_hash", "new_hash",
+                "fields", "fields_omitted")
         print(json.dumps({"from": run_a, "to": run_b, "changes": [{k: c.get(k) for k in keep} for c in changes]}, indent=2))
         return
     summary = summarise(changes)
@@ -137,14 +141,8 @@ def diff(
         console.print(f"no changes between run {run_a} and run {run_b}")
         return
     console.print(summary_table(summary, f"changes from run {run_a} to run {run_b}"))
-    table = Table()
-    for column in ("op", "kind", "title", "id"):
-        table.add_column(column)
-    for change in changes[:200]:
-        table.add_row(cell(change["op"]), cell(change["kind"]), cell(change.get("title") or ""), cell(change["id"]))
-    console.print(table)
-    if len(changes) > 200:
-        console.print(f"... and {len(changes) - 200} more (use --json for all)")
+    for line in lines:  # titles and values are the server's: text, never markup
+        console.print(clean(line), markup=False, highlight=False, soft_wrap=True)
 
 
 def status(

@@ -221,6 +221,14 @@ CREATE INDEX journal_open ON journal (target_tenant, state) WHERE state IN ('pla
 """
 
 
+_CHANGE_FIELDS = """
+-- What an update changed: {"changed": [{"field", "old", "new"}, ...], "omitted": N}, bounded
+-- (syncd.mirror.diff.changed_fields), so `syncd diff` shows old -> new. NULL for other ops,
+-- and for the updates recorded before this migration.
+ALTER TABLE changes ADD COLUMN fields TEXT CHECK (fields IS NULL OR json_valid(fields));
+"""
+
+
 def _script(sql: str) -> Callable[[Database], None]:
     def apply(db: Database) -> None:
         db.executescript(sql)
@@ -233,6 +241,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0002_replication", _script(_REPLICATION)),
     Migration("0003_idmap_per_organization", _script(_IDMAP_PER_ORG)),
     Migration("0004_journal_op", _script(_JOURNAL_OP)),
+    Migration("0005_change_fields", _script(_CHANGE_FIELDS)),
 )
 
 

@@ -70,7 +70,7 @@ from sqlite_utils import Database
 from syncd.errors import SyncdError
 from syncd.files import create_private, private_dir, storage_error
 from syncd.ordering import moved_items
-from syncd.mirror.diff import ChangeSummary, compose, summarise
+from syncd.mirror.diff import ChangeSummary, changed_fields, compose, summarise
 from syncd.mirror.errors import MirrorError
 from syncd.mirror.lock import WriterLock
 from syncd.mirror.rows import Row
@@ -102,6 +102,40 @@ _CHANGES_INSERT = (
     "old_position, position, title) "
 )
 
+_FIELDS_FUNCTION = "syncd_changed_fields"
+"""SQL function (kind, old data, new data) -> the `fields` JSON of an update (see `_fields_json`)."""
+
+
+def _fields_json(volatile: Mapping[str, Iterable[str]]) -> Callable[[str, str, str], str | None]:
+    """The SQL function that records what an update changed, `volatile` fields of each kind
+    left out (they are left out of its hash too). Never raises: a failure inside an SQL
+    function would abort the merge, and a change without details is better than no run."""
+
+    def fields(kind: str, old: str, new: str) -> str | None:
+        try:
+            changed, omitted = changed_fields(json.loads(old), json.loads(new), volatile.get(kind, ()))
+            return json.dumps({"changed": changed, "omitted": omitted}, ensure_ascii=False, default=str)
+        except (ValueError, TypeError, RecursionError, AttributeError):
+            return None
+
+    return fields
+
+
+def _decode_fields(row: dict[str, Any]) -> dict[str, Any]:
+    """`fields` of a change row as `fields` (a list, or None when not recorded) and
+    `fields_omitted`; rows of a file older than the column get None."""
+    raw = row.pop("fields", None)
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else None
+    except (ValueError, RecursionError):
+        value = None
+    if isinstance(value, dict) and isinstance(value.get("changed"), list):
+        row["fields"], row["fields_omitted"] = value["changed"], int(value.get("omitted") or 0)
+    else:
+        row["fields"], row["fields_omitted"] = None, 0
+    return row
+
+
 # The merge of a finished run, in order; all take :run and :tenant.
 _MERGE_BEFORE_DELETIONS = (
     # New rows, and rows that come back after having been deleted.
@@ -111,9 +145,11 @@ _MERGE_BEFORE_DELETIONS = (
        FROM staged s LEFT JOIN resources r ON r.tenant = s.tenant AND r.kind = s.kind AND r.id = s.id
        WHERE s.run = :run AND (r.id IS NULL OR r.deleted_run IS NOT NULL)
        ORDER BY s.kind, s.id""",
-    _CHANGES_INSERT
+    # The previous version is at hand here: what changed is recorded with the change.
+    "INSERT INTO changes (run, tenant, kind, id, op, old_hash, new_hash, old_parent_id, parent_id, "
+    "old_position, position, title, fields) "
     + f"""SELECT :run, s.tenant, s.kind, s.id, 'updated', r.hash, s.hash, r.parent_id, s.parent_id,
-              r.position, s.position, {_TITLE.format(d="s.data")}
+              r.position, s.position, {_TITLE.format(d="s.data")}, {_FIELDS_FUNCTION}(s.kind, r.data, s.data)
        FROM staged s JOIN resources r ON r.tenant = s.tenant AND r.kind = s.kind AND r.id = s.id
        WHERE s.run = :run AND r.deleted_run IS NULL AND r.hash IS NOT s.hash
        ORDER BY s.kind, s.id""",
@@ -623,6 +659,7 @@ class Mirror:
         status: str = "complete",
         stats: Mapping[str, Any] | None = None,
         quiet_kinds: Iterable[str] = (),
+        volatile: Mapping[str, Iterable[str]] | None = None,
     ) -> ChangeSummary:
         """Make what `run` read current, in one transaction, and return its changes' totals.
 
@@ -630,7 +667,8 @@ class Mirror:
         listing is recorded as partial whatever is asked. `stats` (JSON) is kept with the
         run, plus a "mirror" entry with the counts of this merge. Rows of `quiet_kinds`
         (views derived from other rows) are kept current but their changes are not logged.
-        """
+        An update records the fields that changed, old and new, except a kind's `volatile`
+        ones (kind -> field names)."""
         quiet_kinds = frozenset(quiet_kinds)
         if status not in FINISHED:
             raise MirrorError(f"a run finishes as one of {FINISHED}, not {status!r}")
@@ -647,6 +685,7 @@ class Mirror:
                 if listing_counts.get("failed"):
                     status = "partial"
                 self._reorders(params)
+                self.db.conn.create_function(_FIELDS_FUNCTION, 3, _fields_json(volatile or {}), deterministic=True)
                 for sql in _MERGE_BEFORE_DELETIONS:
                     self.db.execute(sql, params)
                 while self.db.execute(_CASCADE, params).rowcount:
@@ -860,16 +899,17 @@ class Mirror:
         return self._run_row(rows[0]) if rows else None
 
     def changes(self, run_b: int, run_a: int | None = None) -> list[dict[str, Any]]:
-        """Changes recorded by run b alone, or by the runs of b's tenant in (a, b], in commit order."""
+        """Changes recorded by run b alone, or by the runs of b's tenant in (a, b], in commit order;
+        an update's `fields` lists what changed (None when not recorded), see `diff.changed_fields`."""
         if run_a is None:
-            return list(self.db.query("SELECT * FROM changes WHERE run = ? ORDER BY seq", [run_b]))
-        tenant = self._scalar("SELECT tenant FROM runs WHERE id = ?", [run_b])
-        return list(
-            self.db.query(
+            rows = self.db.query("SELECT * FROM changes WHERE run = ? ORDER BY seq", [run_b])
+        else:
+            tenant = self._scalar("SELECT tenant FROM runs WHERE id = ?", [run_b])
+            rows = self.db.query(
                 "SELECT * FROM changes WHERE tenant = ? AND run > ? AND run <= ? ORDER BY seq",
                 [tenant, run_a, run_b],
             )
-        )
+        return [_decode_fields(row) for row in rows]
 
     def summary(self, run: int) -> ChangeSummary:
         """Totals per kind and op of the changes recorded by one run."""
@@ -891,3 +931,23 @@ class Mirror:
         if run_a >= run_b:
             raise MirrorError(f"run {run_a} must be older than run {run_b}")
         return compose(self.changes(run_b, run_a))
+
+    def location(self, tenant: str, id: str | None, depth: int = 12) -> str:
+        """`Org / Collection / Space`: the titles from the organization down to the object
+        `id` (current or deleted; "?" for one the file does not hold), for a person reading
+        where something moved from and to. Empty for None (no parent)."""
+        parts: list[str] = []
+        seen: set[str] = set()
+        while id is not None and id not in seen and len(parts) < depth:
+            seen.add(id)
+            row = self.db.execute(
+                f"SELECT parent_id, {_TITLE.format(d='data')}, kind FROM resources WHERE tenant = ? AND id = ? "
+                "ORDER BY deleted_run IS NOT NULL LIMIT 1",
+                [tenant, id],
+            ).fetchone()
+            if row is None:
+                parts.append("?")
+                break
+            parts.append(str(row[1]) if row[1] is not None else f"{row[2]} {id}")
+            id = row[0]
+        return " / ".join(reversed(parts))

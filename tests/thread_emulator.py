@@ -1,0 +1,69 @@
+"""The emulator on a loopback port, served by a thread of the test process: quick to start,
+and the test's own code (the CLI in-process, `syncd.cli.main`) can block while it serves.
+Change it over HTTP (its API and `/_emulator/` admin routes), as any client would."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from syncd.emulator.generate import generate, parse_spec
+from syncd.emulator.server import serve_emulator
+from syncd.emulator.store import Store
+from tests.loopback import http
+
+TOKEN = "thread-token"
+
+
+class ThreadEmulator:
+    """A running emulator: `url`, `org_ids`, `api(...)` and `admin(...)` calls (any answer
+    >= 300 fails the test)."""
+
+    def __init__(self, url: str, org_ids: list[str]) -> None:
+        self.url, self.org_ids = url, org_ids
+
+    def api(self, method: str, path: str, body: Any = None) -> Any:
+        status, answer = http(method, self.url + path, TOKEN, body=body)
+        assert status < 300, (method, path, status, answer)
+        return answer
+
+    def admin(self, method: str, path: str, body: Any = None) -> Any:
+        status, answer = http(method, self.url + "/_emulator" + path, body=body)
+        assert status < 300, (method, path, status, answer)
+        return answer
+
+    def items(self, path: str) -> list[dict[str, Any]]:
+        return list(self.api("GET", path + ("&" if "?" in path else "?") + "limit=1000")["items"])
+
+
+@contextmanager
+def thread_emulator(spec: str, seed: int = 3, **options: Any) -> Iterator[ThreadEmulator]:
+    """Serve a generated emulator (`spec` as for `--generate`) until the block ends."""
+    store = Store(seed=seed)
+    generated = generate(store, parse_spec(spec), seed=seed, all_token=TOKEN)
+    started = threading.Event()
+    found: dict[str, Any] = {}
+
+    async def serve() -> None:
+        stop = asyncio.Event()
+        found["stop"] = (asyncio.get_running_loop(), stop)
+        try:
+            async with serve_emulator(store, **options) as running:
+                found["url"] = running.url
+                started.set()
+                await stop.wait()
+        finally:
+            started.set()
+
+    thread = threading.Thread(target=asyncio.run, args=(serve(),), name="thread-emulator", daemon=True)
+    thread.start()
+    assert started.wait(30) and "url" in found, "the emulator did not start"
+    try:
+        yield ThreadEmulator(found["url"], list(generated.org_ids))
+    finally:
+        loop, stop = found["stop"]
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(30)
