@@ -31,6 +31,16 @@ def test_changed_fields_names_each_field_old_and_new_title_first() -> None:
     ]
 
 
+def test_lists_of_objects_with_ids_are_compared_by_id() -> None:
+    old = {"children": [{"id": "a", "title": "A"}, {"id": "b", "title": "B"}], "tags": ["x"]}
+    new = {"children": [{"id": "b", "title": "B"}, {"id": "a", "title": "A2"}], "tags": ["x"]}
+    fields, _ = changed_fields(old, new)
+    assert fields == [
+        {"field": "children[a].title", "old": "A", "new": "A2"},
+        {"field": "children[order]", "old": ["a", "b"], "new": ["b", "a"]},
+    ]
+
+
 def test_changed_fields_are_bounded() -> None:
     old = {f"f{i:02}": i for i in range(MAX_FIELDS + 5)} | {"body": "a" * 5000}
     new = {f"f{i:02}": -i - 1 for i in range(MAX_FIELDS + 5)} | {"body": "b" * 5000}

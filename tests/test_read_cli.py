@@ -105,7 +105,15 @@ def test_backup_with_files_then_export_round_trip(env: Path, capsys: pytest.Capt
 def test_demo_runs_the_main_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "demo"
     assert main(["demo", "--generate", "orgs=1,empty_orgs=2,collections=2,spaces=4,pages=3,files=1,sites=1", "--out", str(out)]) == 0
-    printed = " ".join(capsys.readouterr().out.split())  # as read, whatever the terminal width wrapped
+    raw = capsys.readouterr().out
+    printed = " ".join(raw.split())  # as read, whatever the terminal width wrapped
+    # Its last lines point at a command that shows its rename, and that command does.
+    shown = next(line.split() for line in raw.splitlines() if line.strip().startswith("syncd diff"))
+    renamed = re.search(r"after renaming space '([^']+)'", printed)
+    assert shown[:3] == ["syncd", "diff", "--db"] and shown[4] == "--run" and renamed, raw
+    assert main(shown[1:6]) == 0
+    diff_out = capsys.readouterr().out
+    assert f'title: "{renamed[1]}" → "Renamed by the demo"' in diff_out, diff_out
     assert "backup" in printed and "re-sync, nothing changed" in printed and "after renaming space" in printed
     assert "copy into the empty organization" in printed and "verify: equal" in printed
     assert "nothing to do" in printed.split("apply again", 1)[1]

@@ -5,7 +5,9 @@ does what a user does with syncd: a one-shot backup with file binaries, an expor
 readable folder, a mirror sync, a cheap re-sync of the unchanged tenant, a sync that finds a
 rename, and a copy of an organization into an empty one, verified, then applied again to
 show that nothing is left to do, and a restore of the backup into another empty organization
-(content served by syncd's content source). Everything it writes goes under `--out`
+(content served by syncd's content source). Its last lines name commands to look around
+with: `syncd diff --db .../mirror.db --run N` shows the rename, old title → new. Everything it
+writes goes under `--out`
 (default `state/demo/`), private (0700/0600) like all syncd writes; what the emulator says
 is printed through `syncd.safe_text`.
 """
@@ -130,6 +132,7 @@ async def _run(generate: str, seed: int, out: Path, console: Console) -> None:
         row("export", "", "", "", f"{time.perf_counter() - clock:.1f}", f"{report.pages} pages as markdown, {report.files} files in {out / 'export'}")
         db = out / "mirror.db"
         full_requests = 0
+        rename_run = None
         for step, action in (("sync (first)", None), ("re-sync, nothing changed", None), ("sync after a rename", "rename")):
             renamed = await _rename_a_space(running.url, org_id) if action else None
             clock = time.perf_counter()
@@ -139,6 +142,7 @@ async def _run(generate: str, seed: int, out: Path, console: Console) -> None:
             if step.startswith("re-sync"):
                 note += f"; {client.stats.requests / full_requests:.1%} of the first sync's requests"
             if renamed:
+                rename_run = result.run
                 found = [f"{k} {', '.join(f'{n} {op}' for op, n in ops.items())}" for k, ops in result.summary.to_dict().items()]
                 note += f"; after renaming space '{renamed}': {'; '.join(found)}"
             row(
@@ -150,7 +154,10 @@ async def _run(generate: str, seed: int, out: Path, console: Console) -> None:
         if params["empty_orgs"] >= 2:
             await _restore(settings, out / "backup.db", generated.org_ids[-2], db, row)
     console.print(f"done in {time.perf_counter() - started:.1f}s. Look around:")
-    console.print(f"   syncd status --db {markup(db)}\n   syncd diff --db {markup(db)}\n   ls {markup(out / 'export')}")
+    console.print(f"   syncd status --db {markup(db)}", highlight=False, soft_wrap=True)
+    if rename_run is not None:  # the sync that found the rename, against the re-sync before it
+        console.print(f"   syncd diff --db {markup(db)} --run {rename_run}      (the rename, old title → new)", highlight=False, soft_wrap=True)
+    console.print(f"   ls {markup(out / 'export')}", highlight=False, soft_wrap=True)
 
 
 def demo(

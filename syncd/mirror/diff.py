@@ -25,7 +25,7 @@ MAX_FIELDS = 20
 """Changed fields kept per change row: a page whose every field changed stays one short row."""
 MAX_VALUE = 200
 """Characters of JSON kept of each old and new value (a document body is not copied twice)."""
-_MAX_DEPTH = 4
+_MAX_DEPTH = 8
 """Objects nested deeper are compared, and shown, whole."""
 
 Op = Literal["created", "updated", "moved", "deleted"]
@@ -123,12 +123,30 @@ def compose(changes: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return net
 
 
+def _by_id(value: Any) -> dict[str, Any] | None:
+    """A list of objects with distinct string ids, as id -> object; None for any other list."""
+    if not isinstance(value, list) or not value or not all(isinstance(item, dict) for item in value):
+        return None
+    ids = [item.get("id") for item in value]
+    if not all(isinstance(i, str) for i in ids) or len(set(ids)) != len(ids):
+        return None
+    return dict(zip(ids, value, strict=True))
+
+
 def _flatten(value: Any, prefix: str, depth: int, out: dict[str, Any]) -> None:
-    if isinstance(value, dict) and value and depth < _MAX_DEPTH:
+    """Leaves of `value` by dotted path: objects by key, lists of objects with ids by id
+    (`children[ID].title`, and `children[order]` the ids in order), other lists whole."""
+    if depth < _MAX_DEPTH and isinstance(value, dict) and value:
         for key, inner in value.items():
             _flatten(inner, f"{prefix}.{key}" if prefix else str(key), depth + 1, out)
-    else:
+        return
+    items = _by_id(value) if depth < _MAX_DEPTH and prefix else None
+    if items is None:
         out[prefix] = value
+        return
+    out[f"{prefix}[order]"] = list(items)
+    for key, inner in items.items():
+        _flatten(inner, f"{prefix}[{key}]", depth + 1, out)
 
 
 _ABSENT = object()
