@@ -52,6 +52,7 @@ from pydantic_settings import (
 from pydantic_settings.exceptions import SettingsError
 from pydantic_settings.sources.utils import parse_env_vars
 
+from syncd.cron import validate_cron, validate_timezone
 from syncd.errors import ConfigError
 from syncd.logging import register_secret
 from syncd.safe_text import check_secret
@@ -152,47 +153,8 @@ Host = Annotated[str, AfterValidator(_host)]
 
 # --------------------------------------------------------------------------- cron
 
-_CRON_FIELDS: tuple[tuple[str, int, int], ...] = (
-    ("minute", 0, 59),
-    ("hour", 0, 23),
-    ("day of month", 1, 31),
-    ("month", 1, 12),
-    ("day of week", 0, 7),
-)
-_CRON_ITEM_RE = re.compile(r"^(\*|\d+|\d+-\d+)(?:/(\d+))?$")
-
-
-def validate_cron(expr: str) -> str:
-    """Check a 5-field cron expression syntactically; return it with spaces normalised.
-
-    Only the syntax is checked here (numbers in range, `*`, `*/n`, `a-b`, `a-b/n`, lists);
-    the scheduler interprets it. Catching `*/0` or `61` now beats a silent never-run job.
-    """
-    fields = expr.split()
-    if len(fields) != 5:
-        raise ValueError(
-            f"cron expression must have 5 fields (minute hour day-of-month month "
-            f"day-of-week), got {len(fields)} in {expr!r}"
-        )
-    for text, (label, low, high) in zip(fields, _CRON_FIELDS, strict=True):
-        for item in text.split(","):
-            match = _CRON_ITEM_RE.match(item)
-            if not match:
-                raise ValueError(f"cron {label} field {text!r}: cannot parse {item!r}")
-            base, step = match.groups()
-            if step is not None and int(step) < 1:
-                raise ValueError(f"cron {label} field {text!r}: step must be at least 1")
-            if base == "*":
-                continue
-            bounds = [int(part) for part in base.split("-")]
-            for number in bounds:
-                if not low <= number <= high:
-                    raise ValueError(
-                        f"cron {label} field {text!r}: {number} is out of range {low}-{high}"
-                    )
-            if len(bounds) == 2 and bounds[0] > bounds[1]:
-                raise ValueError(f"cron {label} field {text!r}: range {base} is reversed")
-    return " ".join(fields)
+# Cron expressions and time zones are read by `syncd.cron` (the cronsim library): `validate_cron`
+# and `validate_timezone` are re-exported here for the models below and for callers.
 
 
 # --------------------------------------------------------------------------- target refs
@@ -408,16 +370,24 @@ class RetryConfig(_Model):
 
 
 class Schedule(_Model):
-    """When a daemon job runs: `every` (interval) or `cron` (5 fields), plus random jitter."""
+    """When a daemon job runs: `every` (interval) or `cron` (5 fields or a macro such as
+    `@daily`, read in `timezone`; see `syncd.cron`), plus random jitter."""
 
     every: Seconds | None = Field(default=None, gt=0)
     cron: str | None = None
     jitter: Seconds = 0.0
+    timezone: str = "UTC"
+    """The IANA time zone `cron` is read in; set from the job's `timezone`."""
 
     @field_validator("cron")
     @classmethod
     def _cron(cls, value: str | None) -> str | None:
         return validate_cron(value) if value is not None else None
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str) -> str:
+        return validate_timezone(value)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Schedule:
@@ -427,8 +397,9 @@ class Schedule(_Model):
         return self
 
     def describe(self) -> str:
-        """`every 15m` / `cron */5 * * * *`, plus jitter: for status lines and tables."""
-        text = f"every {format_duration(self.every)}" if self.every is not None else f"cron {self.cron}"
+        """`every 15m` / `cron 30 2 * * MON-FRI in Europe/Berlin`, plus jitter: for status
+        lines and tables (a cron schedule always names its time zone, UTC included)."""
+        text = f"every {format_duration(self.every)}" if self.every is not None else f"cron {self.cron} in {self.timezone}"
         return f"{text} (jitter {format_duration(self.jitter)})" if self.jitter else text
 
 
@@ -448,7 +419,17 @@ class JobConfig(_Model):
     source: Ref
     target: Ref | None = None
     schedule: Schedule | None = None
+    timezone: str = "UTC"
+    """The IANA time zone of the job's cron schedule and of its retention's hours, days, weeks."""
     retention: int | None = Field(default=None, ge=1)
+    """Backup jobs: the old name of `keep_last` (an alias)."""
+    keep_last: int | None = Field(default=None, ge=1)
+    keep_hourly: int | None = Field(default=None, ge=1)
+    keep_daily: int | None = Field(default=None, ge=1)
+    keep_weekly: int | None = Field(default=None, ge=1)
+    keep_monthly: int | None = Field(default=None, ge=1)
+    keep_yearly: int | None = Field(default=None, ge=1)
+    """Backup jobs: restic's retention policy (`syncd.retention`); none given keeps every backup."""
     mode: Literal["copy", "mirror"] | None = None
     max_delete: int | None = Field(default=None, ge=0)
     with_files: bool | None = None
@@ -492,6 +473,38 @@ class JobConfig(_Model):
             if self.max_delete is None:
                 self.max_delete = 100
         return self
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str) -> str:
+        return validate_timezone(value)
+
+    @model_validator(mode="after")
+    def _zone_and_retention(self) -> JobConfig:
+        """One time zone for the schedule and the retention; `retention` read as `keep_last`."""
+        if self.schedule is not None:
+            if "timezone" in self.schedule.model_fields_set:
+                if "timezone" in self.model_fields_set and self.schedule.timezone != self.timezone:
+                    _raise_at(("schedule", "timezone"), f"differs from the job's timezone {self.timezone!r}: give it once, on the job", self.schedule.timezone)
+                self.timezone = self.schedule.timezone
+            elif self.schedule.timezone != self.timezone:
+                self.schedule = self.schedule.model_copy(update={"timezone": self.timezone})
+        for key in KEEP_RULES:
+            if getattr(self, key) is not None and self.kind != "backup":
+                _raise_at((key,), f"only allowed on backup jobs, not on a {self.kind} job", getattr(self, key))
+        if self.retention is not None:
+            if self.keep_last is not None:
+                _raise_at(("retention",), "retention is the old name of keep_last: give keep_last only", self.retention)
+            self.keep_last, self.retention = self.retention, None
+        return self
+
+    def retention_policy(self) -> dict[str, int]:
+        """The keep_* rules given (`keep_daily` -> N), empty when every backup is kept."""
+        return {key: getattr(self, key) for key in KEEP_RULES if getattr(self, key) is not None}
+
+
+KEEP_RULES = ("keep_last", "keep_hourly", "keep_daily", "keep_weekly", "keep_monthly", "keep_yearly")
+"""A backup job's retention rules, as restic names them (`syncd.retention`)."""
 
 
 def _raise_at(loc: tuple[str | int, ...], message: str, value: object) -> None:

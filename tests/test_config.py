@@ -230,7 +230,7 @@ BAD_INPUTS = [
         SRC
         + '[[jobs]]\nname = "a"\nkind = "sync"\nsource = "src"\nschedule = { every = "1h" }\n'
         + '[[jobs]]\nname = "b"\nkind = "sync"\nsource = "src"\nschedule = { cron = "*/5 25 * * *" }\n',
-        "jobs[1].schedule.cron: cron hour field '25': 25 is out of range 0-23",
+        "jobs[1].schedule.cron: cron expression '*/5 25 * * *': bad hour field '25' (0-23;",
         id="bad-cron",
     ),
     pytest.param(

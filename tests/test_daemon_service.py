@@ -307,7 +307,7 @@ async def test_reload_removes_reschedules_and_rejects(emulator: RunningEmulator,
         after = daemon.jobs["keep"].timer.next_due
         assert after is not None and (after.month, after.day, after.hour, after.minute) == (2, 2, 4, 30)
         status, view = await api.get("/jobs/keep")
-        assert view["schedule"] == "cron 30 4 2 2 *" and view["next_run_at"] == after.isoformat().replace("+00:00", "Z")
+        assert view["schedule"] == "cron 30 4 2 2 * in UTC" and view["next_run_at"] == after.isoformat().replace("+00:00", "Z")
 
         set_latency(emulator, 0)
         ended = await wait_finished(daemon, run.id)

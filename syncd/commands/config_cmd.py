@@ -128,8 +128,7 @@ def _print_pretty(settings: Settings, env: Mapping[str, str] | None) -> None:
         jobs.add_column(column, overflow="fold")
     for job in settings.jobs:
         options = []
-        if job.retention is not None:
-            options.append(f"retention={job.retention}")
+        options.extend(f"{rule}={count}" for rule, count in job.retention_policy().items())
         if job.mode is not None:
             options.append(f"mode={job.mode}")
         if job.max_delete is not None:

@@ -2,10 +2,13 @@
 
 - `sync`: crawl TENANT[:ORG] into the state mirror (`state/syncd.db`), incrementally.
 - `backup`: a full crawl into a new file `state/backups/<job>/<job>-<UTC time>.db` (and file
-  binaries beside it when `with_files`), then delete the oldest beyond `retention`. A backup
-  that is not whole (something unread, a file not downloaded, or emptier than the job's newest
-  complete backup: nothing found, or fewer than half its objects) is `partial`, renamed
-  `<job>-<UTC time>-partial.db`, prunes nothing and never counts for retention.
+  binaries beside it when `with_files`), then delete the complete backups the job's retention
+  policy (`keep_last`, `keep_daily`, ...: `syncd.retention`, periods in the job's time zone)
+  does not keep. A backup that is not whole (something unread, a file not downloaded, or
+  emptier than the job's newest complete backup: nothing found, or fewer than half its
+  objects) is `partial`, renamed `<job>-<UTC time>-partial.db`, prunes nothing and never counts
+  for retention; a partial backup goes once the policy is full (every rule found its N complete
+  backups) and it is older than every complete backup kept.
 - `mirror`: `syncd.copy.copy_org`, exactly as `syncd mirror apply`: settle what earlier runs
   left, read both sides, plan, apply, read again and verify, in rounds.
 
@@ -20,7 +23,7 @@ from __future__ import annotations
 import re
 import shutil
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +35,13 @@ from syncd.daemon.runs import Outcome
 from syncd.files import private_dir
 from syncd.mirror import Mirror
 from syncd.copy import copy_org
+from syncd.cron import zone
+from syncd.retention import Policy, choose_kept
 from syncd.sync import default_db, sync_into
 
 __all__ = [
-    "BACKUP_SUFFIX", "PARTIAL_MARK", "JobOutcome", "backup_dir", "backup_files", "execute_job", "partial_backups",
-    "prune_backups", "state_files",
+    "BACKUP_SUFFIX", "PARTIAL_MARK", "JobOutcome", "Pruning", "backup_dir", "backup_files", "delete_backups",
+    "execute_job", "partial_backups", "plan_pruning", "prune_backups", "state_files", "taken_time",
 ]  # fmt: skip
 
 BACKUP_SUFFIX = ".db"
@@ -81,19 +86,49 @@ def _taken_at(path: Path) -> str:
     return path.name.removesuffix(BACKUP_SUFFIX).removesuffix(PARTIAL_MARK)
 
 
-def prune_backups(folder: Path, job: str, keep: int) -> list[Path]:
-    """Delete all but the newest `keep` complete backups (with their `.blobs/` folders), and
-    the partial backups older than all of those kept: a partial one never counts, so it never
-    pushes out a complete one, and goes once `keep` complete ones are newer than it."""
-    files = backup_files(folder, job)
-    doomed = files[: max(0, len(files) - keep)]
-    kept = files[len(doomed) :]
-    if len(kept) >= keep:
-        doomed += [path for path in partial_backups(folder, job) if _taken_at(path) < _taken_at(kept[0])]
+def taken_time(path: Path) -> datetime:
+    """When the backup at `path` was taken, from its name (`<job>-20261126T001544.123Z.db`)."""
+    stamp = _taken_at(path)[-len("20261126T001544.123Z") :]
+    return datetime.strptime(stamp, "%Y%m%dT%H%M%S.%fZ").replace(tzinfo=UTC)
+
+
+@dataclass
+class Pruning:
+    """What retention does in a job's backup folder: the files it deletes and the ones it keeps."""
+
+    doomed: list[Path] = field(default_factory=list)
+    """Complete and partial backups to delete, oldest first."""
+    kept: dict[Path, list[str]] = field(default_factory=dict)
+    """Complete backups kept, newest first, each with the rules that keep it."""
+
+
+def plan_pruning(folder: Path, job: str, policy: Policy | int, tz: tzinfo = UTC) -> Pruning:
+    """What `policy` (an int: `keep_last`) keeps of the job's complete backups (`choose_kept`,
+    periods in `tz`), and the partial backups that go with them: those older than every kept
+    backup, once the policy is full. A partial one never counts, so it never pushes out a
+    complete one. Deletes nothing."""
+    if isinstance(policy, int):
+        policy = Policy(last=policy)
+    choice = choose_kept([(path, taken_time(path)) for path in backup_files(folder, job)], policy, tz)
+    doomed = list(choice.doomed)
+    if choice.full and choice.kept:
+        oldest = min(_taken_at(path) for path in choice.kept)
+        doomed += [path for path in partial_backups(folder, job) if _taken_at(path) < oldest]
     doomed.sort(key=_taken_at)
-    for path in doomed:
+    return Pruning(doomed, choice.kept)
+
+
+def delete_backups(paths: list[Path]) -> None:
+    """Delete backup files with their `.blobs/` folders."""
+    for path in paths:
         path.unlink(missing_ok=True)
         shutil.rmtree(blobs_dir(path), ignore_errors=True)
+
+
+def prune_backups(folder: Path, job: str, keep: Policy | int, tz: tzinfo = UTC) -> list[Path]:
+    """Delete what `plan_pruning` dooms (with the `.blobs/` folders); returns it, oldest first."""
+    doomed = plan_pruning(folder, job, keep, tz).doomed
+    delete_backups(doomed)
     return doomed
 
 
@@ -181,9 +216,12 @@ async def _run_backup(settings: Settings, job: JobConfig, metrics: DaemonMetrics
     if not complete:
         # Not a whole backup: named so that retention never counts it (nor compares with it).
         summary["file"] = str(_mark_partial(out))
-    elif job.retention is not None:
+    elif job.retention_policy():
         # Only a whole backup makes room: a run of partial ones must not prune the last good one.
-        summary["pruned"] = [path.name for path in prune_backups(folder, job.name, job.retention)]
+        pruning = plan_pruning(folder, job.name, Policy.of(job.retention_policy()), zone(job.timezone))
+        delete_backups(pruning.doomed)
+        summary["pruned"] = [path.name for path in pruning.doomed]
+        summary["kept"] = {path.name: reasons for path, reasons in pruning.kept.items()}
     return JobOutcome("succeeded" if complete else "partial", summary)
 
 

@@ -1,19 +1,21 @@
-"""Pure scheduling core of the daemon: cron expressions, next-run times, per-job timers.
+"""Pure scheduling core of the daemon: next-run times, jitter, backoff, per-job timers.
 
 No I/O, no asyncio, no clock: every function takes `now` (and an `random.Random` for
 jitter), so the daemon's timing decisions are deterministic and testable in microseconds.
-All datetimes are timezone-aware; results are in UTC (cron fields are read in UTC too).
+All datetimes are timezone-aware; results are in UTC. Cron expressions are read by the
+cronsim library through `syncd.cron`, in the schedule's time zone (default UTC; what a
+daylight saving change does is said there).
 """
 
 from __future__ import annotations
 
-import bisect
 import random
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from functools import lru_cache
 
-from syncd.config import Schedule, validate_cron
+from syncd.config import Schedule
+from syncd.cron import YEARS_SEARCHED, next_after, validate_cron, zone
 
 __all__ = [
     "BACKOFF_BASE",
@@ -29,13 +31,11 @@ BACKOFF_BASE = 30.0
 """Seconds of backoff after the first consecutive failure; doubles with each further one."""
 BACKOFF_CAP = 3600.0
 """Backoff never exceeds an hour: a broken tenant is retried at least hourly."""
-CRON_HORIZON_YEARS = 10
-"""How far `next_after` looks before declaring an expression impossible.
+CRON_HORIZON_YEARS = YEARS_SEARCHED
+"""How far `next_after` looks before declaring an expression impossible (cronsim's limit).
 
-Ten, not five: Feb 29 can be eight years away (2096 -> 2104, 2100 is no leap year).
-"""
-
-_MINUTE = timedelta(minutes=1)
+An expression that can never match (`0 0 30 2 *`) is refused when it is read; one that
+matches very rarely (`0 0 * 2 MON#5`: a February with five Mondays) is found."""
 
 
 def _require_aware(dt: datetime, name: str) -> datetime:
@@ -45,127 +45,36 @@ def _require_aware(dt: datetime, name: str) -> datetime:
     return dt.astimezone(UTC)
 
 
-def _expand(text: str, low: int, high: int) -> frozenset[int]:
-    """Expand one (already validated) cron field into the set of values it allows.
-
-    `a/n` (no range) means `a-high/n`, as in cronie; `*` spans the field's full range.
-    """
-    values: set[int] = set()
-    for item in text.split(","):
-        base, _, step_text = item.partition("/")
-        step = int(step_text) if step_text else 1
-        if base == "*":
-            start, stop = low, high
-        elif "-" in base:
-            first, last = base.split("-")
-            start, stop = int(first), int(last)
-        else:
-            start = int(base)
-            stop = high if step_text else start
-        values.update(range(start, stop + 1, step))
-    return frozenset(values)
-
-
 @dataclass(frozen=True, slots=True)
 class CronExpression:
-    """A parsed 5-field cron expression (minute hour day-of-month month day-of-week), in UTC.
-
-    Day-of-week is 0-7 with both 0 and 7 meaning Sunday. Day-of-month and day-of-week follow
-    Vixie cron: if either field starts with `*` the day must match both (the `*` one matches
-    anything); if both are restricted, a day matching EITHER is enough ("0 0 13 * 5" runs on
-    every 13th and every Friday).
-    """
+    """A cron expression (`syncd.cron`: 5 fields, names, macros) read in the time zone `tz`."""
 
     text: str
-    minutes: tuple[int, ...]
-    hours: tuple[int, ...]
-    days: frozenset[int]
-    months: tuple[int, ...]
-    weekdays: frozenset[int]  # 0 = Sunday .. 6 = Saturday (7 folded into 0)
-    dom_restricted: bool
-    dow_restricted: bool
+    tz: tzinfo = UTC
 
     @classmethod
-    def parse(cls, expr: str) -> CronExpression:
-        """Parse `expr` (syntax as accepted by `validate_cron`; ValueError otherwise)."""
-        text = validate_cron(expr)
-        minute, hour, dom, month, dow = text.split()
-        weekdays = frozenset(d % 7 for d in _expand(dow, 0, 7))
-        return cls(
-            text=text,
-            minutes=tuple(sorted(_expand(minute, 0, 59))),
-            hours=tuple(sorted(_expand(hour, 0, 23))),
-            days=_expand(dom, 1, 31),
-            months=tuple(sorted(_expand(month, 1, 12))),
-            weekdays=weekdays,
-            dom_restricted=not dom.startswith("*"),
-            dow_restricted=not dow.startswith("*"),
-        )
+    def parse(cls, expr: str, timezone: str = "UTC") -> CronExpression:
+        """Check `expr` and the IANA name `timezone` (ValueError, one line, otherwise)."""
+        return cls(validate_cron(expr), zone(timezone))
 
     def __str__(self) -> str:
         return self.text
 
-    def _day_matches(self, dt: datetime) -> bool:
-        in_dom = dt.day in self.days
-        in_dow = (dt.weekday() + 1) % 7 in self.weekdays
-        if self.dom_restricted and self.dow_restricted:
-            return in_dom or in_dow
-        return in_dom and in_dow
+    def next_after(self, dt: datetime) -> datetime:
+        """The first time of the expression strictly after `dt` (aware), as a UTC datetime;
+        ValueError when there is none within `CRON_HORIZON_YEARS` years."""
+        return next_after(self.text, _require_aware(dt, "dt"), self.tz)
 
     def matches(self, dt: datetime) -> bool:
-        """Whether the minute containing `dt` (aware; read in UTC) is one of the expression's."""
-        dt = _require_aware(dt, "dt")
-        return (
-            dt.minute in self.minutes
-            and dt.hour in self.hours
-            and dt.month in self.months
-            and self._day_matches(dt)
-        )
-
-    def next_after(self, dt: datetime) -> datetime:
-        """The first matching minute strictly after `dt` (aware), as a UTC datetime.
-
-        Skips whole months, days and hours that cannot match, so even a yearly expression
-        costs a few hundred steps. An expression that never matches (`0 0 30 2 *`) raises
-        ValueError after `CRON_HORIZON_YEARS` instead of looping forever.
-        """
-        start = _require_aware(dt, "dt").replace(second=0, microsecond=0) + _MINUTE
-        # Whole calendar years past the horizon: a day that comes back rarely (Tuesday the 1st of
-        # January, say) is still found when it is just under CRON_HORIZON_YEARS years away.
-        limit = start.replace(year=start.year + CRON_HORIZON_YEARS + 1, month=1, day=1, hour=0, minute=0)
-        cur = start
-        while cur < limit:
-            if cur.month not in self.months:
-                index = bisect.bisect_right(self.months, cur.month)
-                if index < len(self.months):
-                    cur = cur.replace(month=self.months[index], day=1, hour=0, minute=0)
-                else:
-                    cur = cur.replace(year=cur.year + 1, month=self.months[0], day=1, hour=0, minute=0)
-                continue
-            if not self._day_matches(cur):
-                cur = cur.replace(hour=0, minute=0) + timedelta(days=1)
-                continue
-            index = bisect.bisect_left(self.hours, cur.hour)
-            if index == len(self.hours):
-                cur = cur.replace(hour=0, minute=0) + timedelta(days=1)
-                continue
-            if self.hours[index] != cur.hour:
-                cur = cur.replace(hour=self.hours[index], minute=0)
-            index = bisect.bisect_left(self.minutes, cur.minute)
-            if index == len(self.minutes):
-                cur = cur.replace(minute=0) + timedelta(hours=1)
-                continue
-            return cur.replace(minute=self.minutes[index])
-        raise ValueError(
-            f"cron expression {self.text!r} has no matching time within "
-            f"{CRON_HORIZON_YEARS} years after {start.isoformat()}"
-        )
+        """Whether the minute containing `dt` (aware) is one of the expression's times."""
+        minute = _require_aware(dt, "dt").replace(second=0, microsecond=0)
+        return self.next_after(minute - timedelta(seconds=1)) == minute
 
 
 @lru_cache(maxsize=256)
-def _parse_cached(expr: str) -> CronExpression:
+def _parse_cached(expr: str, timezone: str) -> CronExpression:
     """Schedules are re-evaluated after every run; parse each expression once."""
-    return CronExpression.parse(expr)
+    return CronExpression.parse(expr, timezone)
 
 
 def _jitter(schedule: Schedule, rng: random.Random) -> timedelta:
@@ -183,7 +92,8 @@ def next_run(
     `every`: `last_start + every` (intervals run start to start, so a slow run does not drift
     the schedule), or `now` if the job never ran; the result may lie in the past, meaning
     "overdue, run now" (one run, not one per missed interval). `cron`: the next cron time
-    strictly after `max(now, last_start)`. Deterministic for a given `rng` state.
+    strictly after `max(now, last_start)`, read in the schedule's time zone. Deterministic
+    for a given `rng` state.
     """
     now = _require_aware(now, "now")
     if last_start is not None:
@@ -193,7 +103,7 @@ def next_run(
     else:
         assert schedule.cron is not None
         after = now if last_start is None else max(now, last_start)
-        base = _parse_cached(schedule.cron).next_after(after)
+        base = _parse_cached(schedule.cron, schedule.timezone).next_after(after)
     return base + _jitter(schedule, rng)
 
 
