@@ -148,8 +148,8 @@ async def test_a_dry_run_sends_nothing(world: World) -> None:
     reading, plan = await plan_org(world.settings, TargetRef("src", world.orgs[0]), TargetRef("dst", world.orgs[1]), db=world.db)
     lines = dry_run_lines(plan, reading.idmap)
     assert world.writes() == before and len(lines) == len(plan.ops)
-    assert any(line.startswith("POST /v1/spaces/") and line.endswith("then POST /v1/spaces/<the duplicate>/transfer") for line in lines)
-    assert any("<new collection " in line for line in lines) and any(line.startswith("settle tree") for line in lines)
+    assert any(line.startswith("+ create space '") and ": POST /v1/spaces/" in line and line.endswith("then POST /v1/spaces/<the duplicate>/transfer") for line in lines)
+    assert any("<new collection " in line for line in lines) and any(line.startswith("↻ settle tree") for line in lines)
 
 
 async def test_what_appeared_is_found_and_two_new_objects_are_told_apart_by_what_was_sent(world: World, tmp_path: Path) -> None:

@@ -176,7 +176,9 @@ def test_source_changes_plan_exactly_those_operations(emulator: Emulator, env: P
     assert main(["mirror", "apply", f"src:{src}", f"dst:{dst}", "--mode", "mirror", "--max-delete", "0"]) == 2
     assert "max-delete" in capsys.readouterr().err
     before = emulator.raw_dump(src)
-    assert main(["mirror", "apply", f"src:{src}", f"dst:{dst}", "--mode", "mirror"]) == 0
+    assert main(["mirror", "apply", f"src:{src}", f"dst:{dst}", "--mode", "mirror"]) == 2  # deletes need a terminal or --yes
+    assert "add --yes" in capsys.readouterr().err and emulator.raw_dump(src) == before
+    assert main(["mirror", "apply", f"src:{src}", f"dst:{dst}", "--mode", "mirror", "--yes"]) == 0
     assert_copied(emulator, src, dst, before)
 
 

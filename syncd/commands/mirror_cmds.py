@@ -3,49 +3,87 @@
 Exit codes, like the tools people trust: `mirror plan` exits 2 when changes are pending and
 0 when none (Terraform's -detailed-exitcode); `apply`, `restore` and `verify` exit 0 only when
 the target equals the source afterwards apart from what the plan announced as skips (and a
-copy left nothing in the source), 1 when differences remain; 2 for bad arguments or a refused
-plan (deletes beyond --max-delete, a source that looks empty).
+copy left nothing in the source), 1 when differences remain; 2 for bad arguments, a refused
+plan (deletes beyond --max-delete, a source that looks empty), a saved plan that is stale,
+or deletes nobody confirmed.
 
-Titles, reasons and messages come from the organizations: they are printed through
-`syncd.safe_text` (never read as markup, no control characters).
+Plans are reviewed like Terraform's: `mirror plan` lists every operation (`syncd.copy.review`)
+and `--out` saves it (`syncd.copy.planfile`); `apply --plan` applies exactly that, or refuses
+when a side changed since. Deletes are confirmed: on a terminal `apply --mode mirror` shows
+the plan and asks; elsewhere it needs `--yes`. A saved plan was reviewed when it was made, so
+applying it asks nothing (as `terraform apply PLANFILE`).
+
+With `--json`, stdout carries exactly one JSON document (`syncd.copy.documents`, schemas in
+`syncd/schemas/`); progress, warnings and questions go to stderr. Titles, reasons and
+messages come from the organizations: they are printed through `syncd.safe_text` (never read
+as markup, no control characters).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import typer
+from rich import box
+from rich.console import Console
 from rich.table import Table
 
-from syncd.commands.read_cmds import ConfigOption, DbOption, settings_and_ref
+from syncd.commands.read_cmds import ConfigOption, DbOption
 from syncd.config import Settings, TargetRef, load_settings, parse_target_ref
+from syncd.errors import SyncdError, UsageError
 from syncd.progress import CopyDisplay, CrawlProgress
 from syncd.safe_text import clean, markup
 from syncd.safe_text import console as make_console
 
 if TYPE_CHECKING:
-    from syncd.copy import CopyReport, Plan, Verification
+    from syncd.copy import CopyReport, Plan, Reading, Verification
+    from syncd.copy.planfile import SavedPlan
+    from syncd.copy.review import Item
     from syncd.copy.sides import Source
 
 app = typer.Typer(help="Copy or mirror an organization into another (same tenant or another).", no_args_is_help=True)
-console = make_console(soft_wrap=True)
 
 EXIT_DIFFERENT = 1
 EXIT_PENDING = 2
+SHOWN_SKIPS = 30
 
-ModeOption = typer.Option("copy", "--mode", help="copy (create and update) or mirror (also delete what syncd created and the source lost).")
-MaxDeleteOption = typer.Option(10, "--max-delete", help="Refuse to apply a plan with more deletes than this.")
+ModeOption = typer.Option(None, "--mode", help="copy (create and update; the default) or mirror (also delete what syncd created and the source lost).")
+MaxDeleteOption = typer.Option(None, "--max-delete", help="Refuse to apply a plan with more deletes than this (default 10).")
 NoAdoptOption = typer.Option(False, "--no-adopt", help="Create everything instead of adopting equivalent objects.")
 RoundsOption = typer.Option(3, "--max-rounds", min=1, max=10, help="Plan-apply-verify rounds at most.")
+JsonOption = typer.Option(False, "--json", help="Print one JSON document on stdout (progress and warnings go to stderr).")
+
+
+class NotConfirmed(SyncdError):
+    """Deletes nobody confirmed: nothing was written."""
+
+    exit_code = 2
+
+
+def _console(as_json: bool) -> Console:
+    """Human text: stdout, or stderr when stdout carries the JSON document."""
+    return make_console(stderr=as_json, soft_wrap=True)
+
+
+def _say(out: Console, text: str) -> None:
+    """Print text that quotes the organizations as it is: no markup, no control characters."""
+    out.print(clean(text, newlines=True), markup=False, highlight=False)
+
+
+def _emit(document: Any) -> None:
+    """The one JSON document of a `--json` run."""
+    sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False, default=list) + "\n")
+    sys.stdout.flush()
 
 
 def _refs(config: Path | None, source: str, target: str) -> tuple[Settings, TargetRef, TargetRef]:
-    settings, src = settings_and_ref(config, source)
-    return settings, src, parse_target_ref(target, settings)
+    settings = load_settings(config)
+    return settings, parse_target_ref(source, settings), parse_target_ref(target, settings)
 
 
 def _db(settings: Settings, db: Path | None) -> Path:
@@ -54,7 +92,9 @@ def _db(settings: Settings, db: Path | None) -> Path:
     return db or default_db(settings)
 
 
-def _check_mode(mode: str) -> Any:
+def _check_mode(mode: str | None) -> Any:
+    if mode is None:
+        return "copy"
     if mode not in ("copy", "mirror"):
         raise typer.BadParameter("--mode must be copy or mirror")
     return mode
@@ -65,150 +105,295 @@ def _with_progress(label: str, work: Callable[[Any], Awaitable[Any]]) -> Any:
         return anyio.run(work, progress.update)
 
 
-def print_plan(the_plan: Plan) -> None:
-    from syncd.copy.ops import ACTIONS
+# ----- printing ----------------------------------------------------------------------------------
 
-    counts = the_plan.counts()
-    if counts:
-        table = Table(title="planned operations")
-        table.add_column("kind")
-        for action in ACTIONS:
-            table.add_column(action, justify="right")
-        for kind in sorted(counts):
-            table.add_row(markup(kind), *(str(counts[kind].get(action, "")) or "" for action in ACTIONS))
-        totals = {action: sum(c.get(action, 0) for c in counts.values()) for action in ACTIONS}
-        table.add_row("[bold]total[/bold]", *(f"[bold]{totals[a]}[/bold]" for a in ACTIONS))
-        console.print(table)
+
+def summary_table(items: list[Item]) -> Table:
+    """Lines of the listing per kind and action (the plan's totals)."""
+    from syncd.copy.review import ACTIONS, counts
+
+    by_kind = counts(items)
+    table = Table(title="planned operations", box=box.SIMPLE_HEAD, padding=(0, 1))
+    table.add_column("kind")
+    for action in ACTIONS:
+        table.add_column(action, justify="right")
+    for kind, numbers in by_kind.items():
+        table.add_row(markup(kind), *(str(numbers.get(action, "")) for action in ACTIONS))
+    totals = {action: sum(n.get(action, 0) for n in by_kind.values()) for action in ACTIONS}
+    table.add_row("[bold]total[/bold]", *(f"[bold]{totals[a]}[/bold]" for a in ACTIONS))
+    return table
+
+
+def print_plan(items: list[Item], the_plan: Plan, out: Console, *, listing: bool = True) -> None:
+    """Every operation (`listing`), the totals, the skips, warnings and a refusal."""
+    from syncd.copy.review import render
+
+    if not the_plan.ops:
+        out.print("no operations: the target is up to date")
     else:
-        console.print("no operations: the target is up to date")
-    for op in the_plan.ops:
-        if op.action == "settle":
-            console.print(f"  settle {markup(op.kind)} {markup(repr(op.title))}: " + markup("; ".join(op.preview[:6]) + (" ..." if len(op.preview) > 6 else "")))
-    for skip in the_plan.skips[:30]:
-        console.print(f"  [yellow]skip[/yellow] {markup(skip.kind)} {markup(repr(skip.title))}: {markup(skip.reason)}")
-    if len(the_plan.skips) > 30:
-        console.print(f"  ... and {len(the_plan.skips) - 30} more skips (`mirror plan --json` lists them all)")
+        if listing:
+            for line in render(items):
+                _say(out, line)
+        out.print(summary_table(items))
+    for skip in the_plan.skips[:SHOWN_SKIPS]:
+        _say(out, f"  skip {skip.kind} {skip.title!r}: {skip.reason}")
+    if len(the_plan.skips) > SHOWN_SKIPS:
+        out.print(f"  ... and {len(the_plan.skips) - SHOWN_SKIPS} more skips (`mirror plan --json` lists them all)")
     for warning in the_plan.warnings:
-        console.print(f"[yellow]warning:[/yellow] {markup(warning)}")
+        _say(out, f"warning: {warning}")
     if the_plan.refused:
-        console.print(f"[red]refused:[/red] {markup(the_plan.refused)}")
+        _say(out, f"refused: {the_plan.refused}")
 
 
-def _say(text: str) -> None:
-    """Print text that quotes the organizations as it is: no markup, no control characters."""
-    console.print(clean(text, newlines=True), markup=False, highlight=False)
-
-
-def print_verification(result: Verification, residue: list[Any]) -> None:
+def print_verification(result: Verification, residue: list[Any], out: Console) -> None:
     from syncd.copy.verify import render
 
     for line in render(result, limit=50):
-        _say(line)
+        _say(out, line)
     for entry in residue:
-        _say(f"! {entry.kind} {entry.title!r} ({entry.source_id}): {entry.note}")
+        _say(out, f"! {entry.kind} {entry.title!r} ({entry.source_id}): {entry.note}")
 
 
-def print_report(report: CopyReport) -> None:
+def print_report(report: CopyReport, out: Console) -> None:
     for line in report.settled:
-        _say(f"settled: {line}")
+        _say(out, f"settled: {line}")
     if report.plans:
-        print_plan(report.plans[0])
+        print_plan(report.listing, report.plans[0], out, listing=False)
     for round_ in report.rounds:
-        _say(round_.line())
+        _say(out, round_.line())
         if round_.apply is not None and (round_.apply.failed or round_.apply.skipped or round_.apply.notes):
-            _say(round_.apply.summary(limit=15))
+            _say(out, round_.apply.summary(limit=15))
     for warning in report.warnings:
-        _say(f"warning: {warning}")
-    print_verification(report.verification, report.residue)
+        _say(out, f"warning: {warning}")
+    print_verification(report.verification, report.residue, out)
 
 
-def run_copy(settings: Settings, source: Source, target: TargetRef, db: Path, *, mode: Any = "copy", max_delete: int = 10, adopt: bool = True, max_rounds: int = 3) -> int:
+# ----- plans -------------------------------------------------------------------------------------
+
+
+def make_saved(reading: Reading, the_plan: Plan, source: Source, target: TargetRef, mode: str, options: dict[str, Any]) -> SavedPlan:
+    """A plan with what it was made from (what `--out` writes and `apply --plan` checks)."""
+    from syncd.copy.engine import fingerprints
+    from syncd.copy.planfile import SavedPlan, now_text
+
+    return SavedPlan(reading.pair, str(source), str(target), mode, the_plan, fingerprints(reading), options, now_text())
+
+
+def _plan(settings: Settings, source: Source, target: TargetRef, db: Path, mode: Any, max_delete: int, adopt: bool) -> tuple[Reading, Plan, list[Item]]:
+    from syncd.copy import plan_org
+    from syncd.copy.review import review
+
+    reading, the_plan = _with_progress(f"read {source} and {target}", lambda progress: plan_org(
+        settings, source, target, mode=mode, max_delete=max_delete, adopt=adopt, db=db, on_read=progress,
+    ))
+    return reading, the_plan, review(the_plan, reading.source.snapshot, reading.target.snapshot, reading.idmap)
+
+
+def _plan_refs(settings: Settings, saved: SavedPlan, source: str | None, target: str | None) -> tuple[TargetRef, TargetRef]:
+    """The plan's organizations; SRC and DST, when given, must name the same ones."""
+    pair = saved.pair
+    planned = (TargetRef(pair.source_tenant, pair.source_org), TargetRef(pair.target_tenant, pair.target_org))
+    for given, ref, side in ((source, planned[0], "source"), (target, planned[1], "target")):
+        if given is None:
+            continue
+        parsed = parse_target_ref(given, settings)
+        if (settings.tenant(parsed.tenant).name, parsed.org) != (ref.tenant, ref.org):
+            raise UsageError(f"{given} is not the plan's {side} ({ref}): give the plan's organizations, or none")
+    for ref in planned:
+        settings.tenant(ref.tenant)  # configured here too
+    return planned
+
+
+def confirm_deletes(items: list[Item], the_plan: Plan, target: TargetRef, yes: bool, out: Console) -> None:
+    """Deletes go ahead with --yes, or when a person types `yes` on a terminal; else
+    NotConfirmed, before anything is written."""
+    deletes = [item for item in items if item.action == "delete"]
+    if not deletes or yes:
+        return
+    names = ", ".join(f"{item.kind} {item.path or item.title!r}" for item in deletes[:3]) + (", ..." if len(deletes) > 3 else "")
+    if not sys.stdin.isatty():
+        raise NotConfirmed(
+            f"the plan deletes {len(deletes)} object(s) from {target} ({clean(names)}): add --yes to apply it without a terminal, "
+            "or review it with `syncd mirror plan --out PLAN.json` and apply that; nothing was written"
+        )
+    print_plan(items, the_plan, out)
+    ask = make_console(stderr=True)
+    ask.print(f"Delete {len(deletes)} object(s) from {markup(str(target))}? Only 'yes' deletes: ", end="")
+    if sys.stdin.readline().strip() != "yes":
+        raise NotConfirmed("apply cancelled: nothing was written")
+
+
+# ----- running -----------------------------------------------------------------------------------
+
+
+def run_copy(
+    settings: Settings, source: Source, target: TargetRef, db: Path, *, mode: Any = "copy", max_delete: int = 10, adopt: bool = True,
+    max_rounds: int = 3, saved: SavedPlan | None = None, as_json: bool = False, plan_file: str | None = None,
+) -> int:
     """`copy_org` with progress on the terminal; the exit status."""
     from syncd.copy import copy_org
 
     with CopyDisplay(f"copy {source} -> {target}") as display:
         report = anyio.run(lambda: copy_org(
             settings, source, target, mode=mode, max_delete=max_delete, adopt=adopt, db=db, max_rounds=max_rounds,
-            on_read=display.reading, on_apply=display.applying,
+            on_read=display.reading, on_apply=display.applying, saved=saved,
         ))
-    print_report(report)
+    if as_json:
+        from syncd.copy.documents import copy_document
+
+        for warning in report.warnings:
+            _say(_console(True), f"warning: {warning}")
+        _emit(copy_document(report, plan_file=plan_file))
+    else:
+        print_report(report, _console(False))
     return 0 if report.equal else EXIT_DIFFERENT
 
 
-def run_dry(settings: Settings, source: Source, target: TargetRef, db: Path, *, mode: Any, max_delete: int, adopt: bool) -> int:
-    from syncd.copy import PlanRefused, dry_run_lines, plan_org
+def run_dry(settings: Settings, source: Source, target: TargetRef, db: Path, *, mode: Any, max_delete: int, adopt: bool, as_json: bool = False) -> int:
+    from syncd.copy import PlanRefused, dry_run_lines
+    from syncd.copy.planfile import plan_document
 
-    reading, the_plan = _with_progress(f"read {source} and {target}", lambda progress: plan_org(
-        settings, source, target, mode=mode, max_delete=max_delete, adopt=adopt, db=db, on_read=progress,
-    ))
-    print_plan(the_plan)
+    reading, the_plan, items = _plan(settings, source, target, db, mode, max_delete, adopt)
+    out = _console(as_json)
+    lines = dry_run_lines(the_plan, reading.idmap)
+    if as_json:
+        document = plan_document(make_saved(reading, the_plan, source, target, mode, {"max_delete": max_delete, "adopt": adopt}), items)
+        _emit({**document, "calls": lines})
+    else:
+        print_plan(items, the_plan, out, listing=False)
     if the_plan.refused:
         raise PlanRefused(the_plan.refused)
-    lines = dry_run_lines(the_plan, reading.idmap)
-    console.print(f"dry run: {len(lines)} steps would be sent, nothing was written", markup=False)
-    for line in lines:
-        _say(f"  {line}")
+    if not as_json:
+        out.print(f"dry run: {len(lines)} steps would be sent, nothing was written", markup=False)
+        for line in lines:
+            _say(out, f"  {line}")
     return EXIT_PENDING if the_plan.ops else 0
+
+
+def dry_run_saved(saved: SavedPlan, plan_file: Path, db: Path, as_json: bool) -> int:
+    """The calls of a saved plan, resolved through the id map as it is now (nothing is read)."""
+    from syncd.copy import dry_run_lines
+    from syncd.copy.journal import load_idmap
+    from syncd.copy.model import IdMap
+    from syncd.mirror import Mirror
+
+    idmap = IdMap()
+    if db.exists():
+        with Mirror(db) as mirror:
+            idmap = load_idmap(mirror, saved.pair)
+    lines = dry_run_lines(saved.plan, idmap)
+    if as_json:
+        _emit({**json.loads(plan_file.read_text(encoding="utf-8")), "calls": lines})
+    else:
+        out = _console(False)
+        out.print(f"dry run of a saved plan: {len(lines)} steps would be sent, nothing was written", markup=False)
+        for line in lines:
+            _say(out, f"  {line}")
+    return EXIT_PENDING if saved.plan.ops else 0
+
+
+# ----- commands ----------------------------------------------------------------------------------
 
 
 @app.command("plan")
 def plan_cmd(
     source: str = typer.Argument(..., metavar="SRC_TENANT:ORG"),
     target: str = typer.Argument(..., metavar="DST_TENANT:ORG"),
-    mode: str = ModeOption,
-    max_delete: int = MaxDeleteOption,
+    mode: str | None = ModeOption,
+    max_delete: int | None = MaxDeleteOption,
     no_adopt: bool = NoAdoptOption,
-    as_json: bool = typer.Option(False, "--json", help="Print the operations as JSON."),
+    out_file: Path | None = typer.Option(None, "--out", metavar="PLAN.json", help="Save the plan, to apply exactly it with `mirror apply --plan`."),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan as one JSON document (the same as --out writes)."),
     db: Path | None = DbOption,
     config: Path | None = ConfigOption,
 ) -> None:
-    """Read both organizations and print the operations that would make the target match."""
-    from syncd.copy import plan_org
-    from syncd.copy.ops import op_to_json
+    """Read both organizations and list every operation that would make the target match."""
+    from syncd.copy.planfile import plan_document, save_plan
 
     settings, src, dst = _refs(config, source, target)
-    _, the_plan = _with_progress(f"read {src} and {dst}", lambda progress: plan_org(
-        settings, src, dst, mode=_check_mode(mode), max_delete=max_delete, adopt=not no_adopt, db=_db(settings, db), on_read=progress,
-    ))
+    mode, limit, adopt = _check_mode(mode), 10 if max_delete is None else max_delete, not no_adopt
+    reading, the_plan, items = _plan(settings, src, dst, _db(settings, db), mode, limit, adopt)
+    out = _console(as_json)
+    saved = make_saved(reading, the_plan, src, dst, mode, {"max_delete": limit, "adopt": adopt})
     if as_json:
-        print(json.dumps({
-            "ops": [op_to_json(op) for op in the_plan.ops],
-            "skips": [skip.__dict__ for skip in the_plan.skips],
-            "refused": the_plan.refused,
-            "warnings": the_plan.warnings,
-        }, indent=2, default=list))
+        _emit(plan_document(saved, items))
+        for warning in the_plan.warnings:
+            _say(out, f"warning: {warning}")
     else:
-        print_plan(the_plan)
+        print_plan(items, the_plan, out)
     if the_plan.refused:
+        if out_file is not None:
+            _say(out, f"{out_file} was not written: a refused plan cannot be applied")
         raise typer.Exit(EXIT_PENDING)
+    if out_file is not None:
+        save_plan(out_file, plan_document(saved, items))
+        _say(out, f"plan saved to {out_file}: apply exactly it with `syncd mirror apply --plan {out_file}`")
     raise typer.Exit(EXIT_PENDING if the_plan.ops else 0)
 
 
 @app.command("apply")
 def apply_cmd(
-    source: str = typer.Argument(..., metavar="SRC_TENANT:ORG"),
-    target: str = typer.Argument(..., metavar="DST_TENANT:ORG"),
-    mode: str = ModeOption,
-    max_delete: int = MaxDeleteOption,
+    source: str | None = typer.Argument(None, metavar="SRC_TENANT:ORG", help="The source (optional with --plan: the plan names it)."),
+    target: str | None = typer.Argument(None, metavar="DST_TENANT:ORG", help="The target (optional with --plan)."),
+    mode: str | None = ModeOption,
+    max_delete: int | None = MaxDeleteOption,
     no_adopt: bool = NoAdoptOption,
+    plan_file: Path | None = typer.Option(None, "--plan", metavar="PLAN.json", help="Apply exactly this saved plan; refused when a side changed since it was made."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Apply deletes without asking (needed for deletes when stdin is not a terminal)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the calls, send none."),
     max_rounds: int = RoundsOption,
+    as_json: bool = JsonOption,
     db: Path | None = DbOption,
     config: Path | None = ConfigOption,
 ) -> None:
     """Apply the plan (journaled, resumable), read again and verify; plan again from what was
     read while something is left that a plan can fix (at most --max-rounds)."""
-    settings, src, dst = _refs(config, source, target)
-    options = {"mode": _check_mode(mode), "max_delete": max_delete, "adopt": not no_adopt}
+    settings = load_settings(config)
+    state = _db(settings, db)
+    if plan_file is not None:
+        from syncd.copy.planfile import load_plan
+
+        if mode is not None or max_delete is not None or no_adopt:
+            raise UsageError("--mode, --max-delete and --no-adopt were fixed when the plan was made: give none of them with --plan")
+        saved = load_plan(plan_file)
+        src, dst = _plan_refs(settings, saved, source, target)
+        if dry_run:
+            raise typer.Exit(dry_run_saved(saved, plan_file, state, as_json))
+        raise typer.Exit(run_copy(
+            settings, src, dst, state, mode=saved.mode, max_delete=int(saved.options.get("max_delete", 10)),
+            adopt=bool(saved.options.get("adopt", True)), max_rounds=max_rounds, saved=saved, as_json=as_json, plan_file=str(plan_file),
+        ))
+    if source is None or target is None:
+        raise UsageError("mirror apply needs SRC_TENANT:ORG and DST_TENANT:ORG, or --plan PLAN.json")
+    src, dst = parse_target_ref(source, settings), parse_target_ref(target, settings)
+    options = {"mode": _check_mode(mode), "max_delete": 10 if max_delete is None else max_delete, "adopt": not no_adopt}
     if dry_run:
-        raise typer.Exit(run_dry(settings, src, dst, _db(settings, db), **options))
-    raise typer.Exit(run_copy(settings, src, dst, _db(settings, db), max_rounds=max_rounds, **options))
+        raise typer.Exit(run_dry(settings, src, dst, state, as_json=as_json, **options))
+    saved = None
+    if options["mode"] == "mirror" and not yes:
+        saved = _reviewed(settings, src, dst, state, options, as_json)
+    raise typer.Exit(run_copy(settings, src, dst, state, max_rounds=max_rounds, saved=saved, as_json=as_json, **options))
+
+
+def _reviewed(settings: Settings, source: TargetRef, target: TargetRef, db: Path, options: dict[str, Any], as_json: bool) -> SavedPlan:
+    """A mirror apply without --yes: plan first, have its deletes confirmed, then apply
+    exactly that plan (later rounds add no delete that was not confirmed)."""
+    from syncd.copy import PlanRefused
+
+    reading, the_plan, items = _plan(settings, source, target, db, options["mode"], options["max_delete"], options["adopt"])
+    if the_plan.refused:
+        raise PlanRefused(f"the plan must not be applied: {the_plan.refused}")
+    confirm_deletes(items, the_plan, target, False, _console(as_json))
+    saved = make_saved(reading, the_plan, source, target, options["mode"], {"max_delete": options["max_delete"], "adopt": options["adopt"]})
+    saved.binds = "deletes"
+    return saved
 
 
 @app.command("verify")
 def verify_cmd(
     source: str = typer.Argument(..., metavar="SRC_TENANT:ORG"),
     target: str = typer.Argument(..., metavar="DST_TENANT:ORG"),
+    as_json: bool = JsonOption,
     db: Path | None = DbOption,
     config: Path | None = ConfigOption,
 ) -> None:
@@ -217,7 +402,12 @@ def verify_cmd(
 
     settings, src, dst = _refs(config, source, target)
     verification, residue = _with_progress(f"read {src} and {dst}", lambda progress: verify_org(settings, src, dst, db=_db(settings, db), on_read=progress))
-    print_verification(verification, residue)
+    if as_json:
+        from syncd.copy.documents import verify_document
+
+        _emit(verify_document(str(src), str(dst), verification, residue))
+    else:
+        print_verification(verification, residue, _console(False))
     raise typer.Exit(0 if verification.equal and not residue else EXIT_DIFFERENT)
 
 
@@ -227,6 +417,7 @@ def restore(
     org: str | None = typer.Option(None, "--org", help="The backed-up organization to restore (when the file holds several)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the calls, send none."),
     max_rounds: int = RoundsOption,
+    as_json: bool = JsonOption,
     db: Path | None = DbOption,
     config: Path | None = ConfigOption,
 ) -> None:
@@ -237,5 +428,5 @@ def restore(
     dst = parse_target_ref(target, settings)
     source = BackupSource(backup, org)
     if dry_run:
-        raise typer.Exit(run_dry(settings, source, dst, _db(settings, db), mode="copy", max_delete=0, adopt=True))
-    raise typer.Exit(run_copy(settings, source, dst, _db(settings, db), max_rounds=max_rounds))
+        raise typer.Exit(run_dry(settings, source, dst, _db(settings, db), mode="copy", max_delete=0, adopt=True, as_json=as_json))
+    raise typer.Exit(run_copy(settings, source, dst, _db(settings, db), max_rounds=max_rounds, as_json=as_json))

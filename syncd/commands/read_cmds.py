@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from syncd.change_lines import change_lines
@@ -25,9 +26,11 @@ from syncd.config import Settings, TargetRef, load_settings, parse_target_ref
 from syncd.crawl import CrawlResult
 from syncd.errors import UsageError
 from syncd.mirror import ChangeSummary, Mirror, MirrorError, summarise
+from syncd.machine_output import emit, human_console
 from syncd.progress import CrawlProgress
 from syncd.safe_text import cell, clean, markup
 from syncd.safe_text import console as make_console
+from syncd.tables import Col, fitted_table
 
 EXIT_PARTIAL = 3
 MISSING_SHOWN = 20
@@ -72,12 +75,35 @@ def report_crawl(result: CrawlResult, requests: int, label: str) -> int:
         f"run {result.run} {markup(result.status)}: {objects} objects read with {requests} requests, "
         f"{stats.skipped_scopes} unchanged spaces skipped, {stats.failed_listings} listings failed"
     )
+    return crawl_warnings(result, console)
+
+
+def crawl_warnings(result: CrawlResult, out: Console) -> int:
+    """What a partial crawl could not read, on `out`; the exit code (3 partial, else 0)."""
     if result.status != "complete":
-        for error in stats.errors[:10]:
-            console.print(f"  [yellow]could not read[/yellow] {markup(error)}")
-        console.print("[yellow]partial run: what could not be read keeps its previous state; run sync again to retry it[/yellow]")
+        for error in result.stats.errors[:10]:
+            out.print(f"  [yellow]could not read[/yellow] {markup(error)}")
+        out.print("[yellow]partial run: what could not be read keeps its previous state; run sync again to retry it[/yellow]")
         return EXIT_PARTIAL
     return 0
+
+
+def crawl_document(result: CrawlResult, requests: int, tenant: str, scope: str) -> dict[str, Any]:
+    """A crawl's report for `--json` (schemas/sync.json)."""
+    stats = result.stats
+    return {
+        "run": result.run,
+        "tenant": tenant,
+        "scope": scope,
+        "status": result.status,
+        "objects": sum(stats.objects.values()),
+        "objects_by_kind": dict(sorted(stats.objects.items())),
+        "requests": requests,
+        "skipped_spaces": stats.skipped_scopes,
+        "failed_listings": stats.failed_listings,
+        "errors": list(stats.errors),
+        "changes": result.summary.to_dict(),
+    }
 
 
 def sync(
@@ -85,6 +111,7 @@ def sync(
     db: Path | None = DbOption,
     full: bool = typer.Option(False, "--full", help="Read everything, ignoring unchanged spaces' change tokens."),
     config: Path | None = ConfigOption,
+    as_json: bool = typer.Option(False, "--json", help="Print the run's report as JSON (schemas/sync.json); warnings go to stderr."),
 ) -> None:
     """Crawl a tenant (or one organization) into the mirror and print the changes."""
     from syncd.sync import default_db, sync_into
@@ -93,6 +120,9 @@ def sync(
     db_path = db or default_db(settings)
     with CrawlProgress(f"sync {ref}") as progress:
         result, client = anyio.run(lambda: sync_into(settings, ref, db_path, full=full, on_progress=progress.update))
+    if as_json:
+        emit(crawl_document(result, client.stats.requests, settings.tenant(ref.tenant).name, str(ref)) | {"db": str(db_path)})
+        raise typer.Exit(crawl_warnings(result, human_console(True)))
     code = report_crawl(result, client.stats.requests, f"sync {ref}")
     raise typer.Exit(code)
 
@@ -145,6 +175,39 @@ def diff(
         console.print(clean(line), markup=False, highlight=False, soft_wrap=True)
 
 
+RUN_COLUMNS = (
+    Col("run", justify="right", no_wrap=True),
+    Col("job", max_width=14),
+    Col("scope", max_width=14),  # TENANT:ORG_ID folds onto a second line
+    Col("started (UTC)", no_wrap=True),
+    Col("status", min_width=9),  # `cancelled` stays whole, a reason wraps
+    Col("objects", justify="right", no_wrap=True),
+    Col("requests", justify="right", no_wrap=True, drop=2),
+    Col("changes", justify="right", no_wrap=True, drop=3),
+    Col("errors", justify="right", no_wrap=True, drop=1),
+)
+
+
+def runs_table(console: Console, runs: list[dict[str, Any]], db_path: Path) -> Table:
+    """The runs of a mirror for `status`, fitted to `console`'s width (`syncd.tables`)."""
+    rows = []
+    for r in runs:
+        stats: dict[str, Any] = r.get("stats") or {}
+        changes = (stats.get("mirror") or {}).get("changes")
+        rows.append((
+            str(r["id"]),
+            cell(r["job"]),
+            cell(r["scope_ref"]),
+            cell(str(r["started_at"])[:16].replace("T", " ")),
+            cell(r["status"] + (f" ({r['reason']})" if r.get("reason") else "")),
+            str(sum((stats.get("objects") or {}).values()) or ""),
+            str(stats.get("requests", "")),
+            str(sum(sum(ops.values()) for ops in changes.values())) if isinstance(changes, dict) else "",
+            str(stats.get("failed_listings", "")),
+        ))  # fmt: skip
+    return fitted_table(console, cell(f"runs in {db_path}"), RUN_COLUMNS, rows)
+
+
 def status(
     db: Path | None = DbOption,
     as_json: bool = typer.Option(False, "--json", help="Print the runs as JSON."),
@@ -161,29 +224,12 @@ def status(
     except sqlite3.DatabaseError as exc:  # the header and schema read, a later page is damaged
         raise MirrorError(f"{db_path} cannot be read, it is damaged: {exc}") from None
     if as_json:
-        print(json.dumps({"runs": runs, "objects": counts}, indent=2, default=str))
+        emit({"runs": runs, "objects": counts})
         return
     if not runs:
         console.print(f"no runs yet in {markup(db_path)}")
         return
-    table = Table(title=cell(f"runs in {db_path}"))
-    for column in ("run", "job", "scope", "started", "status", "objects", "requests", "changes", "errors"):
-        table.add_column(column)
-    for r in runs:
-        stats: dict[str, Any] = r.get("stats") or {}
-        changes = (stats.get("mirror") or {}).get("changes")
-        table.add_row(
-            str(r["id"]),
-            cell(r["job"]),
-            cell(r["scope_ref"]),
-            cell(str(r["started_at"])[:19]),
-            cell(r["status"] + (f" ({r['reason']})" if r.get("reason") else "")),
-            str(sum((stats.get("objects") or {}).values()) or ""),
-            str(stats.get("requests", "")),
-            str(sum(sum(ops.values()) for ops in changes.values())) if isinstance(changes, dict) else "",
-            str(stats.get("failed_listings", "")),
-        )
-    console.print(table)
+    console.print(runs_table(console, runs, db_path))
     for tenant, kinds in counts.items():
         console.print(f"{markup(tenant)}: {sum(kinds.values())} current objects in {len(kinds)} kinds")
 
@@ -197,6 +243,7 @@ def backup(
         False, "--force", help="With --overwrite: replace OUT even with a backup holding no object, or fewer than half of OUT's."
     ),
     config: Path | None = ConfigOption,
+    as_json: bool = typer.Option(False, "--json", help="Print the backup's report as JSON (schemas/backup.json); warnings go to stderr."),
 ) -> None:
     """Back up everything the token sees (or one organization) into one SQLite file."""
     from rich.markup import escape
@@ -210,29 +257,41 @@ def backup(
             lambda: run_backup(settings, ref, out, with_files=with_files, overwrite=overwrite, force=force, on_progress=progress.update)
         )
     stats = result.crawl.stats
-    console.print(f"backup of {markup(ref)} written to {markup(result.path)}: {sum(stats.objects.values())} objects, {result.requests} requests")
+    shown = human_console(as_json, console)
+    if not as_json:
+        shown.print(f"backup of {markup(ref)} written to {markup(result.path)}: {sum(stats.objects.values())} objects, {result.requests} requests")
     code = 0
     if result.crawl.status != "complete":
         for error in stats.errors[:10]:
-            console.print(f"  [yellow]could not read[/yellow] {markup(error)}")
-        console.print("[yellow]the backup is partial: what could not be read is missing from it[/yellow]")
+            shown.print(f"  [yellow]could not read[/yellow] {markup(error)}")
+        shown.print("[yellow]the backup is partial: what could not be read is missing from it[/yellow]")
         code = EXIT_PARTIAL
     if result.emptier is not None:
         if force:
-            console.print(f"[yellow]the backup {escape(result.emptier)} (--force: written all the same)[/yellow]")
+            shown.print(f"[yellow]the backup {escape(result.emptier)} (--force: written all the same)[/yellow]")
         else:
-            console.print(f"[yellow]the backup {escape(result.emptier)}: check the token's access[/yellow]")
+            shown.print(f"[yellow]the backup {escape(result.emptier)}: check the token's access[/yellow]")
             code = EXIT_PARTIAL
     if result.files is not None:
         files = result.files
-        console.print(
-            f"files: {files.downloaded} downloaded, {files.skipped} already present, {len(files.failed)} failed, "
-            f"{files.bytes} bytes in {markup(blobs_dir(result.path))}"
-        )
+        if not as_json:
+            shown.print(
+                f"files: {files.downloaded} downloaded, {files.skipped} already present, {len(files.failed)} failed, "
+                f"{files.bytes} bytes in {markup(blobs_dir(result.path))}"
+            )
         for row_id, reason in list(files.failed.items())[:10]:
-            console.print(f"  [yellow]file {markup(row_id)}[/yellow]: {markup(reason)}")
+            shown.print(f"  [yellow]file {markup(row_id)}[/yellow]: {markup(reason)}")
         if files.failed:
             code = EXIT_PARTIAL
+    if as_json:
+        document = crawl_document(result.crawl, result.requests, settings.tenant(ref.tenant).name, str(ref))
+        files_part = None
+        if result.files is not None:
+            files_part = {
+                "downloaded": result.files.downloaded, "skipped": result.files.skipped, "failed": dict(result.files.failed),
+                "bytes": result.files.bytes, "folder": str(blobs_dir(result.path)),
+            }  # fmt: skip
+        emit(document | {"file": str(result.path), "held_objects": result.objects, "emptier": result.emptier, "files": files_part})
     raise typer.Exit(code)
 
 
@@ -244,23 +303,30 @@ def export(
     force: bool = typer.Option(
         False, "--force", help="Replace a previous export even when this one would remove all or more than half of its files."
     ),
+    as_json: bool = typer.Option(False, "--json", help="Print the export's report as JSON (schemas/export.json); warnings go to stderr."),
 ) -> None:
     """Export a backup (only read) to a folder per space in GitBook's Git Sync layout, and JSON for the rest."""
+    from dataclasses import asdict
+
     from syncd.export import export_mirror
 
     report = export_mirror(source, out_dir, tenant=tenant, org=org, force=force)
-    console.print(
-        f"exported {report.organizations} organization(s), {report.spaces} spaces, {report.pages} pages, "
-        f"{report.change_requests} change requests, {report.assets} file binaries to {markup(out_dir)}: {report.files} files "
-        f"({report.written} written, {report.removed} removed)"
-    )
+    shown = human_console(as_json, console)
+    if as_json:
+        emit({"source": str(source), "out": str(out_dir), **asdict(report)})
+    else:
+        shown.print(
+            f"exported {report.organizations} organization(s), {report.spaces} spaces, {report.pages} pages, "
+            f"{report.change_requests} change requests, {report.assets} file binaries to {markup(out_dir)}: {report.files} files "
+            f"({report.written} written, {report.removed} removed)"
+        )
     missing = report.missing_binaries
     if missing:
-        console.print(
+        shown.print(
             f"[yellow]{len(missing)} file binaries are not in the backup[/yellow] (back up with --with-files to "
             "include them); pages still link to where they would be:"
         )
         for path in missing[:MISSING_SHOWN]:
-            console.print(f"  [yellow]missing[/yellow] {markup(path)}", soft_wrap=True)
+            shown.print(f"  [yellow]missing[/yellow] {markup(path)}", soft_wrap=True)
         if len(missing) > MISSING_SHOWN:
-            console.print(f"  ... and {len(missing) - MISSING_SHOWN} more")
+            shown.print(f"  ... and {len(missing) - MISSING_SHOWN} more")

@@ -35,18 +35,23 @@ from syncd.copy.apply import ApplyProgress, ApplyResult, apply_plan
 from syncd.copy.context import ContentStrategy, Mode, seg
 from syncd.copy.journal import Pair
 from syncd.copy.model import IdMap, Snapshot
-from syncd.copy.ops import PATH_REF, Plan, Ref, Skip
+from syncd.copy.ops import PATH_REF, Op, Plan, Ref, Skip
 from syncd.copy.plan import plan_copy
+from syncd.copy.planfile import SavedPlan, check_fresh, restrict, sides_fingerprints
 from syncd.copy.recover import UnsettledError, settle_leftovers
+from syncd.copy.scoping import scope_sides
+from syncd.copy.review import SYMBOLS, Item, review
 from syncd.copy.served import Publisher, held_blobs
 from syncd.copy.sides import BackupSource, ClientFactory, Endpoints, Side, Source, connect, read_backup, read_sides, target_reads_source
 from syncd.copy.verify import Entry, Verification, compare, excuse, residue
 from syncd.copy.writer import Writer
 from syncd.errors import SyncdError
 from syncd.mirror import Mirror
+from syncd.scope import EVERYTHING, Scope
+from syncd.selection import Dependency
 from syncd.sync import Progress, default_db
 
-__all__ = ["CopyReport", "PlanRefused", "Reading", "RoundReport", "copy_org", "dry_run_lines", "plan_org", "verify_org"]
+__all__ = ["CopyReport", "PlanRefused", "Reading", "RoundReport", "copy_org", "dry_run_lines", "fingerprints", "plan_org", "verify_org"]
 
 MAX_ROUNDS = 3
 
@@ -70,10 +75,18 @@ class Reading:
     """The source with everything in it, duplicates a copy left there included (residue)."""
     pending: int = 0
     """Calls of earlier runs with an unknown effect (a plan made without settling them)."""
+    dependencies: list[Dependency] = field(default_factory=list)
+    """What the source's objects in scope need outside the scope (`syncd.copy.scoping`)."""
+    scope_warnings: list[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
         return self.source.complete and self.target.complete
+
+
+def fingerprints(reading: Reading) -> dict[str, str]:
+    """What each side looked like as read (a saved plan's staleness check, `planfile`)."""
+    return sides_fingerprints(reading.source.snapshot, reading.target.snapshot, reading.idmap)
 
 
 @dataclass
@@ -115,6 +128,10 @@ class CopyReport:
     residue: list[Entry] = field(default_factory=list)
     read_cleanly: bool = True
     plans: list[Plan] = field(default_factory=list)
+    outside_plan: list[Op] = field(default_factory=list)
+    """Ops a later round planned that the saved plan did not hold: not applied."""
+    listing: list[Item] = field(default_factory=list)
+    """The first plan as people review it (`review`)."""
 
     @property
     def equal(self) -> bool:
@@ -159,7 +176,9 @@ async def _pair(ends: Endpoints) -> tuple[Pair, Side | None]:
     return Pair(ends.settings.tenant(source.tenant).name, source.org, ends.target_tenant, ends.target_org), None
 
 
-async def _read(ends: Endpoints, pair: Pair, backup: Side | None, content: ContentStrategy, progress: Progress | None, full: bool) -> Reading:
+async def _read(
+    ends: Endpoints, pair: Pair, backup: Side | None, content: ContentStrategy, progress: Progress | None, full: bool, scope: Scope = EVERYTHING
+) -> Reading:
     source, target = await read_sides(ends, backup, progress, full)
 
     def load() -> tuple[IdMap, list[str], int]:
@@ -170,7 +189,9 @@ async def _read(ends: Endpoints, pair: Pair, backup: Side | None, content: Conte
     leftovers = set(made) | set(idmap.of_kind("space-duplicate").values())
     as_read = source.snapshot
     source = Side(source.tenant, source.org, as_read.without("space", leftovers), source.crawl, source.label)
-    return Reading(pair, source, target, idmap, content, as_read, pending)
+    scoped = scope_sides(source.snapshot, target.snapshot, idmap, scope)  # both sides cut to the scope, before any plan
+    source, target = replace(source, snapshot=scoped.source), replace(target, snapshot=scoped.target)
+    return Reading(pair, source, target, idmap, content, as_read, pending, scoped.dependencies, scoped.warnings)
 
 
 def _blobs(ends: Endpoints, pair: Pair) -> BlobStore:
@@ -241,6 +262,7 @@ def _plan(reading: Reading, mode: Mode, max_delete: int, adopt: bool) -> Plan:
     plan = plan_copy(reading.source.snapshot, reading.target.snapshot, reading.idmap, effective, max_delete=max_delete, adopt=adopt, content=reading.content)
     if effective != mode:
         plan.warnings.append("a side could not be read completely: no deletes are planned this time")
+    plan.warnings += reading.scope_warnings + [f"outside the scope: {d.line()}" for d in reading.dependencies]
     return plan
 
 
@@ -292,12 +314,18 @@ async def copy_org(
     on_read: Progress | None = None,
     on_apply: Callable[[ApplyProgress], Any] | None = None,
     on_round: Callable[[RoundReport], Any] | None = None,
+    saved: SavedPlan | None = None,
+    scope: Scope = EVERYTHING,
 ) -> CopyReport:
     """Make `target` equal to `source` (see the module docstring). Raises PlanRefused
     (nothing written), UnsettledError, MirrorBusyError, UsageError, ContentSourceError, ApiError
-    for a side that cannot be read at all; failures of single writes are in the report."""
+    for a side that cannot be read at all; failures of single writes are in the report.
+
+    With a `saved` plan: StalePlan (nothing written) when a side's fingerprint differs from
+    the plan's; else round 1 applies exactly the saved ops, and later rounds only ops the
+    saved plan holds (by key): the others are reported in `outside_plan`, not applied."""
     db = db or default_db(settings)
-    options = _Options(mode, max_delete, adopt, max_rounds, full, on_read, on_apply, on_round)
+    options = _Options(mode, max_delete, adopt, max_rounds, full, on_read, on_apply, on_round, saved, scope)
     async with connect(settings, db, source, target, clients) as ends:
         pair, backup = await _pair(ends)
         settled = await _settle(ends, pair)
@@ -318,6 +346,8 @@ class _Options:
     on_read: Progress | None
     on_apply: Callable[[ApplyProgress], Any] | None
     on_round: Callable[[RoundReport], Any] | None
+    saved: SavedPlan | None = None
+    scope: Scope = EVERYTHING
 
 
 @dataclass
@@ -332,7 +362,7 @@ class _Copy:
     options: _Options
 
     async def read(self, full: bool = False) -> Reading:
-        reading = await _read(self.ends, self.pair, self.backup, self.content, self.options.on_read, full)
+        reading = await _read(self.ends, self.pair, self.backup, self.content, self.options.on_read, full, self.options.scope)
         reading.content = replace(self.content, restorable=await _restorable(self.ends, reading))
         return reading
 
@@ -345,9 +375,19 @@ class _Copy:
         report = CopyReport(str(self.ends.source_ref), str(self.ends.target_ref), self.options.mode)
         reading = await self.read(self.options.full)
         before = reading.source_as_read
+        saved = self.options.saved
+        if saved is not None:
+            check_fresh(saved, fingerprints(reading))
         while True:
-            plan = await self.plan(reading)
+            if saved is not None and not report.rounds:
+                plan = saved.plan  # exactly what was reviewed: no re-planning
+            else:
+                plan = await self.plan(reading)
+                if saved is not None:
+                    plan, report.outside_plan = restrict(plan, saved)
             report.plans.append(plan)
+            if len(report.plans) == 1:
+                report.listing = review(plan, reading.source.snapshot, reading.target.snapshot, reading.idmap)
             if plan.refused:
                 if not report.rounds:
                     raise PlanRefused(f"the plan must not be applied: {plan.refused}")
@@ -372,6 +412,12 @@ class _Copy:
             reading = await self.read()
         report.skips = plan.skips
         report.warnings += plan.warnings
+        if report.outside_plan:
+            named = ", ".join(f"{op.action} {op.kind} {op.title!r}" for op in report.outside_plan[:5])
+            report.warnings.append(
+                f"{len(report.outside_plan)} operation(s) the saved plan does not hold were not applied ({named}"
+                + (", ..." if len(report.outside_plan) > 5 else "") + "): make a new plan to review them"
+            )
         report.verification = await anyio.to_thread.run_sync(_verify, reading, plan)
         report.read_cleanly = reading.complete
         with Mirror(self.ends.db) as mirror:
@@ -391,14 +437,14 @@ class _Copy:
 
 async def plan_org(
     settings: Settings, source: Source, target: TargetRef, *, mode: Mode = "copy", max_delete: int = 10, adopt: bool = True,
-    db: Path | None = None, on_read: Progress | None = None,
+    db: Path | None = None, on_read: Progress | None = None, scope: Scope = EVERYTHING,
 ) -> tuple[Reading, Plan]:
     """Read both sides and plan; nothing is written (leftovers of earlier runs are not
     settled: the plan's warnings say so, and a real apply settles them first)."""
     db = db or default_db(settings)
     async with connect(settings, db, source, target) as ends:
         pair, backup = await _pair(ends)
-        reading = await _read(ends, pair, backup, await _content(ends, pair), on_read, False)
+        reading = await _read(ends, pair, backup, await _content(ends, pair), on_read, False, scope)
         reading.content = replace(reading.content, restorable=await _restorable(ends, reading))
     plan = _plan(reading, mode, max_delete, adopt)
     if reading.pending:
@@ -406,21 +452,21 @@ async def plan_org(
     return reading, plan
 
 
-async def verify_org(settings: Settings, source: Source, target: TargetRef, *, db: Path | None = None, on_read: Progress | None = None) -> tuple[Verification, list[Entry]]:
+async def verify_org(
+    settings: Settings, source: Source, target: TargetRef, *, db: Path | None = None, on_read: Progress | None = None, scope: Scope = EVERYTHING
+) -> tuple[Verification, list[Entry]]:
     """Read both sides and compare them (differences a plan would announce as skips are
     excused); and what copies of this pair left in the source."""
-    reading, plan = await plan_org(settings, source, target, db=db, on_read=on_read)
+    reading, plan = await plan_org(settings, source, target, db=db, on_read=on_read, scope=scope)
     with Mirror(db or default_db(settings)) as mirror:
         made = journal.made_in_source(mirror, reading.pair)
     return _verify(reading, plan), residue(reading.source_as_read, made)
 
 
 def dry_run_lines(plan: Plan, idmap: IdMap) -> list[str]:
-    """Every call the plan would send, resolved as far as the id map goes (objects the plan
-    makes show as `<new KIND SOURCE_ID>`); settle steps show what they expect to do."""
-    made: set[tuple[str, str]] = set()
-    for op in plan.ops:
-        made.update(op.products)
+    """Every call the plan would send, after what it is about (`- delete space 'Old docs':
+    DELETE /v1/spaces/...`), resolved as far as the id map goes (objects the plan makes show
+    as `<new KIND SOURCE_ID>`); settle steps show what they expect to do."""
 
     def show(value: Any) -> Any:
         if isinstance(value, Ref):
@@ -433,14 +479,16 @@ def dry_run_lines(plan: Plan, idmap: IdMap) -> list[str]:
 
     lines: list[str] = []
     for op in plan.ops:
+        action = "update" if op.action == "patch" else op.action
+        about = f"{SYMBOLS[action]} {action} {op.kind} {op.title!r}"
         if op.action == "adopt":
-            lines.append(f"adopt {op.kind} {op.title!r}: {op.source_id} -> {op.target_id}")
+            lines.append(f"{about}: no call, {op.source_id} is {op.target_id} on the target")
             continue
         if op.action == "settle":
-            lines.append(f"settle {op.kind} {op.title!r}: read the target, then " + ("; ".join(op.preview) or "check"))
+            lines.append(f"{about}: read the target, then " + ("; ".join(op.preview) or "check"))
             continue
         path = PATH_REF.sub(lambda m: str(show(Ref(m.group(1), m.group(2)))), op.path)
-        text = f"{op.method} {path}" + (f" ({op.side})" if op.side != "target" else "")
+        text = f"{about}: {op.method} {path}" + (f" ({op.side})" if op.side != "target" else "")
         if op.body is not None:
             text += " " + json.dumps(show(op.body), ensure_ascii=False, sort_keys=True, default=str)
         if op.recipe == "duplicate-transfer":

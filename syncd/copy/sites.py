@@ -392,10 +392,12 @@ def plan_site_settle(ctx: PlanContext, site: Node) -> None:
     target_site = ctx.tid("site", site.id)
     made = [key for key in ctx.site_ops.get(site.id, []) if ctx.keys[key].action == "create" and ctx.keys[key].kind in SITE_CHILDREN]
     preview: list[str] = [f"place {len(made)} new object(s), then check the layout"] if made else []
+    moves: list[list[str]] = []  # [kind, target id] moved in the site's navigation: what a review shows
     if target_site is not None:
         layout = resolve_layout(spec, lambda ref: ctx.tid(ref.kind, ref.source_id))
         changes, blocked = layout_changes(layout, ctx.target, target_site)
         preview += [_describe(ctx, change) for change in changes]
+        moves += [[change.kind, change.item] for change in changes if change.what == "move"]
         for item in blocked:
             source_id = ctx.to_source("site-space", item) if ctx.target.get("site-space", item) else ctx.to_source("site-section", item)
             ctx.skip("site-space" if ctx.target.get("site-space", item) else "site-section", source_id, item, "its path is used by another object of the target site (not syncd's): left as it is", ("path",))
@@ -404,7 +406,7 @@ def plan_site_settle(ctx: PlanContext, site: Node) -> None:
     deletes = [op.key for op in ctx.plan.ops if op.action == "delete" and op.kind in SITE_CHILDREN and target_site and f"/sites/{seg(target_site)}/" in op.path]
     ctx.emit(
         Op(key=f"settle:site:{site.id}", action="settle", kind="site", source_id=site.id, target_id=target_site, title=ctx.title("site", site),
-           recipe="settle-site", spec={"org": ctx.org, "site": Ref("site", site.id), **spec}, preview=preview),
+           recipe="settle-site", spec={"org": ctx.org, "site": Ref("site", site.id), **spec, "moves": moves}, preview=preview),
         after=[*made, *deletes, ctx.producer("site", site.id)],
     )
 

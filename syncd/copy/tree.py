@@ -215,6 +215,7 @@ def plan_tree_settle(ctx: PlanContext, parents: list[str | None]) -> None:
     """One settle step for the whole tree, when anything is new or out of place as read."""
     containers: list[dict[str, Any]] = []
     preview: list[str] = []
+    moves: list[list[Any]] = []  # [kind, target id, source parent or None]: what a review shows
     depth: dict[str | None, int] = {None: 0}
     for parent in parents:
         if parent is not None and not ctx.exists("collection", parent):
@@ -235,12 +236,13 @@ def plan_tree_settle(ctx: PlanContext, parents: list[str | None]) -> None:
             mapped = [t for s in desired if (t := ctx.tid(kind, s)) is not None]
             for item, _ in moves_to_order(mapped, live):
                 preview.append(f"move {kind} {ctx.title(kind, ctx.target.get(kind, item) or Node(kind, item, None, None, {}))!r} under {_where(ctx, parent)}")
+                moves.append([kind, item, parent])
         containers.append(entry)
     if not preview:
         return
     ctx.emit(
         Op(key=SETTLE_KEY, action="settle", kind="tree", source_id=None, title="order of collections and spaces", recipe="settle-tree",
-           spec={"org": ctx.org, "containers": containers}, preview=preview),
+           spec={"org": ctx.org, "containers": containers, "moves": moves}, preview=preview),
         after=[op.key for op in ctx.plan.ops if op.kind in TREE and op.action == "create"],
     )
 

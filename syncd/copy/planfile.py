@@ -1,0 +1,206 @@
+"""Saved plans: `mirror plan --out PLAN.json` writes one, `mirror apply --plan PLAN.json`
+applies exactly its operations, or refuses when a side changed since (a stale Terraform plan).
+
+What tells "changed" is a fingerprint of each side as the plan read it: a sha256 over every
+object a copy reads to decide what to write (the copied kinds, the pages and files of spaces,
+the custom field values, the text of OpenAPI specs), each as (kind, id, parent, position,
+the hash of its fields without the volatile ones the state mirror leaves out too: a signed
+URL, an `updatedAt`, a space's revision). The target's also covers the id map of the pair:
+another apply in between changes it. A re-read of an unchanged organization gives the same
+fingerprint; any change that could change the plan gives another (and so do a few that
+would not, such as a page edited in a space whose content is not copied: the plan is then
+made again, never applied on a guess). Objects a copy does not write (members, comments,
+change requests, integrations) are left out, so a comment does not make a plan stale.
+
+The file is JSON (`PLAN_FORMAT`, version `PLAN_VERSION`), the same document `mirror plan
+--json` prints (README "Saved plans"; schema `syncd/schemas/mirror-plan.json`), written
+privately (0600: it names objects of both organizations).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from syncd.catalog import BY_NAME, content_hash
+from syncd.copy.journal import Pair
+from syncd.copy.model import IdMap, Snapshot
+from syncd.copy.ops import Op, Plan, Skip, op_from_json, op_to_json
+from syncd.copy.review import Item, counts
+from syncd.copy.rules import COPIED_KINDS
+from syncd.errors import SyncdError, UsageError
+from syncd.files import write_private
+
+__all__ = [
+    "FINGERPRINTED_KINDS",
+    "PLAN_FORMAT",
+    "PLAN_VERSION",
+    "PlanFileError",
+    "SavedPlan",
+    "StalePlan",
+    "check_fresh",
+    "fingerprint",
+    "load_plan",
+    "now_text",
+    "plan_document",
+    "restrict",
+    "save_plan",
+    "sides_fingerprints",
+    "skip_json",
+]
+
+PLAN_FORMAT = "syncd-plan"
+PLAN_VERSION = 1
+FINGERPRINTED_KINDS: frozenset[str] = frozenset(COPIED_KINDS) | {"page", "file", "space-custom-field-value", "openapi-spec-source"}
+"""What a plan is made from (module docstring)."""
+
+
+class PlanFileError(UsageError):
+    """A plan file that cannot be read or is not a syncd plan (exit 2)."""
+
+
+class StalePlan(SyncdError):
+    """A side changed since the plan was made: nothing was written (exit 2)."""
+
+    exit_code = 2
+
+
+@dataclass
+class SavedPlan:
+    """A plan with what it was made from: the pair, the refs as given, the mode and options,
+    and the fingerprint of each side."""
+
+    pair: Pair
+    source: str
+    target: str
+    mode: str
+    plan: Plan
+    fingerprints: dict[str, str]
+    options: dict[str, Any] = field(default_factory=dict)
+    created_at: str = ""
+    binds: Literal["all", "deletes"] = "all"
+    """What later rounds of its apply may not add: any op the plan does not hold (a plan
+    file), or only deletes (a plan whose deletes were confirmed on a terminal)."""
+
+    @property
+    def keys(self) -> set[str]:
+        return {op.key for op in self.plan.ops}
+
+
+# ----- fingerprints ------------------------------------------------------------------------------
+
+
+def fingerprint(snapshot: Snapshot, idmap: IdMap | None = None) -> str:
+    """`sha256:<hex>` of one side as read (module docstring); with the id map for the target."""
+    digest = hashlib.sha256()
+    for line in sorted(_lines(snapshot, idmap)):
+        digest.update(line.encode())
+        digest.update(b"\n")
+    return "sha256:" + digest.hexdigest()
+
+
+def _lines(snapshot: Snapshot, idmap: IdMap | None) -> Iterable[str]:
+    for (kind, node_id), node in snapshot.nodes.items():
+        if kind not in FINGERPRINTED_KINDS:
+            continue
+        meaning = content_hash(BY_NAME[kind], node.data) if kind in BY_NAME else hashlib.sha256(_json(node.data).encode()).hexdigest()
+        yield _json(["node", kind, node_id, list(node.parent) if node.parent else None, node.position, meaning])
+    if idmap is not None:
+        for (kind, source_id), entry in idmap.entries.items():
+            yield _json(["map", kind, source_id, entry.target_id, entry.origin])
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def sides_fingerprints(source: Snapshot, target: Snapshot, idmap: IdMap) -> dict[str, str]:
+    return {"source": fingerprint(source), "target": fingerprint(target, idmap)}
+
+
+def check_fresh(saved: SavedPlan, now: Mapping[str, str]) -> None:
+    """StalePlan, in one line, when either side's fingerprint differs from the plan's."""
+    changed = [side for side in ("source", "target") if saved.fingerprints.get(side) != now.get(side)]
+    if changed:
+        what = "the source and the target changed" if len(changed) == 2 else f"the {changed[0]} changed"
+        raise StalePlan(f"{what} since the plan was made ({saved.created_at or 'at an unknown time'}): make a new plan")
+
+
+def restrict(plan: Plan, saved: SavedPlan) -> tuple[Plan, list[Op]]:
+    """A later round's plan without what the saved plan does not allow (`binds`), and what
+    was left out (reported, not applied)."""
+    keys = saved.keys
+
+    def allowed(op: Op) -> bool:
+        return op.key in keys or (saved.binds == "deletes" and op.action != "delete")
+
+    kept = [op for op in plan.ops if allowed(op)]
+    dropped = [op for op in plan.ops if not allowed(op)]
+    return Plan(kept, list(plan.skips), plan.refused, list(plan.warnings)), dropped
+
+
+# ----- the document ------------------------------------------------------------------------------
+
+
+def plan_document(saved: SavedPlan, items: list[Item]) -> dict[str, Any]:
+    """The JSON of a plan: what `--out` saves and `mirror plan --json` prints."""
+    pair = saved.pair
+    return {
+        "format": PLAN_FORMAT,
+        "version": PLAN_VERSION,
+        "created_at": saved.created_at,
+        "source": {"ref": saved.source, "tenant": pair.source_tenant, "org": pair.source_org, "fingerprint": saved.fingerprints.get("source")},
+        "target": {"ref": saved.target, "tenant": pair.target_tenant, "org": pair.target_org, "fingerprint": saved.fingerprints.get("target")},
+        "mode": saved.mode,
+        "options": saved.options,
+        "refused": saved.plan.refused,
+        "warnings": list(saved.plan.warnings),
+        "counts": counts(items),
+        "changes": [item.to_json() for item in items],
+        "ops": [op_to_json(op) for op in saved.plan.ops],
+        "skips": [skip_json(skip) for skip in saved.plan.skips],
+    }
+
+
+def skip_json(skip: Skip) -> dict[str, Any]:
+    return {"kind": skip.kind, "source_id": skip.source_id, "title": skip.title, "reason": skip.reason, "excuses": list(skip.excuses)}
+
+
+def now_text() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def save_plan(path: Path, document: Mapping[str, Any]) -> None:
+    """Write the plan privately (0600), whole."""
+    write_private(path, json.dumps(document, indent=2, ensure_ascii=False, default=list) + "\n")
+
+
+def load_plan(path: Path) -> SavedPlan:
+    """Read a plan file; PlanFileError (one line) when it is not one this syncd applies."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PlanFileError(f"{path}: no such plan file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PlanFileError(f"{path} cannot be read as a plan: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != PLAN_FORMAT:
+        raise PlanFileError(f"{path} is not a syncd plan (write one with `syncd mirror plan SRC DST --out {path.name}`)")
+    if data.get("version") != PLAN_VERSION:
+        raise PlanFileError(f"{path} is a plan of format version {data.get('version')!r}; this syncd applies version {PLAN_VERSION}: make a new plan")
+    try:
+        source, target = data["source"], data["target"]
+        pair = Pair(str(source["tenant"]), str(source["org"]), str(target["tenant"]), str(target["org"]))
+        ops = [op_from_json(op) for op in data["ops"]]
+        skips = [Skip(s["kind"], s.get("source_id"), s.get("title", ""), s.get("reason", ""), tuple(s.get("excuses") or ())) for s in data.get("skips") or []]
+        plan = Plan(ops, skips, data.get("refused"), list(data.get("warnings") or []))
+        if data["mode"] not in ("copy", "mirror"):
+            raise ValueError(f"mode {data['mode']!r} is neither copy nor mirror")
+        fingerprints = {"source": str(source["fingerprint"]), "target": str(target["fingerprint"])}
+        return SavedPlan(pair, str(source.get("ref", "")), str(target.get("ref", "")), str(data["mode"]), plan, fingerprints, dict(data.get("options") or {}), str(data.get("created_at") or ""))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise PlanFileError(f"{path} is a damaged plan ({type(exc).__name__}: {exc}): make a new plan") from None

@@ -1,0 +1,106 @@
+"""`--json` through the installed console script: stdout is exactly one JSON document that
+matches the command's schema (`syncd/schemas/`), human text goes to stderr, and the exit
+code is the one the command has without `--json`.
+
+One emulator process for the module (a small generated tenant), and the real `syncd`
+script for every command that reports."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from syncd.machine_output import schema_names
+from tests.console_script import run_installed
+from tests.hostile.cli_support import EmulatorProcess, Ran, tenant_env
+from tests.schema_support import check_output
+
+GENERATE = "orgs=2,collections=2,spaces=3,pages=2,files=1,sites=1,members=2,teams=1"
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[EmulatorProcess]:
+    running = EmulatorProcess(GENERATE)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("json-output")
+
+
+def syncd(emulator: EmulatorProcess, workdir: Path, *args: str | Path) -> Ran:
+    ran = run_installed(*args, env=tenant_env(emulator.url, workdir / "state"), cwd=workdir)
+    ran.assert_clean()
+    return ran
+
+
+def json_of(name: str, ran: Ran, code: int = 0) -> dict:
+    """The one document on stdout, valid against schemas/NAME.json; the exit code is `code`."""
+    assert ran.code == code, ran.show()
+    document = check_output(name, ran.stdout)
+    assert isinstance(document, dict)
+    return document
+
+
+def test_read_side_json(emulator: EmulatorProcess, workdir: Path) -> None:
+    first = json_of("sync", syncd(emulator, workdir, "sync", "src", "--json"))
+    assert first["status"] == "complete" and first["scope"] == "src" and first["objects"] > 0
+    assert first["changes"]["space"] == {"created": 6}
+    emulator.call("PATCH", f"/v1/spaces/{emulator.items(f'/v1/orgs/{emulator.org_ids[0]}/spaces')[0]['id']}", {"title": "Renamed for JSON"})
+    second = json_of("sync", syncd(emulator, workdir, "sync", "src", "--json"))
+    assert second["run"] == first["run"] + 1 and second["changes"]["space"] == {"updated": 1}
+
+    diff = json_of("diff", syncd(emulator, workdir, "diff", "--json"))
+    assert (diff["from"], diff["to"]) == (first["run"], second["run"])
+    assert [(c["op"], c["title"]) for c in diff["changes"] if c["kind"] == "space"] == [("updated", "Renamed for JSON")]
+
+    status = json_of("status", syncd(emulator, workdir, "status", "--json"))
+    assert [run["id"] for run in status["runs"]] == [first["run"], second["run"]]
+
+    backup = json_of("backup", syncd(emulator, workdir, "backup", "src", "--out", "b.db", "--with-files", "--json"))
+    assert backup["file"] == "b.db" and backup["files"]["failed"] == {} and backup["files"]["downloaded"] > 0
+    assert backup["emptier"] is None and backup["held_objects"] == backup["objects"]
+
+    export = json_of("export", syncd(emulator, workdir, "export", "b.db", "exported", "--json"))
+    assert export["spaces"] == 6 and export["missing_binaries"] == [] and export["written"] == export["files"] + 1
+
+
+def test_partial_sync_keeps_exit_3_and_one_document(emulator: EmulatorProcess, workdir: Path) -> None:
+    """A listing that fails: exit 3 as without --json, the warning on stderr, stdout still one document."""
+    emulator.call("PUT", "/_emulator/forbidden", {"patterns": [r"/v1/orgs/[^/]+/teams"]})
+    try:
+        ran = syncd(emulator, workdir, "sync", "src", "--db", "partial.db", "--json")
+    finally:
+        emulator.call("PUT", "/_emulator/forbidden", {"patterns": []})
+    document = json_of("sync", ran, code=3)
+    assert document["status"] == "partial" and document["failed_listings"] == 2 and len(document["errors"]) == 2
+    assert "partial run" in ran.stderr and "could not read" in ran.stderr
+
+
+def test_every_schema_is_a_valid_draft_2020_12_schema() -> None:
+    from jsonschema import Draft202012Validator
+
+    names = schema_names()
+    assert {"sync", "diff", "status", "backup", "export"} <= set(names)
+    for name in names:
+        document = json.loads((Path(__file__).parents[1] / "syncd" / "schemas" / f"{name}.json").read_text())
+        Draft202012Validator.check_schema(document)
+        assert document["$schema"] == "https://json-schema.org/draft/2020-12/schema" and document.get("title"), name
+
+
+def test_schemas_are_package_data() -> None:
+    """An installed (not editable) package has them: pyproject's package-data covers each file."""
+    import fnmatch
+    import tomllib
+
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["syncd"]
+    for name in schema_names():
+        assert any(fnmatch.fnmatch(f"schemas/{name}.json", pattern) for pattern in patterns), name
