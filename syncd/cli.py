@@ -64,7 +64,7 @@ def _global_options(
 
 
 def _register() -> None:
-    from syncd.commands import completion_cmd, config_cmd, daemon_cmds, demo_cmd, emulator_cmd, mirror_cmds, read_cmds
+    from syncd.commands import check_cmd, completion_cmd, config_cmd, daemon_cmds, demo_cmd, emulator_cmd, mirror_cmds, read_cmds
 
     app.command("demo")(demo_cmd.demo)
     app.command("sync")(read_cmds.sync)
@@ -72,6 +72,7 @@ def _register() -> None:
     app.command("status")(read_cmds.status)
     app.command("backup")(read_cmds.backup)
     app.command("export")(read_cmds.export)
+    app.command("check")(check_cmd.check)
     app.command("restore")(mirror_cmds.restore)
     app.command("serve")(daemon_cmds.serve)
     app.command("jobs")(daemon_cmds.jobs)

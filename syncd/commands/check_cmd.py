@@ -1,0 +1,63 @@
+"""`syncd check BACKUP.db`: verify a backup, reading only (`syncd.check`).
+
+Exit codes: 0 the backup is whole; 1 problems were found (one line each, then a summary); 2
+the file is no syncd backup or cannot be read at all (one line, `syncd: error: ...`). With
+`--json` the report is one JSON document on stdout (schema `syncd/schemas/check.json`) and
+the lines go to stderr.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from syncd.check import CheckReport, check_backup
+from syncd.machine_output import emit, human_console
+from syncd.safe_text import markup
+
+EXIT_PROBLEMS = 1
+
+
+def _size(count: int) -> str:
+    """`532 bytes`, `1.2 MB`: blob totals people read at a glance."""
+    if count < 1000:
+        return f"{count} bytes"
+    value = float(count)
+    for unit in ("kB", "MB", "GB"):
+        value /= 1000
+        if value < 1000:
+            break
+    return f"{value:.1f} {unit}"
+
+
+def summary(report: CheckReport) -> str:
+    """`FILE: healthy (...)` or `FILE: 2 problems (...)`: what was checked, in one line."""
+    parts = [f"SQLite integrity {report.integrity}"]
+    if report.objects is not None:
+        tenants = ", ".join(report.tenants) or "no tenant"
+        parts.append(f"{report.runs} run{'s' if report.runs != 1 else ''} of {tenants}, {report.objects} objects")
+    if report.file_rows is not None:
+        parts.append(f"{report.file_rows} file rows")
+    if report.blobs_folder is not None:
+        parts.append(f"{report.blobs} blobs hashed ({_size(report.blob_bytes)})")
+    count = len(report.problems)
+    state = "healthy" if report.healthy else f"{count} problem{'s' if count != 1 else ''}"
+    return f"{report.path}: {state} ({'; '.join(parts)})"
+
+
+def check(
+    backup: Path = typer.Argument(..., metavar="BACKUP.db", help="The backup file; its BACKUP.blobs folder, when there is one, is checked too."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (schemas/check.json); the lines go to stderr."),
+) -> None:
+    """Verify a backup, reading only: SQLite integrity, every blob's hash, every file's blob present."""
+    report = check_backup(backup)
+    shown = human_console(as_json)
+    for problem in report.problems:
+        shown.print(f"[red]{markup(problem.kind)}[/red]: {markup(problem.subject)}: {markup(problem.message)}", soft_wrap=True)
+    for note in report.notes:
+        shown.print(f"note: {markup(note)}", soft_wrap=True)
+    shown.print(("[green]" if report.healthy else "[red]") + markup(summary(report)) + ("[/green]" if report.healthy else "[/red]"), soft_wrap=True)
+    if as_json:
+        emit(report.to_json())
+    raise typer.Exit(0 if report.healthy else EXIT_PROBLEMS)
