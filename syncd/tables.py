@@ -4,7 +4,7 @@ rich fits a table that is too wide by wrapping its cells, and when wrapping is n
 cutting them with an ellipsis: at 80 columns a run's start time became `2026-1…` and its
 status `comple…`. A `Col` says how its cells may give way: `no_wrap` for values that are
 only useful whole (a date), `min_width` for the longest word that must stay whole (an
-outcome), `max_width` for long ids that may fold onto a second line, and `drop` for columns
+outcome), `fold_at` for long ids that may fold onto a second line, and `drop` for columns
 the table can do without on a narrow terminal (lowest first). `fitted_table` leaves out
 droppable columns until the rest fits by wrapping alone; `--json` keeps every field.
 """
@@ -34,6 +34,8 @@ class Col:
     no_wrap: bool = False
     min_width: int | None = None
     max_width: int | None = None
+    fold_at: int | None = None
+    """Words longer than this (ids, URLs) may fold rather than make the table drop columns."""
     drop: int | None = None
     """None: always shown; else left out on a narrow terminal, lowest first."""
 
@@ -78,6 +80,7 @@ def _least_width(console: Console, col: Col, cells: Sequence[RenderableType]) ->
     for renderable in cells:
         measured = Measurement.get(console, options, renderable)
         least = max(least, measured.maximum if col.no_wrap else measured.minimum)
-    if col.max_width is not None and not col.no_wrap:
-        least = min(least, col.max_width)
+    if not col.no_wrap:
+        for cap in (col.max_width, col.fold_at):
+            least = least if cap is None else min(least, cap)
     return max(least, col.min_width or 0)

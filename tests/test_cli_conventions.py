@@ -76,3 +76,63 @@ def test_flags_read_as_flags_in_every_help(capsys: pytest.CaptureFixture[str], m
     assert main(["sync", "--help"]) == 0
     line = next(line for line in capsys.readouterr().out.splitlines() if "--db" in line)
     assert "<path>" in line  # options that take a value keep their type
+
+
+def _render(table_of: Any, width: int) -> str:
+    from io import StringIO
+
+    from rich.console import Console
+
+    console = Console(width=width, file=StringIO(), color_system=None)
+    console.print(table_of(console))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert max(len(line) for line in text.splitlines()) <= width
+    return text
+
+
+def test_status_table_fits_80_columns_without_cutting_dates_or_outcomes() -> None:
+    from syncd.commands.read_cmds import runs_table
+
+    stats = {"objects": {"space": 21700}, "requests": 15200, "failed_listings": 3, "mirror": {"changes": {"space": {"created": 11700}}}}
+    runs = [
+        {"id": 12, "job": "nightly-backup", "scope_ref": "src:6nGisiWgNZq6ITZM5jtg", "started_at": "2026-11-26T10:00:32.912+00:00",
+         "status": "cancelled", "reason": "the crawl was interrupted or failed", "stats": stats},
+        {"id": 13, "job": "sync", "scope_ref": "src", "started_at": "2026-11-27T23:59:01.000+00:00", "status": "partial", "reason": None, "stats": stats},
+        {"id": 14, "job": "sync", "scope_ref": "src", "started_at": "2026-11-28T00:00:00.000+00:00", "status": "complete", "reason": None, "stats": None},
+    ]  # fmt: skip
+    for width in (80, 100, 160):
+        text = _render(lambda console: runs_table(console, runs, Path("/var/lib/syncd/state/syncd.db")), width)
+        assert "…" not in text, text
+        for date in ("2026-11-26 10:00", "2026-11-27 23:59", "2026-11-28 00:00"):
+            assert date in text, (width, text)
+        words = text.split()
+        assert {"cancelled", "partial", "complete", "21700", "interrupted"} <= set(words), (width, text)
+    assert "requests" in _render(lambda console: runs_table(console, runs, Path("x.db")), 160)  # wide: every column
+
+
+def test_jobs_table_fits_80_columns_without_cutting_times_or_outcomes() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from syncd.commands.daemon_cmds import jobs_table
+
+    now = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)
+
+    def iso(moment: datetime) -> str:
+        return moment.isoformat().replace("+00:00", "Z")
+
+    error = "GET http://127.0.0.1:8787/v1/orgs/6nGisiWgNZq6ITZM5jtg/spaces: 503 Service Unavailable after 8 attempts"
+    jobs = [
+        {"name": "nightly-backup", "kind": "backup", "schedule": "cron 30 2 * * MON-FRI in Europe/Berlin (jitter 5m)", "state": "running",
+         "current_run": 1234, "next_run_at": None, "last_run": {"id": 1233, "outcome": "succeeded", "seconds": 123.4, "error": None},
+         "last_success_at": iso(now - timedelta(hours=20))},
+        {"name": "mirror-prod-to-staging", "kind": "mirror", "schedule": "every 15m", "state": "idle", "current_run": None,
+         "next_run_at": iso(now + timedelta(minutes=4, seconds=30)), "last_run": {"id": 17, "outcome": "failed", "seconds": 2.0, "error": error},
+         "last_success_at": None},
+        {"name": "sync", "kind": "sync", "schedule": "on trigger only", "state": "idle", "current_run": None, "next_run_at": None,
+         "last_run": {"id": 18, "outcome": "cancelled", "seconds": 0.5, "error": None}, "last_success_at": None},
+    ]  # fmt: skip
+    for width in (80, 120, 200):
+        text = _render(lambda console: jobs_table(console, jobs, "http://127.0.0.1:8790", now), width)
+        assert "…" not in text, text
+        words = text.split()
+        assert {"succeeded", "failed", "cancelled", "running", "in", "4m30s", "#1233", "(123.4s)"} <= set(words), (width, text)

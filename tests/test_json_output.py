@@ -104,3 +104,34 @@ def test_schemas_are_package_data() -> None:
     patterns = pyproject["tool"]["setuptools"]["package-data"]["syncd"]
     for name in schema_names():
         assert any(fnmatch.fnmatch(f"schemas/{name}.json", pattern) for pattern in patterns), name
+
+
+def test_daemon_commands_json(emulator: EmulatorProcess, workdir: Path) -> None:
+    from tests.daemon_support import DaemonProcess, daemon_config
+    from tests.hostile.cli_support import TOKEN, clean_env
+
+    home = workdir / "daemon"
+    home.mkdir()
+    config = daemon_config(
+        home, emulator.url, TOKEN, retry={"max_attempts": 2, "initial_wait": "0.1s", "max_wait": "0.5s"},
+        daemon={"port": 0, "shutdown_deadline": "10s"}, jobs=[{"name": "sync", "kind": "sync", "source": "src"}],
+    )  # fmt: skip
+    daemon = DaemonProcess.start(config, home / "state")
+    try:
+
+        def cli(*args: str) -> Ran:
+            ran = run_installed(*args, "--config", config, env=clean_env(), cwd=home)
+            ran.assert_clean()
+            return ran
+
+        waited = cli("trigger", "sync", "--wait", "--json")
+        ended = json_of("trigger", waited)
+        assert ended["status"] == "started" and ended["run"]["outcome"] == "succeeded" and ended["run"]["seconds"] is not None
+        assert f"run #{ended['run']['id']} started" in waited.stderr  # the human line, on stderr
+        started = json_of("trigger", cli("trigger", "sync", "--json"))
+        assert started["run"]["job"] == "sync" and started["run"]["id"] > ended["run"]["id"]
+        jobs = json_of("jobs", cli("jobs", "--json"))
+        (job,) = jobs["jobs"]
+        assert job["name"] == "sync" and job["schedule"] == "on trigger only" and job["last_success_at"] is not None
+    finally:
+        daemon.stop()

@@ -7,19 +7,22 @@ Exit codes: 0 done (a stopped daemon exits 0); 1 a triggered run failed or ended
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import anyio
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from syncd.commands.read_cmds import ConfigOption
 from syncd.catalog import segment
 from syncd.config import format_duration, load_settings
+from syncd.machine_output import emit, human_console
 from syncd.safe_text import cell, markup
 from syncd.safe_text import console as make_console
+from syncd.tables import Col, fitted_table
 
 console = make_console()
 UrlOption = typer.Option(None, "--url", help="The daemon's control API (default: from STATE_DIR/daemon.json, else daemon.host/port).")
@@ -60,13 +63,26 @@ def jobs(
     client = ControlClient.from_settings(load_settings(config), url)
     answer = anyio.run(client.call, "GET", "/jobs")
     if as_json:
-        print(json.dumps(answer, indent=2))
+        emit(answer)
         return
-    table = Table(title=f"jobs of the daemon at {markup(client.url)}")
-    for column in ("job", "kind", "schedule", "state", "next run", "last run", "last success"):
-        table.add_column(column)
-    now = datetime.now(UTC)
-    for job in answer["jobs"]:
+    console.print(jobs_table(console, answer["jobs"], client.url, datetime.now(UTC)))
+
+
+JOB_COLUMNS = (
+    Col("job", fold_at=16),
+    Col("kind", drop=1),
+    Col("schedule"),
+    Col("state", min_width=7),  # `running`, `waiting` stay whole
+    Col("next run", no_wrap=True),
+    Col("last run", min_width=9, fold_at=24),  # the outcome (`succeeded`) stays whole, an error wraps
+    Col("last success", no_wrap=True, drop=2),
+)
+
+
+def jobs_table(console: Console, jobs: list[dict[str, Any]], url: str, now: datetime) -> Table:
+    """The daemon's jobs for `syncd jobs`, fitted to `console`'s width (`syncd.tables`)."""
+    rows = []
+    for job in jobs:
         last = job["last_run"]
         last_text = f"#{last['id']} {last['outcome']} ({last['seconds']:.1f}s)" if last else "-"
         if last and last["outcome"] == "failed":
@@ -74,8 +90,8 @@ def jobs(
         state = job["state"] + (f" (run #{job['current_run']})" if job["current_run"] else "")
         success = _relative(job["last_success_at"], now) if job["last_success_at"] else "never"
         row = (job["name"], job["kind"], job["schedule"], state, _relative(job["next_run_at"], now), last_text, success)
-        table.add_row(*(cell(text) for text in row))  # names and errors are outside text, never markup
-    console.print(table)
+        rows.append([cell(text) for text in row])  # names and errors are outside text, never markup
+    return fitted_table(console, cell(f"jobs of the daemon at {url}"), JOB_COLUMNS, rows)
 
 
 def trigger(
@@ -92,19 +108,18 @@ def trigger(
     client = ControlClient.from_settings(load_settings(config), url)
     answer = anyio.run(client.call, "POST", f"/jobs/{segment(job)}/run")
     run = answer["run"]
-    if as_json:
-        pass  # stdout is the JSON answer alone
-    elif answer["status"] == "coalesced":
-        console.print(f"{markup(job)} is running: run #{run['id']} will follow it", highlight=False)
+    shown = human_console(as_json, console)  # with --json, stdout is the JSON document alone
+    if answer["status"] == "coalesced":
+        shown.print(f"{markup(job)} is running: run #{run['id']} will follow it", highlight=False)
     else:
-        console.print(f"{markup(job)}: run #{run['id']} started", highlight=False)
+        shown.print(f"{markup(job)}: run #{run['id']} started", highlight=False)
     if not wait:
         if as_json:
-            print(json.dumps(answer, indent=2))
+            emit(answer)
         return
     run = anyio.run(client.wait_run, run["id"], timeout)
     if as_json:
-        print(json.dumps(run, indent=2))
+        emit({"status": answer["status"], "run": run})  # the answer's shape, with the run as it ended
         raise typer.Exit(0 if run["outcome"] == "succeeded" else 1)
     line = f"run #{run['id']} of {job}: {run['outcome']} in {run['seconds']:.1f}s"
     if run["error"]:

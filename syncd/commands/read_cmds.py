@@ -177,8 +177,8 @@ def diff(
 
 RUN_COLUMNS = (
     Col("run", justify="right", no_wrap=True),
-    Col("job", max_width=14),
-    Col("scope", max_width=14),  # TENANT:ORG_ID folds onto a second line
+    Col("job", fold_at=14),
+    Col("scope", fold_at=14),  # TENANT:ORG_ID folds onto a second line on a narrow terminal
     Col("started (UTC)", no_wrap=True),
     Col("status", min_width=9),  # `cancelled` stays whole, a reason wraps
     Col("objects", justify="right", no_wrap=True),
