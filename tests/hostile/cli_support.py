@@ -123,6 +123,21 @@ class EmulatorProcess:
         self.proc.wait(timeout=10)
 
 
+def module_emulator(generate: str) -> Any:
+    """A module-scoped `emulator` fixture: one emulator process, generated from `generate`,
+    for the tests of a module (`emulator = module_emulator(GENERATE)`)."""
+
+    @pytest.fixture(scope="module")
+    def emulator() -> Iterator[EmulatorProcess]:
+        running = EmulatorProcess(generate)
+        try:
+            yield running
+        finally:
+            running.stop()
+
+    return emulator
+
+
 class Server:
     """An HTTP server on loopback, in a thread of its own: `answer(pattern, status, body)`
     makes requests whose path (without query) matches `pattern` get `body` (JSON, or bytes as

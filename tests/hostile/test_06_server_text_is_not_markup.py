@@ -10,12 +10,11 @@ as written), without control characters or escape sequences, and errors stay one
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.hostile.cli_support import HOSTILE_TEXT, EmulatorProcess, Server, run_cli, tenant_env
+from tests.hostile.cli_support import HOSTILE_TEXT, EmulatorProcess, Server, module_emulator, run_cli, tenant_env
 
 GENERATE = "orgs=1,empty_orgs=1,collections=2,spaces=3,pages=2,files=1,sites=1"
 MARKUP_TITLE = "Docs [/bold]"
@@ -24,13 +23,7 @@ OTHER_TITLE = "[bold red]m[/] \x1b[31mred\x9b2J\r\u202eevil :smile:"  # titles: 
 HOSTILE = HOSTILE_TEXT
 
 
-@pytest.fixture(scope="module")
-def emulator() -> Iterator[EmulatorProcess]:
-    running = EmulatorProcess(GENERATE)
-    try:
-        yield running
-    finally:
-        running.stop()
+emulator = module_emulator(GENERATE)
 
 
 def test_item06_titles_set_through_the_api_are_shown_as_text(emulator: EmulatorProcess, tmp_path: Path) -> None:

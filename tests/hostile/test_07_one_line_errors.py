@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from tests.hostile.cli_support import (
     Ran,
     Server,
     clean_env,
+    module_emulator,
     remount_read_only,
     run_cli,
     tenant_env,
@@ -31,13 +31,7 @@ from tests.hostile.cli_support import (
 GENERATE = "orgs=1,empty_orgs=1,collections=2,spaces=3,pages=2,files=2"
 
 
-@pytest.fixture(scope="module")
-def emulator() -> Iterator[EmulatorProcess]:
-    running = EmulatorProcess(GENERATE)
-    try:
-        yield running
-    finally:
-        running.stop()
+emulator = module_emulator(GENERATE)
 
 
 @pytest.fixture(scope="module")

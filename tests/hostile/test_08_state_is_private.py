@@ -16,14 +16,13 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from syncd.daemon.runs import RunLog
 from syncd.mirror import Mirror
-from tests.hostile.cli_support import EmulatorProcess, run_cli, tenant_env
+from tests.hostile.cli_support import EmulatorProcess, module_emulator, run_cli, tenant_env
 
 GENERATE = "orgs=1,empty_orgs=1,collections=2,spaces=3,pages=2,files=2"
 
@@ -43,13 +42,7 @@ def not_private(*roots: Path) -> list[str]:
     return wrong
 
 
-@pytest.fixture(scope="module")
-def emulator() -> Iterator[EmulatorProcess]:
-    running = EmulatorProcess(GENERATE)
-    try:
-        yield running
-    finally:
-        running.stop()
+emulator = module_emulator(GENERATE)
 
 
 def test_item08_sync_backup_export_and_restore_write_private_files(emulator: EmulatorProcess, tmp_path: Path) -> None:
