@@ -183,6 +183,8 @@ SCENARIO: list[Step] = [
     ok("GET", ORG + "/search", query={"query": "guide"}),
     ok("GET", ORG + "/spaces", save=keep(spaceId=item(0), spaceId2=item(1))),
     fails(401, "GET", "/v1/orgs", token=NO_TOKEN),
+    ok("GET", "/v1/user"),
+    fails(401, "GET", "/v1/user", token=NO_TOKEN),
     fails(404, "GET", f"/v1/orgs/{UNKNOWN}"),
     fails(400, "PATCH", ORG, {"title": "x"}),
     # --- members, teams (deletes at the end of the scenario)

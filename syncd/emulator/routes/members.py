@@ -242,6 +242,19 @@ def _member_renderer(store: Store, org_id: str, base: str) -> Callable[[Record],
     return lambda r: render_member(store, r, base, space_count=count)
 
 
+# ----- the authenticated user -------------------------------------------------------------
+
+
+@routes.get("/v1/user")
+async def get_authenticated_user(request: web.Request) -> web.Response:
+    """The user the token belongs to (OpenAPI `getAuthenticatedUser`; the official client
+    calls it to say who is signed in, `syncd config check --online` to say whose token it is)."""
+    store, user = h.store_of(request), h.user_of(request)
+    if user not in store.users:
+        raise not_found("user not found")
+    return h.json_answer(render_user(store, user, h.base_url(request)))
+
+
 # ----- members ----------------------------------------------------------------------------
 
 
