@@ -76,9 +76,10 @@ def _say(out: Console, text: str) -> None:
 
 
 def _emit(document: Any) -> None:
-    """The one JSON document of a `--json` run."""
-    sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False, default=list) + "\n")
-    sys.stdout.flush()
+    """The one JSON document of a `--json` run (ASCII: no character of a title can act on a terminal)."""
+    from syncd.machine_output import emit
+
+    emit(document)
 
 
 def _refs(config: Path | None, source: str, target: str) -> tuple[Settings, TargetRef, TargetRef]:
@@ -113,7 +114,7 @@ def summary_table(items: list[Item]) -> Table:
     from syncd.copy.review import ACTIONS, counts
 
     by_kind = counts(items)
-    table = Table(title="planned operations", box=box.SIMPLE_HEAD, padding=(0, 1))
+    table = Table(title="planned operations", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), show_edge=False)
     table.add_column("kind")
     for action in ACTIONS:
         table.add_column(action, justify="right")

@@ -88,6 +88,7 @@ def copy_document(report: CopyReport, *, plan_file: str | None = None) -> dict[s
         "writes": report.writes,
         "settled": list(report.settled),
         "rounds": [_round_json(r) for r in report.rounds],
+        "changes": [item.to_json() for item in report.listing],
         "skips": [skip_json(s) for s in report.skips],
         "warnings": list(report.warnings),
         "outside_plan": [_op_json(op) for op in report.outside_plan],

@@ -177,7 +177,7 @@ def now_text() -> str:
 
 def save_plan(path: Path, document: Mapping[str, Any]) -> None:
     """Write the plan privately (0600), whole."""
-    write_private(path, json.dumps(document, indent=2, ensure_ascii=False, default=list) + "\n")
+    write_private(path, json.dumps(document, indent=2, default=list) + "\n")
 
 
 def load_plan(path: Path) -> SavedPlan:

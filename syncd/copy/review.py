@@ -32,14 +32,15 @@ __all__ = ["ACTIONS", "SYMBOLS", "VALUE_WIDTH", "FieldChange", "Item", "counts",
 
 SYMBOLS: dict[str, str] = {
     "create": "+",
-    "update": "~",
-    "move": "→",
-    "delete": "-",
-    "content": "⇄",
     "adopt": "=",
+    "update": "~",
+    "content": "⇄",
+    "move": "→",
     "settle": "↻",
+    "delete": "-",
 }
-"""One symbol per action of the listing (`patch` ops are shown as `update`)."""
+"""One symbol per action of the listing (`patch` ops are shown as `update`), in the order
+the listing groups them."""
 
 ACTIONS: tuple[str, ...] = tuple(SYMBOLS)
 VALUE_WIDTH = 60
@@ -189,7 +190,7 @@ class _Reviewer:
         out: list[Item] = []
         for op in plan.ops:
             out += self.settle(op) if op.action == "settle" else [self.item(op)]
-        return out
+        return sorted(out, key=_listing_order)
 
     def item(self, op: Op) -> Item:
         action = _SHOWN_ACTION.get(op.action, op.action)
@@ -270,7 +271,7 @@ class _Reviewer:
         site = self.target.get("site", op.target_id) if op.kind == "site" and op.target_id else None
         others = [line for line in op.preview if not line.startswith("move ")]
         if moves:
-            others.append(f"{len(moves)} move(s), listed below")
+            others.append(f"{len(moves)} move(s), listed with →")
         head_path = title_of("site", site) if site is not None else (op.title if op.kind == "site" else "")
         out = [Item("settle", op.kind, op.title, head_path, op.key, detail="read the target, then " + ("; ".join(others) or "check the layout"))]
         for move in moves:
@@ -291,6 +292,12 @@ class _Reviewer:
         above = self.source.get("collection", parent) if parent else None
         there = f"{object_path('collection', above, self.source)}/{name}" if above is not None else name
         return Item("move", kind, title, here, op.key, to_path=there)
+
+
+def _listing_order(item: Item) -> tuple[Any, ...]:
+    """Grouped by action, then by path: the same plan lists the same way whatever order the
+    service's listings came in (the ops keep the order they run in)."""
+    return (ACTIONS.index(item.action), item.path, item.kind, item.title, item.to_path or "", item.key)
 
 
 _SAME: Any = object()
