@@ -25,9 +25,11 @@ from typing import Any
 from syncd.blobs import BlobStore, DownloadReport, download_files
 from syncd.config import Settings, TargetRef
 from syncd.crawl import CrawlResult
+from syncd.crawl_scope import CrawlScope
 from syncd.errors import SyncdError, UsageError
 from syncd.files import private_dir
 from syncd.mirror import FINISHED, Mirror
+from syncd.scope import EVERYTHING, Scope
 from syncd.sync import Progress, sync_into
 
 FILE_KINDS = ("file", "change-request-file")
@@ -72,9 +74,10 @@ def file_rows(db_path: Path) -> list[dict[str, Any]]:
         return [row for tenant in sorted(tenants) for kind in FILE_KINDS for row in mirror.current(tenant, kind=kind)]
 
 
-def scope_of(tenant: str, org: str | None) -> str:
-    """The crawl's `scope_ref` of a backup of `tenant` (one organization, or all)."""
-    return f"{tenant}:{org}" if org else tenant
+def scope_of(tenant: str, org: str | None, scope: Scope = EVERYTHING) -> str:
+    """The crawl's `scope_ref` of a backup of `tenant` (one organization, or all; and the
+    patterns of a scoped one: a backup is only compared with one of the same scope)."""
+    return CrawlScope(scope).ref(f"{tenant}:{org}" if org else tenant)
 
 
 def held_objects(path: Path, tenant: str, scope: str | None = None) -> int | None:
@@ -111,13 +114,15 @@ async def backup(
     force: bool = False,
     baseline: Path | None = None,
     on_progress: Progress | None = None,
+    scope: Scope = EVERYTHING,
 ) -> BackupResult:
     """Crawl `ref` into `out` (a new file), then fetch file binaries when asked.
 
     The new backup is compared with `baseline` (default: the file it would replace) when that
     is a backup of the same source: an emptier one (module docstring) never replaces an
     existing `out` unless `force` (`BackupRefused`; the new crawl is deleted), and is reported
-    in `BackupResult.emptier` otherwise."""
+    in `BackupResult.emptier` otherwise. `scope`: only these collections, spaces and sites
+    (`syncd.crawl_scope`); it is compared only with a backup of the same scope."""
     if out.exists() and not overwrite:
         raise UsageError(f"{out} exists: choose another --out, or --overwrite to replace it")
     if out.parent and not out.parent.exists():
@@ -129,13 +134,13 @@ async def backup(
     for stale in _sidecars(partial):
         stale.unlink(missing_ok=True)
     try:
-        result, client = await sync_into(settings, ref, partial, job="backup", full=True, on_progress=on_progress)
+        result, client = await sync_into(settings, ref, partial, job="backup", full=True, on_progress=on_progress, scope=scope)
         objects = held_objects(partial, tenant) or 0
-        before = held_objects(baseline, tenant, scope_of(tenant, ref.org)) if baseline is not None else None
+        before = held_objects(baseline, tenant, scope_of(tenant, ref.org, scope)) if baseline is not None else None
         why = emptier(objects, before, baseline.name if baseline is not None else "")
         if why and out.exists() and not force:
             raise BackupRefused(
-                f"{out} not replaced: the new backup of {scope_of(tenant, ref.org)} {why}; "
+                f"{out} not replaced: the new backup of {scope_of(tenant, ref.org, scope)} {why}; "
                 "the old file is kept as it was and the new one discarded (--force replaces it anyway)"
             )
         for stale in _sidecars(out):

@@ -56,6 +56,7 @@ from syncd.cron import validate_cron, validate_timezone
 from syncd.errors import ConfigError
 from syncd.logging import register_secret
 from syncd.safe_text import check_secret
+from syncd.scope import Pattern, Scope, ScopeError
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
@@ -438,6 +439,25 @@ class JobConfig(_Model):
     """Sync and mirror jobs: read everything again (not only what change tokens say changed)
     when the last full read is older than this; default 1d, 0 never. Catches edits that move
     no change token (a comment edited in place, a custom field value)."""
+    include: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+    """The job's scope, as `--include` / `--exclude` (`syncd.scope`): only these collections,
+    spaces and sites are synced, backed up or mirrored; none given: everything."""
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _patterns(cls, values: list[str]) -> list[str]:
+        for value in values:
+            try:
+                Pattern.parse(value, "pattern")
+            except ScopeError as exc:
+                raise ValueError(str(exc)) from None
+        return values
+
+    @property
+    def scope(self) -> Scope:
+        """The job's scope (its patterns were checked when the configuration was read)."""
+        return Scope.parse(self.include, self.exclude)
 
     @field_validator("name")
     @classmethod

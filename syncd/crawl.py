@@ -26,11 +26,13 @@ import anyio
 from syncd import catalog
 from syncd.api import ApiError, TenantClient
 from syncd.catalog import Kind
+from syncd.crawl_scope import CrawlScope
 from syncd.errors import SyncdError
 from syncd.logging import get_logger
 from syncd.mirror import Mirror, Row
 from syncd.mirror.diff import ChangeSummary
 from syncd.mirror.rows import canonical_json
+from syncd.scope import EVERYTHING, Scope
 
 log = get_logger("syncd.crawl")
 
@@ -89,6 +91,8 @@ class CrawlResult:
     status: str
     summary: ChangeSummary
     stats: CrawlStats
+    scope: CrawlScope = field(default_factory=CrawlScope)
+    """The run's scope, with what it left out and the dependencies it found outside it."""
 
 
 @dataclass
@@ -162,8 +166,10 @@ class Crawler:
         workers: int = 16,
         full: bool = False,
         on_progress: Callable[[CrawlStats], None] | None = None,
+        scope: Scope = EVERYTHING,
     ) -> None:
         self.client = client
+        self.scoping = CrawlScope(scope)
         self.mirror = mirror
         self.tenant = tenant
         self.workers = max(1, workers)
@@ -179,7 +185,7 @@ class Crawler:
 
     async def crawl(self, org: str | None = None, job: str = "sync") -> CrawlResult:
         """Crawl and merge; cancellation abandons the run and keeps the previous snapshot."""
-        scope_ref = f"{self.tenant}:{org}" if org else self.tenant
+        scope_ref = self.scoping.ref(f"{self.tenant}:{org}" if org else self.tenant)
         orgs = await self._organizations(org)
         self._load_previous()
         self._run = self.mirror.start_run(job, self.tenant, scope_ref)
@@ -188,6 +194,11 @@ class Crawler:
             await self._walk(orgs, org)
             status = "partial" if self.stats.failed_listings else "complete"
             stats = self.stats.as_dict() | {"requests": self.client.stats.requests}
+            if self.scoping.active:
+                org_ids = [str(data["id"]) for _, data in orgs if isinstance(data, dict) and isinstance(data.get("id"), (str, int))]
+                await anyio.to_thread.run_sync(lambda: self.scoping.finish(self.mirror, self._run, self.tenant, org_ids))
+                stats |= {"scope": self.scoping.scope.to_json(), "left_out": self.scoping.left_out,
+                          "dependencies": [d.to_json() for d in self.scoping.dependencies[:200]]}  # fmt: skip
             # Merging a large run takes seconds of SQLite work: off the event loop, so a
             # daemon's control API keeps answering (the Mirror is thread-safe). Not abandoned on
             # cancellation: the merge completes, or never started.
@@ -195,7 +206,7 @@ class Crawler:
                 lambda: self.mirror.finish_run(self._run, status, stats, quiet_kinds=catalog.DERIVED, volatile=_VOLATILE)
             )
             finished = True
-            return CrawlResult(self._run, status, summary, self.stats)
+            return CrawlResult(self._run, status, summary, self.stats, self.scoping)
         finally:
             if not finished:  # synchronous: nothing here can be cancelled half-way
                 self.mirror.abandon_run(self._run, "cancelled", "the crawl was interrupted or failed")
@@ -249,6 +260,7 @@ class Crawler:
         else:
             self._listed(listing, ok=True, scope=None)
         for row in rows:
+            await self._read_first(row)
             self._enqueue_children(org_kind, row.data, {"org": row.id}, ("organization", row.id))
         if self._pending == 0:
             send.close()
@@ -256,6 +268,15 @@ class Crawler:
             for _ in range(self.workers):
                 tg.start_soon(self._worker, receive.clone())
         receive.close()
+
+    async def _read_first(self, org_row: Row) -> None:
+        """A scoped crawl reads an organization's collections before the rest: the paths of
+        its spaces are then known when their rows arrive (`syncd.crawl_scope`)."""
+        first = self.scoping.read_first()
+        if first is not None:
+            failed = self.stats.failed_listings
+            await self._list_job(_Job(catalog.BY_NAME[first], {"org": org_row.id}, ("organization", org_row.id), org_row.data))
+            self.scoping.collections_read(org_row.id, ok=self.stats.failed_listings == failed)
 
     def _submit(self, item: Any) -> None:
         self._pending += 1
@@ -281,7 +302,7 @@ class Crawler:
 
     def _enqueue_children(self, kind: Kind, data: Mapping[str, Any], context: dict[str, str], parent: tuple[str, str]) -> None:
         for child in catalog.children(kind.name):
-            if child.scope is None and (child.when is None or child.when(data)):
+            if child.scope is None and (child.when is None or child.when(data)) and self.scoping.reads(child, kind.name):
                 self._submit(_Job(child, context, parent, data))
 
     # ----- listing -------------------------------------------------------------------------
@@ -338,7 +359,11 @@ class Crawler:
     async def _list_job(self, job: _Job) -> None:
         kind = job.kind
         async for _, rows in self._read(job, None):
+            if kind.name == "collection":
+                self.scoping.note(job.context["org"], rows)
             for row in rows:
+                if not self.scoping.descends(row):
+                    continue  # out of scope: its row is decided at the end, its content not read
                 context = self._bind(kind, row, job.context)
                 if kind.name == "space":
                     self._schedule_space(row, context)

@@ -97,6 +97,8 @@ from syncd.blobs import BlobStore
 from syncd.errors import SyncdError
 from syncd.files import PRIVATE_FILE, private_dir, storage_error
 from syncd.mirror import FINISHED, Mirror, MirrorError
+from syncd.scope import EVERYTHING, Scope
+from syncd.selection import LINK_KINDS, VALUE_KINDS, Dependency, content_dependencies, item_of_row, select
 
 __all__ = [
     "HANDLED_KINDS",
@@ -172,6 +174,8 @@ class ExportReport:
     missing_binaries: list[str] = field(default_factory=list)
     """Export paths (relative to OUT) of file binaries the backup does not hold (made without
     `--with-files`, or a download failed): pages link to them all the same."""
+    dependencies: list[Dependency] = field(default_factory=list)
+    """What the exported objects need outside the scope (`syncd.selection`)."""
 
 
 # ----- text ------------------------------------------------------------------------------
@@ -699,7 +703,8 @@ def _children(rows: Iterable[dict[str, Any]]) -> dict[tuple[str | None, str | No
 
 
 class _Exporter:
-    def __init__(self, mirror: Mirror, tenant: str, tree: _Tree, report: ExportReport, blobs: BlobStore) -> None:
+    def __init__(self, mirror: Mirror, tenant: str, tree: _Tree, report: ExportReport, blobs: BlobStore, scope: Scope = EVERYTHING) -> None:
+        self.scope = scope
         self.mirror = mirror
         self.tenant = tenant
         self.tree = tree
@@ -716,7 +721,7 @@ class _Exporter:
         org = row["id"]
         self.report.organizations += 1
         self.tree.json(base + ("organization.json",), row["data"])
-        rows = {kind: self.rows(kind, org) for kind in _ORG_KINDS if kind != "organization"}
+        rows = self._in_scope(row, {kind: self.rows(kind, org) for kind in _ORG_KINDS if kind != "organization"})
         self._people(rows, base)
         for kind, name in (("saml-provider", "saml.json"), ("sso-provider", "sso.json"),
                            ("translation", "translations.json"), ("custom-field", "custom-fields.json")):  # fmt: skip
@@ -727,6 +732,17 @@ class _Exporter:
         space_paths = self._content(rows, base)
         self._sites(rows, base, space_paths)
         self._other(org, base)
+
+    def _in_scope(self, org_row: dict[str, Any], rows: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+        """The organization's rows in the export's scope (content follows its space); what
+        they need outside it goes to the report."""
+        if self.scope.everything:
+            return rows
+        chosen = select(self.scope, [item_of_row(org_row)] + [item_of_row(r) for kind_rows in rows.values() for r in kind_rows])
+        content = [r for kind in sorted(VALUE_KINDS | LINK_KINDS) for r in self.mirror.current(self.tenant, kind=kind, org=org_row["id"])]
+        space_of = {(r["kind"], r["id"]): str(r["scope"]).removeprefix("space:") for r in content if str(r["scope"]).startswith("space:")}
+        self.report.dependencies += chosen.dependencies + content_dependencies(chosen, map(item_of_row, content), space_of)
+        return {kind: [r for r in kind_rows if (r["kind"], r["id"]) in chosen] for kind, kind_rows in rows.items()}
 
     def _people(self, rows: dict[str, list[dict[str, Any]]], base: tuple[str, ...]) -> None:
         spaces = _children(rows["member-space"])
@@ -1049,13 +1065,14 @@ def _choose_orgs(mirror: Mirror, tenant: str, org: str | None) -> list[tuple[dic
 
 
 def export_mirror(
-    db_path: Path, out_dir: Path, tenant: str | None = None, org: str | None = None, *, force: bool = False
+    db_path: Path, out_dir: Path, tenant: str | None = None, org: str | None = None, *, force: bool = False, scope: Scope = EVERYTHING
 ) -> ExportReport:
     """Export the current snapshot of one tenant (optionally one organization) to `out_dir`.
 
     The file is only read (see `_open_source`); the binaries of its files come from its blob
     folder (`FILE.blobs/`, see `syncd.blobs`), and those it lacks are listed in the report's
-    `missing_binaries` without failing the export.
+    `missing_binaries` without failing the export. `scope`: only these collections, spaces and
+    sites (`syncd.selection`; what they need outside it is in the report's `dependencies`).
 
     Raises `ExportError` (exit 2) for a file that is not a syncd mirror or backup, a damaged
     one, one written while it was read, one without a complete run, an unknown tenant or
@@ -1072,11 +1089,11 @@ def export_mirror(
                 _prepare_target(out, db_path)
                 blobs = BlobStore(blobs_dir(db_path))
                 if not force:
-                    _refuse_emptier(out, _Exporter(mirror, chosen_tenant, _Plan(out), ExportReport(), blobs), orgs)
+                    _refuse_emptier(out, _Exporter(mirror, chosen_tenant, _Plan(out), ExportReport(), blobs, scope), orgs)
                 report = ExportReport()
                 tree = _Tree(out)
                 tree.write((MARKER,), _MARKER_TEXT)
-                exporter = _Exporter(mirror, chosen_tenant, tree, report, blobs)
+                exporter = _Exporter(mirror, chosen_tenant, tree, report, blobs, scope)
                 for row, name in orgs:
                     exporter.organization(row, (name,))
                 tree.prune()

@@ -11,6 +11,7 @@ from syncd.api import TenantClient, make_global_limiter
 from syncd.config import Settings, TargetRef
 from syncd.crawl import Crawler, CrawlResult, CrawlStats
 from syncd.mirror import Mirror
+from syncd.scope import EVERYTHING, Scope
 
 Progress = Callable[[CrawlStats, TenantClient], None]
 
@@ -29,12 +30,14 @@ async def sync_into(
     on_progress: Progress | None = None,
     client: TenantClient | None = None,
     mirror: Mirror | None = None,
+    scope: Scope = EVERYTHING,
 ) -> tuple[CrawlResult, TenantClient]:
     """Crawl `ref` into the mirror at `db_path`; the previous snapshot stays current unless
     the crawl finishes (complete, or partial with what could not be read kept). `client`: an
     open client to read with (left open), e.g. the one a copy also writes with, so that one
     pacer spends the token's rate limit. `mirror`: the state file already open (left open),
-    e.g. to read two tenants into it side by side."""
+    e.g. to read two tenants into it side by side. `scope`: only these collections, spaces and
+    sites are read and recorded (`syncd.crawl_scope`)."""
     own = client is None
     if client is None:
         client = TenantClient.from_settings(settings, ref.tenant, make_global_limiter(settings))
@@ -46,6 +49,6 @@ async def sync_into(
                 if on_progress is not None:
                     on_progress(stats, client)
 
-            crawler = Crawler(client, mirror, tenant.name, workers=tenant.concurrency, full=full, on_progress=progress)
+            crawler = Crawler(client, mirror, tenant.name, workers=tenant.concurrency, full=full, on_progress=progress, scope=scope)
             result = await crawler.crawl(ref.org, job=job)
     return result, client

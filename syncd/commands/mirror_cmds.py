@@ -34,11 +34,13 @@ from rich.console import Console
 from rich.table import Table
 
 from syncd.commands.read_cmds import ConfigOption, DbOption
+from syncd.commands.scope_options import ExcludeOption, IncludeOption, scope_from
 from syncd.config import Settings, TargetRef, load_settings, parse_target_ref
 from syncd.errors import SyncdError, UsageError
 from syncd.progress import CopyDisplay, CrawlProgress
 from syncd.safe_text import clean, markup
 from syncd.safe_text import console as make_console
+from syncd.scope import EVERYTHING, Scope
 
 if TYPE_CHECKING:
     from syncd.copy import CopyReport, Plan, Reading, Verification
@@ -180,12 +182,14 @@ def make_saved(reading: Reading, the_plan: Plan, source: Source, target: TargetR
     return SavedPlan(reading.pair, str(source), str(target), mode, the_plan, fingerprints(reading), options, now_text())
 
 
-def _plan(settings: Settings, source: Source, target: TargetRef, db: Path, mode: Any, max_delete: int, adopt: bool) -> tuple[Reading, Plan, list[Item]]:
+def _plan(
+    settings: Settings, source: Source, target: TargetRef, db: Path, mode: Any, max_delete: int, adopt: bool, scope: Scope = EVERYTHING
+) -> tuple[Reading, Plan, list[Item]]:
     from syncd.copy import plan_org
     from syncd.copy.review import review
 
     reading, the_plan = _with_progress(f"read {source} and {target}", lambda progress: plan_org(
-        settings, source, target, mode=mode, max_delete=max_delete, adopt=adopt, db=db, on_read=progress,
+        settings, source, target, mode=mode, max_delete=max_delete, adopt=adopt, db=db, on_read=progress, scope=scope,
     ))
     return reading, the_plan, review(the_plan, reading.source.snapshot, reading.target.snapshot, reading.idmap)
 
@@ -229,7 +233,7 @@ def confirm_deletes(items: list[Item], the_plan: Plan, target: TargetRef, yes: b
 
 def run_copy(
     settings: Settings, source: Source, target: TargetRef, db: Path, *, mode: Any = "copy", max_delete: int = 10, adopt: bool = True,
-    max_rounds: int = 3, saved: SavedPlan | None = None, as_json: bool = False, plan_file: str | None = None,
+    max_rounds: int = 3, saved: SavedPlan | None = None, as_json: bool = False, plan_file: str | None = None, scope: Scope = EVERYTHING,
 ) -> int:
     """`copy_org` with progress on the terminal; the exit status."""
     from syncd.copy import copy_org
@@ -237,7 +241,7 @@ def run_copy(
     with CopyDisplay(f"copy {source} -> {target}") as display:
         report = anyio.run(lambda: copy_org(
             settings, source, target, mode=mode, max_delete=max_delete, adopt=adopt, db=db, max_rounds=max_rounds,
-            on_read=display.reading, on_apply=display.applying, saved=saved,
+            on_read=display.reading, on_apply=display.applying, saved=saved, scope=scope,
         ))
     if as_json:
         from syncd.copy.documents import copy_document
@@ -250,15 +254,18 @@ def run_copy(
     return 0 if report.equal else EXIT_DIFFERENT
 
 
-def run_dry(settings: Settings, source: Source, target: TargetRef, db: Path, *, mode: Any, max_delete: int, adopt: bool, as_json: bool = False) -> int:
+def run_dry(
+    settings: Settings, source: Source, target: TargetRef, db: Path, *, mode: Any, max_delete: int, adopt: bool, as_json: bool = False,
+    scope: Scope = EVERYTHING,
+) -> int:
     from syncd.copy import PlanRefused, dry_run_lines
     from syncd.copy.planfile import plan_document
 
-    reading, the_plan, items = _plan(settings, source, target, db, mode, max_delete, adopt)
+    reading, the_plan, items = _plan(settings, source, target, db, mode, max_delete, adopt, scope)
     out = _console(as_json)
     lines = dry_run_lines(the_plan, reading.idmap)
     if as_json:
-        document = plan_document(make_saved(reading, the_plan, source, target, mode, {"max_delete": max_delete, "adopt": adopt}), items)
+        document = plan_document(make_saved(reading, the_plan, source, target, mode, {"max_delete": max_delete, "adopt": adopt, **scope.to_json()}), items)
         _emit({**document, "calls": lines})
     else:
         print_plan(items, the_plan, out, listing=False)
@@ -307,15 +314,18 @@ def plan_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the plan as one JSON document (the same as --out writes)."),
     db: Path | None = DbOption,
     config: Path | None = ConfigOption,
+    include: list[str] = IncludeOption,
+    exclude: list[str] = ExcludeOption,
 ) -> None:
     """Read both organizations and list every operation that would make the target match."""
     from syncd.copy.planfile import plan_document, save_plan
 
+    scope = scope_from(include, exclude)
     settings, src, dst = _refs(config, source, target)
     mode, limit, adopt = _check_mode(mode), 10 if max_delete is None else max_delete, not no_adopt
-    reading, the_plan, items = _plan(settings, src, dst, _db(settings, db), mode, limit, adopt)
+    reading, the_plan, items = _plan(settings, src, dst, _db(settings, db), mode, limit, adopt, scope)
     out = _console(as_json)
-    saved = make_saved(reading, the_plan, src, dst, mode, {"max_delete": limit, "adopt": adopt})
+    saved = make_saved(reading, the_plan, src, dst, mode, {"max_delete": limit, "adopt": adopt, **scope.to_json()})
     if as_json:
         _emit(plan_document(saved, items))
         for warning in the_plan.warnings:
@@ -346,16 +356,21 @@ def apply_cmd(
     as_json: bool = JsonOption,
     db: Path | None = DbOption,
     config: Path | None = ConfigOption,
+    include: list[str] = IncludeOption,
+    exclude: list[str] = ExcludeOption,
 ) -> None:
     """Apply the plan (journaled, resumable), read again and verify; plan again from what was
     read while something is left that a plan can fix (at most --max-rounds)."""
+    scope = scope_from(include, exclude)
     settings = load_settings(config)
     state = _db(settings, db)
     if plan_file is not None:
         from syncd.copy.planfile import load_plan
 
-        if mode is not None or max_delete is not None or no_adopt:
-            raise UsageError("--mode, --max-delete and --no-adopt were fixed when the plan was made: give none of them with --plan")
+        if mode is not None or max_delete is not None or no_adopt or not scope.everything:
+            raise UsageError(
+                "--mode, --max-delete, --no-adopt, --include and --exclude were fixed when the plan was made: give none of them with --plan"
+            )
         saved = load_plan(plan_file)
         src, dst = _plan_refs(settings, saved, source, target)
         if dry_run:
@@ -363,11 +378,12 @@ def apply_cmd(
         raise typer.Exit(run_copy(
             settings, src, dst, state, mode=saved.mode, max_delete=int(saved.options.get("max_delete", 10)),
             adopt=bool(saved.options.get("adopt", True)), max_rounds=max_rounds, saved=saved, as_json=as_json, plan_file=str(plan_file),
+            scope=scope_from(saved.options.get("include"), saved.options.get("exclude")),
         ))
     if source is None or target is None:
         raise UsageError("mirror apply needs SRC_TENANT:ORG and DST_TENANT:ORG, or --plan PLAN.json")
     src, dst = parse_target_ref(source, settings), parse_target_ref(target, settings)
-    options = {"mode": _check_mode(mode), "max_delete": 10 if max_delete is None else max_delete, "adopt": not no_adopt}
+    options = {"mode": _check_mode(mode), "max_delete": 10 if max_delete is None else max_delete, "adopt": not no_adopt, "scope": scope}
     if dry_run:
         raise typer.Exit(run_dry(settings, src, dst, state, as_json=as_json, **options))
     saved = None
@@ -381,11 +397,13 @@ def _reviewed(settings: Settings, source: TargetRef, target: TargetRef, db: Path
     exactly that plan (later rounds add no delete that was not confirmed)."""
     from syncd.copy import PlanRefused
 
-    reading, the_plan, items = _plan(settings, source, target, db, options["mode"], options["max_delete"], options["adopt"])
+    reading, the_plan, items = _plan(settings, source, target, db, options["mode"], options["max_delete"], options["adopt"], options["scope"])
     if the_plan.refused:
         raise PlanRefused(f"the plan must not be applied: {the_plan.refused}")
     confirm_deletes(items, the_plan, target, False, _console(as_json))
-    saved = make_saved(reading, the_plan, source, target, options["mode"], {"max_delete": options["max_delete"], "adopt": options["adopt"]})
+    saved = make_saved(
+        reading, the_plan, source, target, options["mode"], {"max_delete": options["max_delete"], "adopt": options["adopt"], **options["scope"].to_json()}
+    )
     saved.binds = "deletes"
     return saved
 
@@ -397,12 +415,17 @@ def verify_cmd(
     as_json: bool = JsonOption,
     db: Path | None = DbOption,
     config: Path | None = ConfigOption,
+    include: list[str] = IncludeOption,
+    exclude: list[str] = ExcludeOption,
 ) -> None:
     """Re-read both organizations and compare them (ids mapped, order included)."""
     from syncd.copy import verify_org
 
+    scope = scope_from(include, exclude)
     settings, src, dst = _refs(config, source, target)
-    verification, residue = _with_progress(f"read {src} and {dst}", lambda progress: verify_org(settings, src, dst, db=_db(settings, db), on_read=progress))
+    verification, residue = _with_progress(
+        f"read {src} and {dst}", lambda progress: verify_org(settings, src, dst, db=_db(settings, db), on_read=progress, scope=scope)
+    )
     if as_json:
         from syncd.copy.documents import verify_document
 
@@ -421,13 +444,16 @@ def restore(
     as_json: bool = JsonOption,
     db: Path | None = DbOption,
     config: Path | None = ConfigOption,
+    include: list[str] = IncludeOption,
+    exclude: list[str] = ExcludeOption,
 ) -> None:
     """Restore a backup into an organization with the same engine as `mirror apply` (copy mode)."""
     from syncd.copy import BackupSource
 
+    scope = scope_from(include, exclude)
     settings = load_settings(config)
     dst = parse_target_ref(target, settings)
     source = BackupSource(backup, org)
     if dry_run:
-        raise typer.Exit(run_dry(settings, source, dst, _db(settings, db), mode="copy", max_delete=0, adopt=True, as_json=as_json))
-    raise typer.Exit(run_copy(settings, source, dst, _db(settings, db), max_rounds=max_rounds, as_json=as_json))
+        raise typer.Exit(run_dry(settings, source, dst, _db(settings, db), mode="copy", max_delete=0, adopt=True, as_json=as_json, scope=scope))
+    raise typer.Exit(run_copy(settings, source, dst, _db(settings, db), max_rounds=max_rounds, as_json=as_json, scope=scope))

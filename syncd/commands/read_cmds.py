@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from syncd.change_lines import change_lines
+from syncd.commands.scope_options import ExcludeOption, IncludeOption, print_scope, scope_json, scope_from
 from syncd.config import Settings, TargetRef, load_settings, parse_target_ref
 from syncd.crawl import CrawlResult
 from syncd.errors import UsageError
@@ -103,7 +104,7 @@ def crawl_document(result: CrawlResult, requests: int, tenant: str, scope: str) 
         "failed_listings": stats.failed_listings,
         "errors": list(stats.errors),
         "changes": result.summary.to_dict(),
-    }
+    } | scope_json(result.scope.scope, result.scope.dependencies, result.scope.left_out)
 
 
 def sync(
@@ -112,18 +113,23 @@ def sync(
     full: bool = typer.Option(False, "--full", help="Read everything, ignoring unchanged spaces' change tokens."),
     config: Path | None = ConfigOption,
     as_json: bool = typer.Option(False, "--json", help="Print the run's report as JSON (schemas/sync.json); warnings go to stderr."),
+    include: list[str] = IncludeOption,
+    exclude: list[str] = ExcludeOption,
 ) -> None:
     """Crawl a tenant (or one organization) into the mirror and print the changes."""
     from syncd.sync import default_db, sync_into
 
+    scope = scope_from(include, exclude)
     settings, ref = settings_and_ref(config, target)
     db_path = db or default_db(settings)
     with CrawlProgress(f"sync {ref}") as progress:
-        result, client = anyio.run(lambda: sync_into(settings, ref, db_path, full=full, on_progress=progress.update))
+        result, client = anyio.run(lambda: sync_into(settings, ref, db_path, full=full, on_progress=progress.update, scope=scope))
     if as_json:
         emit(crawl_document(result, client.stats.requests, settings.tenant(ref.tenant).name, str(ref)) | {"db": str(db_path)})
+        print_scope(human_console(True), scope, result.scope.dependencies, result.scope.left_out)
         raise typer.Exit(crawl_warnings(result, human_console(True)))
     code = report_crawl(result, client.stats.requests, f"sync {ref}")
+    print_scope(console, scope, result.scope.dependencies, result.scope.left_out)
     raise typer.Exit(code)
 
 
@@ -244,6 +250,8 @@ def backup(
     ),
     config: Path | None = ConfigOption,
     as_json: bool = typer.Option(False, "--json", help="Print the backup's report as JSON (schemas/backup.json); warnings go to stderr."),
+    include: list[str] = IncludeOption,
+    exclude: list[str] = ExcludeOption,
 ) -> None:
     """Back up everything the token sees (or one organization) into one SQLite file."""
     from rich.markup import escape
@@ -251,15 +259,19 @@ def backup(
     from syncd.backup import backup as run_backup
     from syncd.backup import blobs_dir
 
+    scope = scope_from(include, exclude)
     settings, ref = settings_and_ref(config, target)
     with CrawlProgress(f"backup {ref}") as progress:
         result = anyio.run(
-            lambda: run_backup(settings, ref, out, with_files=with_files, overwrite=overwrite, force=force, on_progress=progress.update)
+            lambda: run_backup(
+                settings, ref, out, with_files=with_files, overwrite=overwrite, force=force, on_progress=progress.update, scope=scope
+            )
         )
     stats = result.crawl.stats
     shown = human_console(as_json, console)
     if not as_json:
         shown.print(f"backup of {markup(ref)} written to {markup(result.path)}: {sum(stats.objects.values())} objects, {result.requests} requests")
+    print_scope(shown, scope, result.crawl.scope.dependencies, result.crawl.scope.left_out)
     code = 0
     if result.crawl.status != "complete":
         for error in stats.errors[:10]:
@@ -304,22 +316,26 @@ def export(
         False, "--force", help="Replace a previous export even when this one would remove all or more than half of its files."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the export's report as JSON (schemas/export.json); warnings go to stderr."),
+    include: list[str] = IncludeOption,
+    exclude: list[str] = ExcludeOption,
 ) -> None:
     """Export a backup (only read) to a folder per space in GitBook's Git Sync layout, and JSON for the rest."""
     from dataclasses import asdict
 
     from syncd.export import export_mirror
 
-    report = export_mirror(source, out_dir, tenant=tenant, org=org, force=force)
+    scope = scope_from(include, exclude)
+    report = export_mirror(source, out_dir, tenant=tenant, org=org, force=force, scope=scope)
     shown = human_console(as_json, console)
     if as_json:
-        emit({"source": str(source), "out": str(out_dir), **asdict(report)})
+        emit({"source": str(source), "out": str(out_dir), **asdict(report), **scope_json(scope, report.dependencies)})
     else:
         shown.print(
             f"exported {report.organizations} organization(s), {report.spaces} spaces, {report.pages} pages, "
             f"{report.change_requests} change requests, {report.assets} file binaries to {markup(out_dir)}: {report.files} files "
             f"({report.written} written, {report.removed} removed)"
         )
+    print_scope(shown, scope, report.dependencies)
     missing = report.missing_binaries
     if missing:
         shown.print(

@@ -34,6 +34,7 @@ from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.runs import Outcome
 from syncd.files import private_dir
 from syncd.mirror import Mirror
+from syncd.selection import Dependency
 from syncd.copy import copy_org
 from syncd.cron import zone
 from syncd.retention import Policy, choose_kept
@@ -160,9 +161,16 @@ def _record_objects(metrics: DaemonMetrics, db: Path, *tenants: str) -> int:
     return sum(sum(kinds.values()) for kinds in counts.values())
 
 
+def _scoped(job: JobConfig, dependencies: list[Dependency]) -> dict[str, Any]:
+    """A scoped job's patterns and what it found outside its scope (the first 20), for its run summary."""
+    if job.scope.everything:
+        return {}
+    return {"include": job.include, "exclude": job.exclude, "dependencies": [d.line() for d in dependencies[:20]]}
+
+
 async def _run_sync(settings: Settings, job: JobConfig, metrics: DaemonMetrics, full: bool) -> JobOutcome:
     db = default_db(settings)
-    result, client = await sync_into(settings, job.source, db, job=job.name, full=full)
+    result, client = await sync_into(settings, job.source, db, job=job.name, full=full, scope=job.scope)
     tenant = settings.tenant(job.source.tenant).name
     mirrored = _record_objects(metrics, db, tenant)
     return JobOutcome(
@@ -178,6 +186,7 @@ async def _run_sync(settings: Settings, job: JobConfig, metrics: DaemonMetrics, 
             "skipped_scopes": result.stats.skipped_scopes,
             "requests": client.stats.requests,
             "errors": result.stats.errors[:20],
+            **_scoped(job, result.scope.dependencies),
         },
     )
 
@@ -190,7 +199,9 @@ async def _run_backup(settings: Settings, job: JobConfig, metrics: DaemonMetrics
     try:
         # Compared with the newest complete backup: one that finds nothing, or far less, is
         # likelier a token that lost access than a tenant emptied overnight.
-        result = await backup(settings, job.source, out, with_files=bool(job.with_files), baseline=earlier[-1] if earlier else None)
+        result = await backup(
+            settings, job.source, out, with_files=bool(job.with_files), baseline=earlier[-1] if earlier else None, scope=job.scope
+        )
     except BaseException:
         # Cancelled or failed while fetching file binaries: the file is in place but the
         # backup is not whole, and retention must not count it.
@@ -204,6 +215,7 @@ async def _run_backup(settings: Settings, job: JobConfig, metrics: DaemonMetrics
         "held": result.objects,
         "requests": result.requests,
         "errors": result.crawl.stats.errors[:20],
+        **_scoped(job, result.crawl.scope.dependencies),
     }
     complete = result.crawl.status == "complete"
     if result.emptier is not None:
@@ -229,7 +241,7 @@ async def _run_mirror(settings: Settings, job: JobConfig, metrics: DaemonMetrics
     assert job.target is not None and job.mode is not None and job.max_delete is not None
     db = default_db(settings)
     # A refused plan (deletes beyond the job's max_delete) raises PlanRefused: the run fails.
-    report = await copy_org(settings, job.source, job.target, mode=job.mode, max_delete=job.max_delete, db=db, full=full)
+    report = await copy_org(settings, job.source, job.target, mode=job.mode, max_delete=job.max_delete, db=db, full=full, scope=job.scope)
     summary: dict[str, Any] = {"full": full, **report.summary(), "warnings": report.warnings[:20]}
     _record_objects(metrics, db, settings.tenant(job.source.tenant).name, settings.tenant(job.target.tenant).name)
     return JobOutcome("succeeded" if report.equal and report.read_cleanly else "partial", summary)

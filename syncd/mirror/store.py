@@ -652,6 +652,42 @@ class Mirror:
             )
             return cursor.rowcount
 
+    def staged_rows(self, run: int, org: str, kinds: Iterable[str]) -> Iterator[dict[str, Any]]:
+        """Rows `run` staged for one organization, of these kinds (`data` decoded), for a
+        scoped crawl to decide what it keeps (`syncd.crawl_scope`)."""
+        kinds = sorted(set(kinds))
+        marks = ", ".join("?" * len(kinds))
+        with self._lock:
+            found = self.db.execute(
+                f"SELECT kind, id, parent_kind, parent_id, scope, data FROM staged WHERE run = ? AND org = ? AND kind IN ({marks})",
+                [run, org, *kinds],
+            ).fetchall()
+        for kind, row_id, parent_kind, parent_id, scope, data in found:
+            yield {"kind": kind, "id": row_id, "parent_kind": parent_kind, "parent_id": parent_id, "scope": scope,
+                   "data": self._json(data, f"{kind} {row_id}")}  # fmt: skip
+
+    @_writes
+    def unstage(self, run: int, keys: Iterable[tuple[str, str]]) -> int:
+        """Forget rows `run` read but does not record (out of a scoped run's scope)."""
+        self._tenant_of(run)
+        with self._lock, self.db.atomic():
+            return sum(self.db.execute("DELETE FROM staged WHERE run = ? AND kind = ? AND id = ?", [run, kind, row_id]).rowcount for kind, row_id in keys)
+
+    @_writes
+    def carry_rows(self, run: int, tenant: str, keys: Iterable[tuple[str, str]]) -> int:
+        """Count these current rows as read, unchanged, by `run` (rows it staged win): what a
+        scoped run leaves out keeps the state the mirror had, and is not deleted."""
+        self._tenant_of(run, tenant)
+        with self._lock, self.db.atomic():
+            return sum(
+                self.db.execute(
+                    f"INSERT OR IGNORE INTO staged (run, {_COLUMNS}) SELECT ?, {_COLUMNS} FROM resources "
+                    "WHERE tenant = ? AND kind = ? AND id = ? AND deleted_run IS NULL",
+                    [run, tenant, kind, row_id],
+                ).rowcount
+                for kind, row_id in keys
+            )
+
     @_writes
     def finish_run(
         self,
