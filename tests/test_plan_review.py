@@ -126,12 +126,12 @@ GOLDEN = """\
 ↻ settle tree       'order of collections and spaces' — read the target, then place 1 new collection(s) under the root; 1 move(s), listed with →
 - delete collection 'Old notes'                       Old notes — syncd created it; the source no longer has it
 planned operations
- kind         create   adopt   update   content   move   settle   delete
-─────────────────────────────────────────────────────────────────────────
- collection        1                1                                  1
- space                              1                1
- tree                                                         1
- total             1       0        2         0      1        1        1
+ kind         create   update   move   settle   delete
+───────────────────────────────────────────────────────
+ collection        1        1                        1
+ space                      1      1
+ tree                                       1
+ total             1        2      1        1        1
   skip member '2 member': members cannot be created through the API: invite them to the target organization
   skip organization 'title': title not copied: the target organization keeps its own title
 """
@@ -319,3 +319,40 @@ def test_the_restore_schema_is_the_apply_schema() -> None:
     assert {k: v for k, v in apply.items() if k not in ("$id", "title", "description")} == {
         k: v for k, v in restore.items() if k not in ("$id", "title", "description")
     }
+
+
+def _row(kind: str, row_id: str, data: dict[str, Any], parent: tuple[str, str] | None = None, position: int | None = None) -> dict[str, Any]:
+    return {"kind": kind, "id": row_id, "parent_kind": parent[0] if parent else None, "parent_id": parent[1] if parent else None, "position": position, "data": data}
+
+
+def test_references_custom_field_values_and_site_moves_read_as_titles() -> None:
+    """Pure: a reference shows the referenced object's title and target id on both sides, a
+    space's custom field value its old and new value, a site's navigation move its site."""
+    from syncd.copy import IdMap, Snapshot, plan_copy
+    from syncd.copy.context import ContentStrategy
+    from syncd.copy.review import render, review
+
+    def side(org: str, p: str, saml_team: str, value: str, order: tuple[str, str]) -> Snapshot:
+        top = ("organization", org)
+        return Snapshot.from_rows(p, org, [
+            _row("organization", org, {"title": org}),
+            _row("team", f"{p}T1", {"title": "Writers"}, top), _row("team", f"{p}T2", {"title": "Editors"}, top),
+            _row("saml-provider", f"{p}P", {"label": "Okta", "defaultTeam": {"id": f"{p}{saml_team}"}}, top),
+            _row("custom-field", f"{p}F", {"name": "owner", "title": "Owner", "type": "text"}, top),
+            _row("space", f"{p}S", {"title": "Handbook"}, top, 0),
+            _row("space-custom-field-value", f"{p}S/owner", {"customField": {"name": "owner"}, "value": value}, ("space", f"{p}S")),
+            _row("site", f"{p}W", {"title": "Docs site"}, top),
+            *(_row("site-section", f"{p}{name}", {"title": name, "path": name.lower()}, ("site", f"{p}W"), i) for i, name in enumerate(order)),
+        ])
+
+    source = side("SORG", "s", "T2", "docs team", ("Start", "Reference"))
+    target = side("TORG", "t", "T1", "nobody", ("Reference", "Start"))
+    idmap = IdMap()
+    for kind, name in (("team", "T1"), ("team", "T2"), ("saml-provider", "P"), ("custom-field", "F"), ("space", "S"), ("site", "W"),
+                       ("site-section", "Start"), ("site-section", "Reference")):
+        idmap.put(kind, f"s{name}", f"t{name}", "created")
+    plan = plan_copy(source, target, idmap, content=ContentStrategy(same_credentials=True))
+    shown = "\n".join(render(review(plan, source, target, idmap)))
+    assert "~ update saml-provider 'Okta'" in shown and "      defaultTeam: 'Writers' (tT1) → 'Editors' (tT2)" in shown, shown
+    assert "~ update space         'Handbook'" in shown and "      customFields.owner: 'nobody' → 'docs team'" in shown, shown
+    assert re.search(r"^→ move   site-section +'(Start|Reference)' +Docs site/(Start|Reference) — to its place among its siblings$", shown, re.M), shown

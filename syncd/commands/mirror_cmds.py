@@ -112,18 +112,20 @@ def _with_progress(label: str, work: Callable[[Any], Awaitable[Any]]) -> Any:
 
 
 def summary_table(items: list[Item]) -> Table:
-    """Lines of the listing per kind and action (the plan's totals)."""
+    """Lines of the listing per kind and action (the plan's totals): only the actions the
+    plan has, so that it fits 80 columns."""
     from syncd.copy.review import ACTIONS, counts
 
     by_kind = counts(items)
+    totals = {action: sum(n.get(action, 0) for n in by_kind.values()) for action in ACTIONS}
+    shown = [action for action in ACTIONS if totals[action]]
     table = Table(title="planned operations", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), show_edge=False)
     table.add_column("kind")
-    for action in ACTIONS:
+    for action in shown:
         table.add_column(action, justify="right")
     for kind, numbers in by_kind.items():
-        table.add_row(markup(kind), *(str(numbers.get(action, "")) for action in ACTIONS))
-    totals = {action: sum(n.get(action, 0) for n in by_kind.values()) for action in ACTIONS}
-    table.add_row("[bold]total[/bold]", *(f"[bold]{totals[a]}[/bold]" for a in ACTIONS))
+        table.add_row(markup(kind), *(str(numbers.get(action, "")) for action in shown))
+    table.add_row("[bold]total[/bold]", *(f"[bold]{totals[a]}[/bold]" for a in shown))
     return table
 
 

@@ -211,7 +211,7 @@ class _Reviewer:
             detail = op.note  # brought back, or replaces an object gone from the target
         elif op.action == "delete":
             detail = "syncd created it; the source no longer has it"
-        return Item(action, op.kind, title, path, op.key, fields, detail)
+        return Item(action, kind, title, path, op.key, fields, detail)
 
     def located(self, op: Op) -> tuple[Node | None, Snapshot]:
         """The object an op is about, and the side it is read from (module docstring)."""
