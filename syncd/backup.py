@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from syncd.blobs import BlobStore, DownloadReport, download_files
+from syncd.blobs import BlobStore, DownloadProgress, DownloadReport, download_files
 from syncd.config import Settings, TargetRef
 from syncd.crawl import CrawlResult
 from syncd.crawl_scope import CrawlScope
@@ -115,6 +115,7 @@ async def backup(
     baseline: Path | None = None,
     on_progress: Progress | None = None,
     scope: Scope = EVERYTHING,
+    on_files: DownloadProgress | None = None,
 ) -> BackupResult:
     """Crawl `ref` into `out` (a new file), then fetch file binaries when asked.
 
@@ -122,7 +123,8 @@ async def backup(
     is a backup of the same source: an emptier one (module docstring) never replaces an
     existing `out` unless `force` (`BackupRefused`; the new crawl is deleted), and is reported
     in `BackupResult.emptier` otherwise. `scope`: only these collections, spaces and sites
-    (`syncd.crawl_scope`); it is compared only with a backup of the same scope."""
+    (`syncd.crawl_scope`); it is compared only with a backup of the same scope. `on_progress`
+    follows the crawl, `on_files` the file downloads (`syncd.blobs.download_files`)."""
     if out.exists() and not overwrite:
         raise UsageError(f"{out} exists: choose another --out, or --overwrite to replace it")
     if out.parent and not out.parent.exists():
@@ -151,5 +153,7 @@ async def backup(
             leftover.unlink(missing_ok=True)
     report = BackupResult(out, result, client.stats.requests, objects=objects, baseline=before, emptier=why)
     if with_files:
-        report.files = await download_files(file_rows(out), BlobStore(blobs_dir(out)), concurrency=settings.tenant(ref.tenant).concurrency)
+        report.files = await download_files(
+            file_rows(out), BlobStore(blobs_dir(out)), concurrency=settings.tenant(ref.tenant).concurrency, on_progress=on_files
+        )
     return report

@@ -29,7 +29,7 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,7 @@ from yarl import URL
 from syncd.errors import SyncdError
 from syncd.files import create_private, private_dir, write_private
 from syncd.logging import get_logger
+from syncd.safe_text import one_line
 
 __all__ = [
     "DEADLINE_FLOOR",
@@ -55,6 +56,7 @@ __all__ = [
     "MIN_RATE",
     "BlobError",
     "BlobStore",
+    "DownloadProgress",
     "DownloadReport",
     "download_files",
     "file_deadline",
@@ -70,6 +72,10 @@ DEADLINE_FLOOR = 120.0
 """Seconds any one download attempt may take, whatever the file's size."""
 MIN_RATE = 64 * 1024
 """Bytes per second a download may be as slow as, on top of the floor: 1 GiB gets 4.6 hours."""
+
+
+DownloadProgress = Callable[[int, int, int], None]
+"""`(downloads done, downloads in all, bytes downloaded)`: see `download_files`."""
 
 
 def file_deadline(size: int, *, floor: float = DEADLINE_FLOOR, min_rate: float = MIN_RATE) -> float:
@@ -278,6 +284,7 @@ async def download_files(
     timeout: float = 300.0,
     deadline: float = DEADLINE_FLOOR,
     min_rate: float = MIN_RATE,
+    on_progress: DownloadProgress | None = None,
 ) -> DownloadReport:
     """Download the binaries of the file rows (`file`, `change-request-file`) into `store`.
 
@@ -287,6 +294,9 @@ async def download_files(
     bytes (connect and read); each attempt must end within `file_deadline(size, floor=deadline,
     min_rate=min_rate)` seconds, so a download lasts at most `retries` such deadlines plus the
     waits. Without `session` one is made; a given session must carry no credentials (ValueError).
+    `on_progress(done, total, bytes)` is called when the downloads are known and after each
+    one ends (done or failed): `total` counts downloads (rows sharing a URL are one).
+    Each retry is said on stderr (a warning, `retry 1/4 in 0.5 s: GET host/path: ...`).
     """
     if session is not None and _credentials(session):
         raise ValueError("download_files: the session sends credentials; file URLs must get none")
@@ -307,6 +317,13 @@ async def download_files(
             continue
         jobs.setdefault((url, size), _Job(url, size, [])).rows.append(row)
 
+    finished = 0
+
+    def progressed() -> None:
+        if on_progress is not None:
+            on_progress(finished, len(jobs), report.bytes)
+
+    progressed()
     limiter = anyio.CapacityLimiter(max(1, concurrency))
     client_timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout)
 
@@ -319,14 +336,34 @@ async def download_files(
         hint = error.wait if isinstance(error, _Retryable) else 0.0
         return min(max(backoff, hint), max_wait)
 
+    def notice(job: _Job) -> Callable[[RetryCallState], None]:
+        def say(state: RetryCallState) -> None:
+            error = state.outcome.exception() if state.outcome else None
+            wait = state.upcoming_sleep
+            log.warning(
+                f"retry {state.attempt_number}/{max(1, retries) - 1} in {wait:.1f} s: "
+                f"GET {one_line(_where(job.url))}: {one_line(_redact_urls(str(error)))[:300]}"
+            )
+
+        return say
+
     async def one(job: _Job, http: aiohttp.ClientSession) -> None:
         """One download with its retries; a task that backs off holds no limiter slot."""
+        nonlocal finished
+        try:
+            await attempts(job, http)
+        finally:
+            finished += 1
+            progressed()
+
+    async def attempts(job: _Job, http: aiohttp.ClientSession) -> None:
         try:
             async for attempt in AsyncRetrying(
                 stop=stop_after_attempt(max(1, retries)),
                 wait=wait,
                 retry=retry_if_exception_type(_Retryable),
                 sleep=anyio.sleep,
+                before_sleep=notice(job),
                 reraise=True,
             ):
                 with attempt:

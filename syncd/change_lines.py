@@ -12,6 +12,9 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from syncd.mirror.diff import MAX_VALUE
+from syncd.safe_text import clean
+
 __all__ = ["CHANGES_SHOWN", "FIELDS_SHOWN", "change_lines", "value_text"]
 
 CHANGES_SHOWN = 50
@@ -24,22 +27,27 @@ Locate = Callable[[str, str | None], str]
 """(tenant, id of a parent) -> `Org / Collection`, see `Mirror.location`."""
 
 
-def value_text(value: Any) -> str:
-    """A field value as JSON (strings quoted), so `""`, `null` and `"null"` read apart."""
-    if isinstance(value, str) and value.endswith("…") and value.startswith(("{", "[", '"')):
-        return value  # already JSON, cut (see syncd.mirror.diff.MAX_VALUE)
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+def value_text(value: Any, cut: bool = False) -> str:
+    """A field value: a string in double quotes (as text: no control characters, see
+    `syncd.safe_text.clean`), anything else as JSON, so `""`, `null` and `"null"` read apart.
+    A `cut` value is already the start of the JSON (see syncd.mirror.diff.MAX_VALUE)."""
+    if cut and isinstance(value, str) and value.endswith("…") and len(value) == MAX_VALUE + 1:
+        return clean(value)
+    if isinstance(value, str):
+        return f'"{clean(value)}"'
+    return clean(json.dumps(value, ensure_ascii=False, sort_keys=True))
 
 
 def _field_line(row: Mapping[str, Any]) -> str:
-    old = "(absent)" if row.get("absent") == "old" else value_text(row.get("old"))
-    new = "(absent)" if row.get("absent") == "new" else value_text(row.get("new"))
+    cut = bool(row.get("cut"))
+    old = "(absent)" if row.get("absent") == "old" else value_text(row.get("old"), cut)
+    new = "(absent)" if row.get("absent") == "new" else value_text(row.get("new"), cut)
     return f"    {row['field']}: {old} → {new}"
 
 
 def _head(change: Mapping[str, Any]) -> str:
     title = change.get("title")
-    named = f" {json.dumps(title, ensure_ascii=False)}" if title is not None else ""
+    named = f" {value_text(str(title))}" if title is not None else ""
     return f"{_MARKS.get(change['op'], '?')} {change['op']} {change['kind']}{named} ({change['id']})"
 
 

@@ -153,7 +153,10 @@ def _main(argv: list[str] | None) -> int:
         if isinstance(code, int):
             return code
     except SyncdError as exc:
-        print(error_line(exc), file=sys.stderr)
+        from syncd.interrupt import Interrupted
+
+        # Stopped by SIGINT/SIGTERM (exit 130/143) is what the user asked for, not an error.
+        print(error_line(exc).replace("error: ", "", 1) if isinstance(exc, Interrupted) else error_line(exc), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("syncd: interrupted", file=sys.stderr)

@@ -711,6 +711,8 @@ class _Exporter:
         self.report = report
         self.blobs = blobs
         self.manifest = blobs.manifest() if blobs.root.is_dir() else {}
+        self.on_space: Callable[[], None] | None = None
+        """Called after each space is written (progress, and a safe point to stop at)."""
 
     def rows(self, kind: str, org: str) -> list[dict[str, Any]]:
         return sorted(self.mirror.current(self.tenant, kind=kind, org=org), key=_order)
@@ -841,6 +843,8 @@ class _Exporter:
             path = where + ("change-requests", slug)
             self.tree.json(path + ("change-request.json",), cr["data"])
             self._content_of(self._scoped(f"change-request:{cr['id']}"), path, "change-request-")
+        if self.on_space is not None:
+            self.on_space()
 
     def _scoped(self, scope: str) -> dict[str, list[dict[str, Any]]]:
         grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -1065,7 +1069,8 @@ def _choose_orgs(mirror: Mirror, tenant: str, org: str | None) -> list[tuple[dic
 
 
 def export_mirror(
-    db_path: Path, out_dir: Path, tenant: str | None = None, org: str | None = None, *, force: bool = False, scope: Scope = EVERYTHING
+    db_path: Path, out_dir: Path, tenant: str | None = None, org: str | None = None, *, force: bool = False, scope: Scope = EVERYTHING,
+    on_progress: Callable[[int, int | None, int], None] | None = None,
 ) -> ExportReport:
     """Export the current snapshot of one tenant (optionally one organization) to `out_dir`.
 
@@ -1073,6 +1078,9 @@ def export_mirror(
     folder (`FILE.blobs/`, see `syncd.blobs`), and those it lacks are listed in the report's
     `missing_binaries` without failing the export. `scope`: only these collections, spaces and
     sites (`syncd.selection`; what they need outside it is in the report's `dependencies`).
+    `on_progress(spaces done, spaces in all or None with a scope, files so far)` is called
+    after each space: the place where a display updates and a stop request (SIGTERM) is met,
+    between files, never inside one.
 
     Raises `ExportError` (exit 2) for a file that is not a syncd mirror or backup, a damaged
     one, one written while it was read, one without a complete run, an unknown tenant or
@@ -1094,6 +1102,10 @@ def export_mirror(
                 tree = _Tree(out)
                 tree.write((MARKER,), _MARKER_TEXT)
                 exporter = _Exporter(mirror, chosen_tenant, tree, report, blobs, scope)
+                if on_progress is not None:
+                    spaces = sum(mirror.counts(chosen_tenant, row["id"]).get("space", 0) for row, _ in orgs) if scope.everything else None
+                    exporter.on_space = lambda: on_progress(report.spaces, spaces, len(tree.paths) - 1)
+                    exporter.on_space()
                 for row, name in orgs:
                     exporter.organization(row, (name,))
                 tree.prune()

@@ -362,7 +362,7 @@ async def test_the_token_never_reaches_the_logs(emulator: Any) -> None:
     finally:
         configure_logging()
     text = buffer.getvalue()
-    assert "api.retry" in text and token not in text
+    assert "retry 1/2 in" in text and "retry 2/2 in" in text and token not in text
 
 
 async def test_rate_limited_error_after_the_budget(emulator: Any) -> None:

@@ -76,6 +76,7 @@ from syncd.api.stats import ClientStats
 from syncd.api.telemetry import current_observer
 from syncd.config import RetryConfig
 from syncd.logging import get_logger, redact_text, register_secret
+from syncd.safe_text import one_line
 
 if TYPE_CHECKING:
     from syncd.config import Settings
@@ -86,6 +87,7 @@ __all__ = [
     "ApiResponse",
     "TenantClient",
     "make_global_limiter",
+    "retry_notice",
 ]
 
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "PATCH", "DELETE"})
@@ -514,6 +516,8 @@ class TenantClient:
             what = f"answer cut short ({detail or type(exc).__name__})"
         elif isinstance(exc, aiohttp.ServerDisconnectedError):
             what = "connection dropped before the answer"
+        elif isinstance(exc, aiohttp.ClientConnectorError) and isinstance(exc.os_error, ConnectionRefusedError):
+            what = f"connection refused by {exc.host}:{exc.port}"
         else:
             what = f"connection failed: {type(exc).__name__}" + (f": {detail}" if detail else "")
         return TransportError(
@@ -610,14 +614,29 @@ class TenantClient:
         return min(cfg.max_wait, wait)
 
     async def _before_sleep(self, state: RetryCallState) -> None:
+        """Count the retry, and say it on stderr (a warning: seen at the default level), so a
+        server that is down is not a silent minute: `retry 3/7 in 4 s: GET /v1/orgs: 503 ...`."""
         self.stats.retries += 1
         if self._observer is not None:
             self._observer.on_retry(self.name)
         error = state.outcome.exception() if state.outcome is not None else None
-        get_logger("syncd.api").debug(
-            "api.retry",
+        get_logger("syncd.api").warning(
+            retry_notice(state.attempt_number, self.retry.max_attempts - 1, state.upcoming_sleep, error),
             tenant=self.name,
-            attempt=state.attempt_number,
-            wait=round(state.upcoming_sleep, 3),
-            error=str(error),
         )
+
+
+def _seconds(wait: float) -> str:
+    return f"{wait:.1f} s" if wait < 10 else f"{wait:.0f} s"
+
+
+def retry_notice(retry: int, retries: int, wait: float, error: BaseException | None) -> str:
+    """`retry 3/7 in 4.0 s: GET /v1/orgs: connection refused by 127.0.0.1:8790`: one line, the
+    server's text through `safe_text.one_line` (cut, no control characters), no token."""
+    if isinstance(error, ApiError):
+        where = " ".join(part for part in (error.method, error.path) if part)
+        what = f"{error.status} {error.message}" if error.status is not None else error.message
+        reason = f"{where}: {what}" if where else what
+    else:
+        reason = f"{type(error).__name__}: {error}" if error is not None else "unknown error"
+    return f"retry {retry}/{retries} in {_seconds(wait)}: {redact_text(one_line(reason))[:300]}"

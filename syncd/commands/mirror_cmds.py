@@ -33,6 +33,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from syncd import interrupt
 from syncd.commands.read_cmds import ConfigOption, DbOption
 from syncd.commands.scope_options import ExcludeOption, IncludeOption, scope_from
 from syncd.config import Settings, TargetRef, load_settings, parse_target_ref
@@ -104,8 +105,8 @@ def _check_mode(mode: str | None) -> Any:
 
 
 def _with_progress(label: str, work: Callable[[Any], Awaitable[Any]]) -> Any:
-    with CrawlProgress(label) as progress:
-        return anyio.run(work, progress.update)
+    with CrawlProgress(label) as progress:  # SIGINT/SIGTERM: its read runs are cancelled, exit 130/143
+        return interrupt.run(work, progress.update)
 
 
 # ----- printing ----------------------------------------------------------------------------------
@@ -240,8 +241,8 @@ def run_copy(
     """`copy_org` with progress on the terminal; the exit status."""
     from syncd.copy import copy_org
 
-    with CopyDisplay(f"copy {source} -> {target}") as display:
-        report = anyio.run(lambda: copy_org(
+    with CopyDisplay(f"copy {source} -> {target}") as display:  # SIGINT/SIGTERM: runs cancelled, exit 130/143
+        report = interrupt.run(lambda: copy_org(
             settings, source, target, mode=mode, max_delete=max_delete, adopt=adopt, db=db, max_rounds=max_rounds,
             on_read=display.reading, on_apply=display.applying, saved=saved, scope=scope,
         ))

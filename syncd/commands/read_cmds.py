@@ -21,6 +21,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from syncd import interrupt
 from syncd.change_lines import change_lines
 from syncd.commands.scope_options import ExcludeOption, IncludeOption, print_scope, scope_json, scope_from
 from syncd.config import Settings, TargetRef, load_settings, parse_target_ref
@@ -28,7 +29,7 @@ from syncd.crawl import CrawlResult
 from syncd.errors import UsageError
 from syncd.mirror import ChangeSummary, Mirror, MirrorError, summarise
 from syncd.machine_output import emit, human_console
-from syncd.progress import CrawlProgress
+from syncd.progress import CrawlProgress, ExportProgress
 from syncd.safe_text import cell, clean, markup
 from syncd.safe_text import console as make_console
 from syncd.tables import Col, fitted_table
@@ -122,10 +123,10 @@ def sync(
     scope = scope_from(include, exclude)
     settings, ref = settings_and_ref(config, target)
     db_path = db or default_db(settings)
-    with CrawlProgress(f"sync {ref}") as progress:
-        result, client = anyio.run(lambda: sync_into(settings, ref, db_path, full=full, on_progress=progress.update, scope=scope))
+    with CrawlProgress(f"sync {ref}") as progress:  # SIGINT/SIGTERM: the run is cancelled, exit 130/143
+        result, client = interrupt.run(lambda: sync_into(settings, ref, db_path, full=full, on_progress=progress.update, scope=scope))
     if as_json:
-        emit(crawl_document(result, client.stats.requests, settings.tenant(ref.tenant).name, str(ref)) | {"db": str(db_path)})
+        emit(crawl_document(result, client.stats.requests, settings.tenant(ref.tenant).name) | {"db": str(db_path)})
         print_scope(human_console(True), scope, result.scope.dependencies, result.scope.left_out)
         raise typer.Exit(crawl_warnings(result, human_console(True)))
     code = report_crawl(result, client.stats.requests, f"sync {ref}")
@@ -262,10 +263,12 @@ def backup(
     scope = scope_from(include, exclude)
     settings, ref = settings_and_ref(config, target)
     with CrawlProgress(f"backup {ref}") as progress:
-        result = anyio.run(
+        result = interrupt.run(
             lambda: run_backup(
-                settings, ref, out, with_files=with_files, overwrite=overwrite, force=force, on_progress=progress.update, scope=scope
-            )
+                settings, ref, out, with_files=with_files, overwrite=overwrite, force=force, on_progress=progress.update, scope=scope,
+                on_files=progress.files,
+            ),
+            what=f"the unfinished backup is removed, {out} is left as it was",
         )
     stats = result.crawl.stats
     shown = human_console(as_json, console)
@@ -325,7 +328,14 @@ def export(
     from syncd.export import export_mirror
 
     scope = scope_from(include, exclude)
-    report = export_mirror(source, out_dir, tenant=tenant, org=org, force=force, scope=scope)
+    stopping = interrupt.stoppable(f"the export stopped between two spaces (every file in {out_dir} is whole); run it again")
+    with stopping as stop, ExportProgress(f"export {source.name}") as progress:
+
+        def spaces(done: int, total: int | None, files: int) -> None:
+            progress.update(done, total, files)
+            stop.check()
+
+        report = export_mirror(source, out_dir, tenant=tenant, org=org, force=force, scope=scope, on_progress=spaces)
     shown = human_console(as_json, console)
     if as_json:
         emit({"source": str(source), "out": str(out_dir), **asdict(report), **scope_json(scope, report.dependencies)})

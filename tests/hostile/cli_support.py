@@ -34,6 +34,8 @@ HOSTILE_TEXT = (
 """Text a server may put in any title or message: markup, escape sequences, controls."""
 #: What must never reach a terminal from server text: ESC and BEL (bytes, never part of a
 #: UTF-8 character), and the 8-bit CSI and OSC (characters, once decoded).
+_RETRY_NOTICE = re.compile(r"\[warning *\] retry \d+/\d+ in ")
+"""A retry said on stderr (`syncd.api.client.retry_notice`): not the command's error line."""
 TERMINAL_BYTES = (b"\x1b", b"\x07")
 TERMINAL_CHARACTERS = ("\x9b", "\x9d")
 
@@ -69,10 +71,13 @@ class Ran:
 
     def one_line_error(self, code: int) -> str:
         """The exit code is `code` and stderr is one `syncd: error:` line (progress log
-        lines aside): that line."""
+        lines and retry notices aside): that line."""
         self.assert_clean()
         assert self.code == code, self.show()
-        lines = [line for line in self.stderr.splitlines() if line.strip() and "[info" not in line and "[debug" not in line]
+        lines = [
+            line for line in self.stderr.splitlines()
+            if line.strip() and "[info" not in line and "[debug" not in line and not _RETRY_NOTICE.search(line)
+        ]  # fmt: skip
         assert len(lines) == 1 and lines[0].startswith("syncd: error: "), self.show()
         return lines[0]
 

@@ -1,0 +1,107 @@
+"""Stopping a one-shot command (`sync`, `backup`, `mirror apply`, `restore`, `export`) with
+SIGINT (Ctrl-C) or SIGTERM (a supervisor, `timeout`, `kill`): cleanly, and saying so.
+
+Why: by default SIGTERM ends Python at once, so no `finally` runs and a sync's run stays
+`running` in the state file until the next run finds it. Here the signal cancels the work
+instead (anyio cancel scopes): the crawl abandons its run as `cancelled` (the previous
+snapshot stays current), an apply closes its run as `cancelled` with its journal consistent
+(those writes are synchronous or shielded), a backup removes its unfinished file (the previous
+backup stays as it was). Then the command prints one line on stderr and exits 128 + the
+signal's number, as shells report it: 130 for SIGINT, 143 for SIGTERM.
+
+A second signal while the first is being handled is not caught: the default action stops
+the process at once (SIGINT raises KeyboardInterrupt, SIGTERM ends it).
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any, TypeVar
+
+import anyio
+
+from syncd.errors import SyncdError
+
+__all__ = ["SIGNALS", "Interrupted", "StopFlag", "run", "stoppable"]
+
+T = TypeVar("T")
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+RUN_CANCELLED = "the run is marked cancelled, what it had finished is kept"
+
+
+class Interrupted(SyncdError):
+    """The command was stopped by a signal; `exit_code` is 128 + its number (130, 143)."""
+
+    def __init__(self, signum: int, what: str = RUN_CANCELLED) -> None:
+        self.signum = signum
+        self.exit_code = 128 + int(signum)
+        super().__init__(f"interrupted by {signal.Signals(signum).name}: {what}")
+
+
+def run(work: Callable[..., Awaitable[T]], *args: Any, what: str = RUN_CANCELLED) -> T:
+    """`anyio.run(work, *args)`, cancelled by SIGINT or SIGTERM: then Interrupted (after the
+    work's cleanup ran), whatever the cancelled work raised on its way out."""
+    caught: list[int] = []
+
+    async def main() -> Any:
+        async with anyio.create_task_group() as group:
+
+            async def watch(*, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+                with anyio.open_signal_receiver(*SIGNALS) as signals:
+                    task_status.started()
+                    async for signum in signals:
+                        caught.append(int(signum))
+                        group.cancel_scope.cancel()
+                        return
+
+            await group.start(watch)
+            result = await work(*args)
+            group.cancel_scope.cancel()  # the work is done: stop watching
+            return result
+
+    try:
+        result = anyio.run(main)
+    except BaseException:
+        if caught:
+            raise Interrupted(caught[0], what) from None
+        raise
+    if caught:
+        raise Interrupted(caught[0], what)
+    return result  # type: ignore[no-any-return]
+
+
+class StopFlag:
+    """For synchronous work: remembers the first SIGINT/SIGTERM; `check()` raises Interrupted
+    at a point where stopping leaves nothing half-done (between two files, say)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.signum: int | None = None
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is None:
+            self.signum = signum
+        else:  # a second signal: stop now
+            signal.signal(signum, signal.SIG_DFL)
+            signal.raise_signal(signum)
+
+    def check(self) -> None:
+        if self.signum is not None:
+            raise Interrupted(self.signum, self.what)
+
+
+@contextmanager
+def stoppable(what: str) -> Iterator[StopFlag]:
+    """Catch SIGINT and SIGTERM for the block (main thread only) into a StopFlag; the previous
+    handlers come back after it, and a signal that came is raised as Interrupted at its end."""
+    flag = StopFlag(what)
+    previous = {signum: signal.signal(signum, flag._handle) for signum in SIGNALS}
+    try:
+        yield flag
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    flag.check()

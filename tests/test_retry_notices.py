@@ -1,0 +1,79 @@
+"""Retries are said on stderr at the default log level, one line each: which retry of how
+many, the wait, the request (method and path) and why, server text made safe, no token."""
+
+from __future__ import annotations
+
+import re
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from syncd.cli import main
+from tests.hostile.cli_support import HOSTILE_TEXT, Server
+from tests.loopback import wait_for
+from tests.thread_emulator import TOKEN, thread_emulator
+
+RETRY = re.compile(r"retry (\d+)/(\d+) in (\d+\.\d) s: (.*?)(?: \[syncd\.api\].*)?$")
+
+
+def _env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, url: str, token: str = TOKEN) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SYNCD_TENANTS__SRC__BASE_URL", url)
+    monkeypatch.setenv("SYNCD_TENANTS__SRC__TOKEN", token)
+    monkeypatch.setenv("SYNCD_STATE_DIR", str(tmp_path / "state"))
+
+
+def _retries(err: str) -> list[tuple[int, int, str]]:
+    found = []
+    for line in err.splitlines():
+        match = RETRY.search(line)
+        if match:
+            assert "[warning" in line, line
+            found.append((int(match[1]), int(match[2]), match[4]))
+    return found
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/_emulator/info", timeout=5) as resp:
+            resp.read()
+        return True
+    except (urllib.error.URLError, ConnectionError, OSError):
+        return False
+
+
+def test_a_server_that_is_down_shows_each_retry_then_the_run_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with thread_emulator("orgs=1,collections=1,spaces=2,pages=1,files=0,sites=0") as emulator:
+        _env(monkeypatch, tmp_path, emulator.url)
+        emulator.admin("POST", "/outage", {"seconds": 1.5})
+        wait_for("the emulator to go down", lambda: not _answers(emulator.url), timeout=10, interval=0.02)
+        assert main(["sync", "src"]) == 0
+    err = capsys.readouterr().err
+    retries = _retries(err)
+    port = emulator.url.rsplit(":", 1)[1]
+    assert retries, err
+    assert [number for number, _, _ in retries] == list(range(1, len(retries) + 1)) and {of for _, of, _ in retries} == {7}
+    assert all(what == f"GET /v1/orgs: connection refused by 127.0.0.1:{port}" for _, _, what in retries), err
+
+
+def test_server_text_in_a_retry_is_one_safe_line_without_the_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    token = "retry-secret-token-42"
+    with Server() as server:
+        server.answer("/v1/orgs", 503, {"error": {"code": 503, "message": f"down {HOSTILE_TEXT}\nline two {token}"}})
+        _env(monkeypatch, tmp_path, server.url, token)
+        monkeypatch.setenv("SYNCD_RETRY__MAX_ATTEMPTS", "3")
+        monkeypatch.setenv("SYNCD_RETRY__INITIAL_WAIT", "0.01")
+        monkeypatch.setenv("SYNCD_RETRY__MAX_WAIT", "0.02")
+        assert main(["sync", "src"]) != 0
+    err = capsys.readouterr().err
+    retries = _retries(err)
+    assert [(n, of) for n, of, _ in retries] == [(1, 2), (2, 2)], err
+    for _, _, what in retries:
+        assert what.startswith("GET /v1/orgs: 503 down ") and "line two ********" in what, what
+    assert token not in err and "\x1b" not in err and "\x07" not in err and "\x9b" not in err

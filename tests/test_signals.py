@@ -1,0 +1,159 @@
+"""A one-shot command stopped by SIGTERM or SIGINT marks its run cancelled, keeps its state
+consistent, says so in one line and exits 143 / 130.
+
+The installed console script runs against an emulator slowed by its latency fault; the
+signal goes once the run is under way, seen in the state file (never after a fixed sleep)."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from syncd.cli import main
+from tests.hostile.cli_support import clean_env
+from tests.loopback import wait_for
+from tests.thread_emulator import TOKEN, ThreadEmulator, thread_emulator
+
+SPEC = "orgs=1,empty_orgs=1,collections=2,spaces=4,pages=2,files=1,sites=0"
+SYNCD = Path(sys.executable).with_name("syncd")
+"""The installed console script (`pip install -e .` put it beside the interpreter)."""
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[ThreadEmulator]:
+    with thread_emulator(SPEC) as running:
+        yield running
+
+
+@pytest.fixture
+def slow(emulator: ThreadEmulator) -> Iterator[ThreadEmulator]:
+    """Every answer 150 ms late, while the test runs."""
+    emulator.admin("PUT", "/faults", {"latency": 150})
+    try:
+        yield emulator
+    finally:
+        emulator.admin("PUT", "/faults", {"reset": True})
+
+
+def _runs(db: Path) -> list[dict[str, Any]]:
+    if not db.exists():
+        return []
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        conn.row_factory = sqlite3.Row
+        try:
+            return [dict(row) for row in conn.execute("SELECT id, job, status, reason FROM runs ORDER BY id")]
+        except sqlite3.OperationalError:  # not made yet
+            return []
+
+
+def _stopped(args: list[str], state: Path, url: str, signum: int, started: Any) -> tuple[int, str, list[dict[str, Any]]]:
+    """Run `syncd ARGS`, send `signum` once `started(runs)` holds; (exit code, stderr, runs)."""
+    env = clean_env(SYNCD_TENANTS__SRC__BASE_URL=url, SYNCD_TENANTS__SRC__TOKEN=TOKEN, SYNCD_STATE_DIR=str(state))
+    proc = subprocess.Popen([str(SYNCD), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for("the run to start", lambda: proc.poll() is not None or started(_runs(state / "syncd.db")), timeout=60, interval=0.05)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, err, _runs(state / "syncd.db")
+
+
+def _said(err: str) -> list[str]:
+    """stderr without log lines (progress, retries)."""
+    return [line for line in err.splitlines() if line.strip() and not line[:2].isdigit()]
+
+
+def test_sigterm_cancels_a_sync_run_and_exits_143(slow: ThreadEmulator, tmp_path: Path) -> None:
+    code, err, runs = _stopped(["sync", "src"], tmp_path / "state", slow.url, signal.SIGTERM,
+                               lambda runs: any(r["status"] == "running" for r in runs))  # fmt: skip
+    assert code == 143, err
+    assert _said(err) == ["syncd: interrupted by SIGTERM: the run is marked cancelled, what it had finished is kept"], err
+    assert [(r["job"], r["status"]) for r in runs] == [("sync", "cancelled")]
+    with sqlite3.connect(tmp_path / "state" / "syncd.db") as conn:  # nothing of the run is left staged
+        assert conn.execute("SELECT count(*) FROM staged").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM resources").fetchone() == (0,)
+
+
+def test_sigint_cancels_a_mirror_apply_run_and_exits_130(slow: ThreadEmulator, tmp_path: Path) -> None:
+    source, target = slow.org_ids[0], slow.org_ids[-1]
+    code, err, runs = _stopped(["mirror", "apply", f"src:{source}", f"src:{target}"], tmp_path / "state", slow.url, signal.SIGINT,
+                               lambda runs: any(r["job"] == "apply" and r["status"] == "running" for r in runs))  # fmt: skip
+    assert code == 130, err
+    assert _said(err) == ["syncd: interrupted by SIGINT: the run is marked cancelled, what it had finished is kept"], err
+    apply = [r for r in runs if r["job"] == "apply"]
+    assert [(r["status"], r["reason"]) for r in apply] == [("cancelled", "apply was interrupted")]
+    assert all(r["status"] != "running" for r in runs)
+    # What it left is consistent: the next apply settles it and ends with the target equal.
+    slow.admin("PUT", "/faults", {"reset": True})
+    with pytest.MonkeyPatch.context() as patch:
+        _config(tmp_path, patch, slow.url)
+        assert main(["mirror", "apply", f"src:{source}", f"src:{target}"]) == 0
+
+
+def _config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SYNCD_TENANTS__SRC__BASE_URL", url)
+    monkeypatch.setenv("SYNCD_TENANTS__SRC__TOKEN", TOKEN)
+    monkeypatch.setenv("SYNCD_STATE_DIR", str(tmp_path / "state"))
+
+
+def test_a_signal_during_a_backup_leaves_the_previous_backup(
+    emulator: ThreadEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from syncd.progress import CrawlProgress
+
+    _config(tmp_path, monkeypatch, emulator.url)
+    out = tmp_path / "b.db"
+    assert main(["backup", "src", "--out", str(out)]) == 0
+    before = out.read_bytes()
+    update = CrawlProgress.update
+
+    def signalled(self: CrawlProgress, stats: Any, client: Any) -> None:  # SIGTERM to this process, mid-crawl
+        update(self, stats, client)
+        if sum(stats.objects.values()) and not getattr(self, "sent", False):
+            self.sent = True  # type: ignore[attr-defined]
+            signal.raise_signal(signal.SIGTERM)
+
+    monkeypatch.setattr(CrawlProgress, "update", signalled)
+    capsys.readouterr()
+    assert main(["backup", "src", "--out", str(out), "--overwrite"]) == 143
+    assert capsys.readouterr().err.strip().endswith(f"interrupted by SIGTERM: the unfinished backup is removed, {out} is left as it was")
+    assert out.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_a_signal_during_an_export_stops_between_spaces(
+    emulator: ThreadEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from syncd.progress import ExportProgress
+
+    _config(tmp_path, monkeypatch, emulator.url)
+    assert main(["backup", "src", "--out", str(tmp_path / "b.db")]) == 0
+
+    def signalled(self: ExportProgress, done: int, total: int | None, files: int) -> None:
+        if done == 1:
+            signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(ExportProgress, "update", signalled)
+    capsys.readouterr()
+    assert main(["export", str(tmp_path / "b.db"), str(tmp_path / "out")]) == 130
+    assert "interrupted by SIGINT: the export stopped between two spaces" in capsys.readouterr().err
+    written = [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
+    assert written and not [p for p in written if p.name.endswith(".syncd-tmp")]
+    assert len([p for p in written if p.name == "space.json"]) == 1
+    monkeypatch.undo()
+    _config(tmp_path, monkeypatch, emulator.url)
+    assert main(["export", str(tmp_path / "b.db"), str(tmp_path / "out")]) == 0  # run again: whole
+    spaces = sum(len(emulator.items(f"/v1/orgs/{org}/spaces")) for org in emulator.org_ids)
+    assert len(list((tmp_path / "out").rglob("space.json"))) == spaces
