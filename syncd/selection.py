@@ -84,7 +84,7 @@ class Dependency:
     """How it depends on it, and what syncd does about it."""
 
     def line(self) -> str:
-        return f"{self.kind} {self.path!r} needs {self.needs_kind} {self.needs!r}: {self.reason}"
+        return f"{self.kind} {self.path!r} needs {self.needs_kind} {self.needs!r}, outside the scope: {self.reason}"
 
     def to_json(self) -> dict[str, str]:
         return {"kind": self.kind, "path": self.path, "needs_kind": self.needs_kind, "needs": self.needs, "reason": self.reason}
@@ -195,7 +195,7 @@ def select(scope: Scope, items: Iterable[Item], *, undecided: bool = False, fixe
                 kept.add(parent.key)
                 selection.dependencies.append(Dependency(
                     key[0], selection.path(*key), "collection", selection.path(*parent.key),
-                    "its parent, outside the scope: kept as the place of what is in scope",
+                    "its parent, kept as the place of what is in scope",
                 ))  # fmt: skip
     anchors: dict[Key, bool] = {}
 
@@ -221,7 +221,7 @@ def select(scope: Scope, items: Iterable[Item], *, undecided: bool = False, fixe
                 if item.kind == "site-space" and item.parent is not None and not undecided:
                     selection.dependencies.append(Dependency(
                         "site", selection.path(*item.parent), "space", selection.path("space", space),
-                        "it publishes it, outside the scope: that site-space is left out",
+                        "the site publishes it; that site-space is left out",
                     ))  # fmt: skip
         anchors[item.key] = result
         return result
@@ -255,10 +255,10 @@ def content_dependencies(selection: Selection, rows: Iterable[Item], space_of: M
         more = f" (and {len(paths) - 1} more space(s))" if len(paths) > 1 else ""
         out.append(Dependency(
             "space", paths[0], "custom-field", name,
-            f"it has a value of it{more}; custom fields are organization-wide, so outside a scope with --include",
+            f"it has a value of it{more} (custom fields are organization-wide: an --include leaves them out)",
         ))  # fmt: skip
     named = sorted((selection.path("space", source), selection.path("space", target)) for source, target in links)
-    out += [Dependency("space", source, "space", target, "it links to it, outside the scope: the link is kept as it is") for source, target in named]
+    out += [Dependency("space", source, "space", target, "it links to it; the link is kept as it is") for source, target in named]
     return out
 
 

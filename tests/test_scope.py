@@ -33,6 +33,7 @@ from syncd.sync import sync_into
 from tests.conftest import ALL_TOKEN, Api
 from tests.copy_support import Blank, Org, blank, rich_source  # noqa: F401 - `blank` is a fixture
 from tests.loopback import http
+from tests.schema_support import assert_valid
 
 # ----- the glob matcher ---------------------------------------------------------------------------
 
@@ -159,9 +160,9 @@ def test_the_selection_brings_content_parents_and_reports_what_is_outside() -> N
     assert kept == {"o", "eng", "api", "ref", "ref/p1", "ref/p2", "docs", "ss1", "sec", "api/ref"}
     assert chosen.path("space", "ref") == "Engineering/API/Reference"
     lines = [d.line() for d in chosen.dependencies]
-    assert "space 'Engineering/API/Reference' needs collection 'Engineering/API': its parent, outside the scope: kept as the place of what is in scope" in lines
+    assert "space 'Engineering/API/Reference' needs collection 'Engineering/API', outside the scope: its parent, kept as the place of what is in scope" in lines
     assert any(line.startswith("space 'Engineering/API/Reference' needs collection 'Engineering'") for line in lines)
-    assert "site 'Docs' needs space 'Archive/Old': it publishes it, outside the scope: that site-space is left out" in lines
+    assert "site 'Docs' needs space 'Archive/Old', outside the scope: the site publishes it; that site-space is left out" in lines
     assert len(lines) == 3
 
 
@@ -184,10 +185,10 @@ def test_content_dependencies_name_custom_fields_and_links_outside_the_scope() -
     space_of = {item.key: item.id.split("/")[0] for item in rows}
     lines = [d.line() for d in content_dependencies(chosen, rows, space_of)]
     assert lines == [
-        "space 'Engineering/API/Reference' needs custom-field 'owner': it has a value of it; custom fields are organization-wide, "
-        "so outside a scope with --include",
-        "space 'Engineering/API/Reference' needs space 'Archive/Old': it links to it, outside the scope: the link is kept as it is",
-        "space 'Engineering/API/Reference' needs space 'Handbook': it links to it, outside the scope: the link is kept as it is",
+        "space 'Engineering/API/Reference' needs custom-field 'owner', outside the scope: it has a value of it "
+        "(custom fields are organization-wide: an --include leaves them out)",
+        "space 'Engineering/API/Reference' needs space 'Archive/Old', outside the scope: it links to it; the link is kept as it is",
+        "space 'Engineering/API/Reference' needs space 'Handbook', outside the scope: it links to it; the link is kept as it is",
     ]
 
 
@@ -244,8 +245,8 @@ async def test_a_scoped_backup_holds_only_the_chosen_site_and_reports_what_it_pu
     assert _titles(out) == {"site": ["Docs site"]}  # with an include, no space unless chosen
     lines = sorted(d.line() for d in report.crawl.scope.dependencies)
     assert lines == [
-        "site 'Docs site' needs space 'Guides/Alpha': it publishes it, outside the scope: that site-space is left out",
-        "site 'Docs site' needs space 'Guides/Inner/Beta': it publishes it, outside the scope: that site-space is left out",
+        "site 'Docs site' needs space 'Guides/Alpha', outside the scope: the site publishes it; that site-space is left out",
+        "site 'Docs site' needs space 'Guides/Inner/Beta', outside the scope: the site publishes it; that site-space is left out",
     ]
     with Mirror(out, readonly=True) as mirror:
         assert sum(1 for _ in mirror.current("src", kind="site-space")) == 0
@@ -259,10 +260,12 @@ def test_scoped_backup_export_mirror_and_restore_on_the_command_line(served: Ser
     whole = tmp_path / "whole.db"
     code, document = _cli_json(capsys, "backup", src, "--out", str(whole), "--exclude", "/Archive", "--json")
     assert code == 0 and document["include"] == [] and document["exclude"] == ["/Archive"] and document["dependencies"] == []
+    assert_valid("backup", document)
     assert _titles(whole)["space"] == ["Alpha", "Beta", "Gamma"] and _titles(whole)["team"] == ["Writers"]
     code, document = _cli_json(capsys, "export", str(whole), str(tmp_path / "out"), "--include", "/Guides/Inner", "--json")
     assert code == 0 and document["spaces"] == 1
     assert [d["needs"] for d in document["dependencies"]] == ["Guides"]  # kept as the parent
+    assert_valid("export", document)
     org_dir = next(p for p in (tmp_path / "out").iterdir() if p.is_dir())
     assert sorted(p.name for p in org_dir.iterdir()) == ["guides", "organization.json"]
     assert sorted(p.name for p in (org_dir / "guides").iterdir()) == ["collection.json", "inner"]
@@ -272,7 +275,7 @@ def test_scoped_backup_export_mirror_and_restore_on_the_command_line(served: Ser
     served.build(_target_org)
     assert main(["mirror", "apply", src, dst, "--mode", "mirror", "--yes", "--include", "/Guides"]) == 0
     out = capsys.readouterr().out
-    assert "warning: outside the scope: space 'Guides/Alpha' needs custom-field 'owner'" in out
+    assert "warning: space 'Guides/Alpha' needs custom-field 'owner', outside the scope" in out
     assert served.titles(1) == {"collection": ["Guides", "Inner", "Theirs"], "space": ["Alpha", "Beta", "Keep me"], "site": [], "team": []}
     # All but the target's own collection (then it is not even "extra" on the target); then a
     # mirror that excludes the Archive: the Archive's copy is out of scope on both sides, so
@@ -293,6 +296,21 @@ def test_scoped_backup_export_mirror_and_restore_on_the_command_line(served: Ser
     capsys.readouterr()
     assert main(["restore", str(whole), f"dst:{served.orgs[2]}", "--include", "Gamma", "--include", "Inner"]) == 0, capsys.readouterr().out
     assert served.titles(2) == {"collection": ["Guides", "Inner"], "space": ["Beta", "Gamma"], "site": [], "team": []}
+
+
+def test_a_saved_plan_keeps_its_scope(served: Served, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    served.build(lambda source, target: _source_org(source))
+    src, dst = f"src:{served.orgs[0]}", f"dst:{served.orgs[1]}"
+    plan = tmp_path / "plan.json"
+    assert main(["mirror", "plan", src, dst, "--include", "/Archive", "--out", str(plan)]) == 2
+    saved = json.loads(plan.read_text())
+    assert saved["options"]["include"] == ["/Archive"] and saved["options"]["exclude"] == []
+    assert_valid("mirror-plan", saved)
+    capsys.readouterr()
+    assert main(["mirror", "apply", "--plan", str(plan), "--include", "/Guides"]) == 2
+    assert "--include and --exclude were fixed when the plan was made" in capsys.readouterr().err
+    assert main(["mirror", "apply", "--plan", str(plan)]) == 0  # read again with the plan's scope: not stale
+    assert served.titles(1) == {"collection": ["Archive"], "space": ["Old"], "site": [], "team": []}
 
 
 # ----- a job ---------------------------------------------------------------------------------------

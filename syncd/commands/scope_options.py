@@ -41,7 +41,7 @@ def print_scope(console: Console, scope: Scope, dependencies: Sequence[Dependenc
     left = f": {left_out} object(s) read and left out" if left_out else ""
     console.print(f"scope: {markup(scope.describe())}{left}")
     for dependency in dependencies[:SHOWN]:
-        console.print(f"  [yellow]outside the scope[/yellow] {markup(dependency.line())}", soft_wrap=True)
+        console.print(f"  [yellow]warning:[/yellow] {markup(dependency.line())}", soft_wrap=True)
     if len(dependencies) > SHOWN:
         console.print(f"  ... and {len(dependencies) - SHOWN} more")
 

@@ -262,7 +262,7 @@ def _plan(reading: Reading, mode: Mode, max_delete: int, adopt: bool) -> Plan:
     plan = plan_copy(reading.source.snapshot, reading.target.snapshot, reading.idmap, effective, max_delete=max_delete, adopt=adopt, content=reading.content)
     if effective != mode:
         plan.warnings.append("a side could not be read completely: no deletes are planned this time")
-    plan.warnings += reading.scope_warnings + [f"outside the scope: {d.line()}" for d in reading.dependencies]
+    plan.warnings += reading.scope_warnings + [d.line() for d in reading.dependencies]
     return plan
 
 
