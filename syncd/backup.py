@@ -138,11 +138,11 @@ async def backup(
     try:
         result, client = await sync_into(settings, ref, partial, job="backup", full=True, on_progress=on_progress, scope=scope)
         objects = held_objects(partial, tenant) or 0
-        before = held_objects(baseline, tenant, scope_of(tenant, ref.org, scope)) if baseline is not None else None
+        before = held_objects(baseline, tenant, scope_of(tenant, result.org, scope)) if baseline is not None else None
         why = emptier(objects, before, baseline.name if baseline is not None else "")
         if why and out.exists() and not force:
             raise BackupRefused(
-                f"{out} not replaced: the new backup of {scope_of(tenant, ref.org, scope)} {why}; "
+                f"{out} not replaced: the new backup of {scope_of(tenant, result.org, scope)} {why}; "
                 "the old file is kept as it was and the new one discarded (--force replaces it anyway)"
             )
         for stale in _sidecars(out):

@@ -64,7 +64,7 @@ def _global_options(
 
 
 def _register() -> None:
-    from syncd.commands import check_cmd, completion_cmd, config_cmd, daemon_cmds, demo_cmd, emulator_cmd, mirror_cmds, read_cmds
+    from syncd.commands import check_cmd, completion_cmd, config_cmd, daemon_cmds, demo_cmd, emulator_cmd, mirror_cmds, orgs_cmd, read_cmds
 
     app.command("demo")(demo_cmd.demo)
     app.command("sync")(read_cmds.sync)
@@ -80,6 +80,7 @@ def _register() -> None:
     app.add_typer(mirror_cmds.app, name="mirror")
     app.add_typer(config_cmd.app, name="config")
     app.add_typer(emulator_cmd.app, name="emulator")
+    app.command("orgs")(orgs_cmd.orgs)
     app.command("completion")(completion_cmd.completion)
 
 

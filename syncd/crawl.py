@@ -32,23 +32,17 @@ from syncd.logging import get_logger
 from syncd.mirror import Mirror, Row
 from syncd.mirror.diff import ChangeSummary
 from syncd.mirror.rows import canonical_json
+from syncd.orgs import ORGS_LISTING, UnknownOrganization, resolve_org  # noqa: F401 - UnknownOrganization re-exported
 from syncd.scope import EVERYTHING, Scope
 
 log = get_logger("syncd.crawl")
 
-ORGS_LISTING = "/v1/orgs"
 _VOLATILE = {
     kind.name: kind.volatile | kind.strip | ({kind.parent_field} if kind.parent_field else set()) for kind in catalog.KINDS
 }
 """Fields of each kind an update's recorded details leave out: those its content hash ignores."""
 LINK_MARK = "]("
 """Markdown link syntax: a change-request page without it has no links to read."""
-
-
-class UnknownOrganization(SyncdError):
-    """The organization does not exist or the token cannot see it."""
-
-    exit_code = 2
 
 
 @dataclass
@@ -93,6 +87,8 @@ class CrawlResult:
     stats: CrawlStats
     scope: CrawlScope = field(default_factory=CrawlScope)
     """The run's scope, with what it left out and the dependencies it found outside it."""
+    org: str | None = None
+    """The organization read, by id (an address by title resolved); None: every one."""
 
 
 @dataclass
@@ -185,8 +181,8 @@ class Crawler:
 
     async def crawl(self, org: str | None = None, job: str = "sync") -> CrawlResult:
         """Crawl and merge; cancellation abandons the run and keeps the previous snapshot."""
+        org, orgs = await self._organizations(org)  # one addressed by its title: its id from here on
         scope_ref = self.scoping.ref(f"{self.tenant}:{org}" if org else self.tenant)
-        orgs = await self._organizations(org)
         self._load_previous()
         self._run = self.mirror.start_run(job, self.tenant, scope_ref)
         finished = False
@@ -206,28 +202,21 @@ class Crawler:
                 lambda: self.mirror.finish_run(self._run, status, stats, quiet_kinds=catalog.DERIVED, volatile=_VOLATILE)
             )
             finished = True
-            return CrawlResult(self._run, status, summary, self.stats, self.scoping)
+            return CrawlResult(self._run, status, summary, self.stats, self.scoping, org)
         finally:
             if not finished:  # synchronous: nothing here can be cancelled half-way
                 self.mirror.abandon_run(self._run, "cancelled", "the crawl was interrupted or failed")
 
-    async def _organizations(self, org: str | None) -> list[tuple[str, dict[str, Any]]]:
-        """(listing, organization) of the organizations to crawl."""
+    async def _organizations(self, org: str | None) -> tuple[str | None, list[tuple[str, dict[str, Any]]]]:
+        """The organization to crawl by id (None: all), and (listing, organization) of each;
+        `org` is an id or an exact title (`syncd.orgs.resolve_org`)."""
         if org is not None:
-            path = catalog.fill(catalog.BY_NAME["organization"].path, {"org": org})
-            try:
-                data = await self.client.get_json(path)
-            except ApiError as exc:
-                if exc.status in (403, 404):
-                    raise UnknownOrganization(
-                        f"organization {org!r} not found on tenant {self.tenant!r} (or the token cannot see it)"
-                    ) from None
-                raise
-            return [(path, data)]
+            org_id, data = await resolve_org(self.client, self.tenant, org)
+            return org_id, [(catalog.fill(catalog.BY_NAME["organization"].path, {"org": org_id}), data)]
         found: list[tuple[str, dict[str, Any]]] = []
         async for page in self.client.paginate(ORGS_LISTING, on_restart=found.clear):
             found.extend((ORGS_LISTING, item) for item in page)
-        return found
+        return None, found
 
     def _load_previous(self) -> None:
         """Change tokens of the scopes the last merged snapshot read completely.

@@ -72,6 +72,15 @@ def test_read_side_json(emulator: EmulatorProcess, workdir: Path) -> None:
     assert export["spaces"] == 6 and export["missing_binaries"] == [] and export["written"] == export["files"] + 1
 
 
+def test_orgs_json_and_table(emulator: EmulatorProcess, workdir: Path) -> None:
+    listed = json_of("orgs", syncd(emulator, workdir, "orgs", "src", "--json"))
+    assert [(org["id"], org["title"], org["spaces"]) for org in listed["organizations"]] == [
+        (emulator.org_ids[0], "Organization 1", 3), (emulator.org_ids[1], "Organization 2", 3),
+    ]  # fmt: skip
+    table = syncd(emulator, workdir, "orgs", "src")
+    assert table.code == 0 and all(org_id in table.stdout for org_id in emulator.org_ids), table.show()
+
+
 def test_partial_sync_keeps_exit_3_and_one_document(emulator: EmulatorProcess, workdir: Path) -> None:
     """A listing that fails: exit 3 as without --json, the warning on stderr, stdout still one document."""
     emulator.call("PUT", "/_emulator/forbidden", {"patterns": [r"/v1/orgs/[^/]+/teams"]})

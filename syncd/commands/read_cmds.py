@@ -90,13 +90,14 @@ def crawl_warnings(result: CrawlResult, out: Console) -> int:
     return 0
 
 
-def crawl_document(result: CrawlResult, requests: int, tenant: str, scope: str) -> dict[str, Any]:
-    """A crawl's report for `--json` (schemas/sync.json)."""
+def crawl_document(result: CrawlResult, requests: int, tenant: str) -> dict[str, Any]:
+    """A crawl's report for `--json` (schemas/sync.json); its scope names the organization by
+    id, also when it was addressed by title."""
     stats = result.stats
     return {
         "run": result.run,
         "tenant": tenant,
-        "scope": scope,
+        "scope": f"{tenant}:{result.org}" if result.org else tenant,
         "status": result.status,
         "objects": sum(stats.objects.values()),
         "objects_by_kind": dict(sorted(stats.objects.items())),
@@ -299,7 +300,7 @@ def backup(
         if files.failed:
             code = EXIT_PARTIAL
     if as_json:
-        document = crawl_document(result.crawl, result.requests, settings.tenant(ref.tenant).name, str(ref))
+        document = crawl_document(result.crawl, result.requests, settings.tenant(ref.tenant).name)
         files_part = None
         if result.files is not None:
             files_part = {

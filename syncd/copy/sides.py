@@ -23,6 +23,7 @@ from syncd.copy.model import Snapshot
 from syncd.crawl import CrawlResult
 from syncd.errors import UsageError
 from syncd.mirror import Mirror, MirrorError
+from syncd.orgs import resolve_ref
 from syncd.sync import Progress, sync_into
 
 ClientFactory = Callable[..., TenantClient]
@@ -113,6 +114,12 @@ async def connect(settings: Settings, db: Path, source: Source, target: TargetRe
             same = same_credentials(settings, source.tenant, target.tenant)
             shared: dict[str, Any] = {"pacer": target_client.pacer} if same else {}
             source_client = await stack.enter_async_context(make(settings, source.tenant, limiter, **shared))
+        # Organizations addressed by title are addressed by id from here on (`syncd.orgs`).
+        target = await resolve_ref(target_client, target)
+        if isinstance(source, TargetRef) and source_client is not None:
+            source = await resolve_ref(source_client, source)
+            if (settings.tenant(source.tenant).name, source.org) == (settings.tenant(target.tenant).name, target.org):
+                raise UsageError("the source and the target are the same organization")
         yield Endpoints(settings, db, source, target, target_client, source_client, same)
 
 
