@@ -81,6 +81,12 @@ def test_orgs_json_and_table(emulator: EmulatorProcess, workdir: Path) -> None:
     assert table.code == 0 and all(org_id in table.stdout for org_id in emulator.org_ids), table.show()
 
 
+def test_config_check_json(emulator: EmulatorProcess, workdir: Path) -> None:
+    checked = json_of("config-check", syncd(emulator, workdir, "config", "check", "--online", "--json"))
+    assert checked["tenants"]["src"]["token"] == "********" and checked["online"]["src"]["ok"] is True
+    assert checked["online"]["src"]["user"]["displayName"] == "Emulator Admin"
+
+
 def test_partial_sync_keeps_exit_3_and_one_document(emulator: EmulatorProcess, workdir: Path) -> None:
     """A listing that fails: exit 3 as without --json, the warning on stderr, stdout still one document."""
     emulator.call("PUT", "/_emulator/forbidden", {"patterns": [r"/v1/orgs/[^/]+/teams"]})

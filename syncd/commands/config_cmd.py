@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
+import anyio
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -24,6 +25,7 @@ from syncd.config import (
 )
 from syncd.logging import redact, redact_text
 from syncd.safe_text import cell, markup
+from syncd.whoami import TokenCheck, check_tokens
 
 app = typer.Typer(
     help="Inspect and validate syncd's configuration.",
@@ -182,17 +184,45 @@ def _print_pretty(settings: Settings, env: Mapping[str, str] | None) -> None:
 @app.command("check")
 def check(
     config: ConfigOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print plain JSON instead of tables.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print plain JSON instead of tables (schemas/config-check.json).")] = False,
+    online: Annotated[
+        bool, typer.Option("--online", help="Also try each tenant's token on its server and say whose it is (GET /v1/user).")
+    ] = False,
 ) -> None:
     """Validate the configuration, resolve every token, and print it with secrets masked.
 
-    Exit 0 when everything is usable; 2 with one line naming the field otherwise.
+    Exit 0 when everything is usable; 2 with one line naming the field otherwise; with
+    --online, 1 when a tenant's token was refused or its server could not be reached.
     """
     settings = load_settings(config)
     # A check that passes must mean the tokens can be read: resolve them all now.
     for name in sorted(settings.tenants):
         settings.tenants[name].resolved_token()
+    checks = anyio.run(check_tokens, settings) if online else None
     if as_json:
-        typer.echo(json.dumps(effective_config(settings), indent=2))
+        document = effective_config(settings)
+        if checks is not None:
+            document["online"] = {found.tenant: found.as_json() for found in checks}
+        typer.echo(json.dumps(document, indent=2))
     else:
         _print_pretty(settings, None)
+        if checks is not None:
+            _print_online(checks)
+    if checks is not None and not all(found.ok for found in checks):
+        raise typer.Exit(1)
+
+
+def _print_online(checks: list[TokenCheck]) -> None:
+    """One line per tenant: whose token it is, or why it could not be told."""
+    console = Console(highlight=False, soft_wrap=True, emoji=False)
+    console.print()
+    console.print("[bold]tokens[/bold] (GET /v1/user on each tenant's server)")
+    for found in checks:
+        if found.ok:
+            console.print(f"  {markup(found.tenant)}: [green]ok[/green], the token of {markup(found.who())} at {markup(found.base_url)}")
+        else:
+            console.print(f"  {markup(found.tenant)}: [red]failed[/red]: {markup(found.error)}")
+    if not checks:
+        console.print("  (no tenants configured)")
+    failed = sum(1 for found in checks if not found.ok)
+    console.print(f"[red]{failed} of {len(checks)} tokens failed[/red]" if failed else "[green]every token works[/green]")
