@@ -5,9 +5,10 @@ confirmed on a terminal or with `--yes`; `--json` on plan, apply, verify and res
 one document that matches its schema.
 
 One emulator process per behaviour profile for the module (`default`, and `divergent`, which
-names, places and orders things otherwise wherever the spec is silent): every test takes a
-fresh pair of empty organizations, and the CLI runs in-process (`syncd.cli.main`), except
-one check through the installed console script.
+names, places and orders things otherwise wherever the spec is silent): the golden plan and
+the exact calls of a saved plan are checked under both; every test takes a fresh pair of
+empty organizations, and the CLI runs in-process (`syncd.cli.main`), except one check through
+the installed console script.
 """
 
 from __future__ import annotations
@@ -57,6 +58,11 @@ class Emulator(EmulatorClient):
 def emulator(request: pytest.FixtureRequest) -> Iterator[Emulator]:
     with emulator_process(token=TOKEN, spec="orgs=0,empty_orgs=20", seed=4, profile=request.param) as running:
         yield Emulator(running.url, running.report, TOKEN)
+
+
+DEFAULT_ONLY = pytest.mark.parametrize("emulator", ["default"], indirect=True)
+"""For what does not depend on the service's choices (refusals, questions, JSON shapes): the
+golden plan and the exact calls of a saved plan run under both profiles."""
 
 
 @pytest.fixture
@@ -193,6 +199,7 @@ def test_a_saved_plan_applied_on_unchanged_sides_sends_exactly_its_operations(em
     assert run(capsys, "mirror", "plan", f"src:{src}", f"dst:{dst}", "--mode", "mirror")[0] == 0  # nothing left
 
 
+@DEFAULT_ONLY
 def test_a_stale_plan_is_refused_in_one_line_and_nothing_is_written(emulator: Emulator, env: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     src, dst, ids = copied_and_changed(emulator, capsys)
     plan_file = tmp_path / "plan.json"
@@ -222,6 +229,7 @@ def test_a_stale_plan_is_refused_in_one_line_and_nothing_is_written(emulator: Em
     assert code == 2 and "is not a syncd plan" in err
 
 
+@DEFAULT_ONLY
 def test_deletes_are_confirmed_on_a_terminal_or_by_yes(emulator: Emulator, env: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     src, dst, _ = copied_and_changed(emulator, capsys)
     args = ("mirror", "apply", f"src:{src}", f"dst:{dst}", "--mode", "mirror")
@@ -262,6 +270,7 @@ class terminal:  # noqa: N801 - reads as a phrase: `with terminal(...)`
         os.close(self.master)
 
 
+@DEFAULT_ONLY
 def test_json_of_plan_apply_verify_and_restore_matches_the_schemas(emulator: Emulator, env: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     src, dst, ids = copied_and_changed(emulator, capsys)
     code, out, err = run(capsys, "mirror", "plan", f"src:{src}", f"dst:{dst}", "--mode", "mirror", "--json")
@@ -293,12 +302,16 @@ def test_json_of_plan_apply_verify_and_restore_matches_the_schemas(emulator: Emu
     empty = emulator.pair()[0]
     code, out, _ = run(capsys, "restore", str(tmp_path / "b.db"), f"dst:{empty}", "--dry-run", "--json")
     assert code == 2 and check_output("mirror-plan", out)["calls"]
+    (tmp_path / "restore-plan.json").write_text(out)
+    code, _, err = run(capsys, "mirror", "apply", "--plan", str(tmp_path / "restore-plan.json"))
+    assert code == 2 and "this plan restores a backup" in err and err.count("\n") == 1
     code, out, err = run(capsys, "restore", str(tmp_path / "b.db"), f"dst:{empty}", "--json")
     restored = check_output("restore", out)
     assert code == 0 and restored["equal"], err
     assert {c["path"] for c in restored["changes"] if c["action"] == "create"} >= {"Guides/Alpha, renamed", "Archive/Beta", "Brand new"}
 
 
+@DEFAULT_ONLY
 def test_plan_json_through_the_installed_console_script(emulator: Emulator, env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """stdout is exactly the one document; progress and warnings go to stderr."""
     src, dst = emulator.pair()

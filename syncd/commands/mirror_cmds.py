@@ -200,6 +200,8 @@ def _plan(
 def _plan_refs(settings: Settings, saved: SavedPlan, source: str | None, target: str | None) -> tuple[TargetRef, TargetRef]:
     """The plan's organizations; SRC and DST, when given, must name the same ones."""
     pair = saved.pair
+    if pair.source_tenant.startswith("backup:"):
+        raise UsageError(f"this plan restores a backup ({saved.source}): it is shown by `restore --dry-run`, and a restore is run by `syncd restore`")
     planned = (TargetRef(pair.source_tenant, pair.source_org), TargetRef(pair.target_tenant, pair.target_org))
     for given, ref, side in ((source, planned[0], "source"), (target, planned[1], "target")):
         if given is None:

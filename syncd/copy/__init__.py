@@ -14,6 +14,9 @@
     recover.py  what earlier runs left: open intents, duplicates in the source
     journal.py  the apply runs, the journal and the id map in the state file
     verify.py   compare source and target (rclone check style), excuses, residue
+    review.py   a plan as people review it: one line per operation, titles, paths, before → after
+    planfile.py saved plans: the plan document, fingerprints of both sides, stale plans refused
+    documents.py  the JSON documents of `--json` (apply, restore, verify)
     rules.py    how each kind is compared: fields, identity, canonical form
     model.py    Snapshot, Node, IdMap (pure data)
     ops.py      Op, Ref, Expect, Plan, Skip (JSON round-trip)
