@@ -224,6 +224,9 @@ def test_a_stale_plan_is_refused_in_one_line_and_nothing_is_written(emulator: Em
     assert code == 2 and f"dst:{other} is not the plan's target" in err
     code, _, err = run(capsys, "mirror", "apply", "--plan", str(plan_file), "--mode", "mirror")
     assert code == 2 and "fixed when the plan was made" in err
+    code, out, _ = run(capsys, "mirror", "apply", "--plan", str(plan_file), "--dry-run")  # reads nothing, sends nothing
+    assert code == 2 and "dry run of a saved plan: 5 steps would be sent" in out and "  - delete collection 'Old notes': DELETE" not in out
+    assert "  ~ update space 'Alpha, renamed': PATCH /v1/spaces/" in out and emulator.write_routes() == before
     (tmp_path / "not-a-plan.json").write_text('{"ops": []}')
     code, _, err = run(capsys, "mirror", "apply", "--plan", str(tmp_path / "not-a-plan.json"))
     assert code == 2 and "is not a syncd plan" in err
