@@ -203,9 +203,15 @@ class Crawler:
             )
             finished = True
             return CrawlResult(self._run, status, summary, self.stats, self.scoping, org)
+        except (anyio.get_cancelled_exc_class(), KeyboardInterrupt):
+            why = "interrupted: the previous snapshot stays current"
+            raise
+        except BaseException:
+            why = "the crawl failed: the previous snapshot stays current"
+            raise
         finally:
             if not finished:  # synchronous: nothing here can be cancelled half-way
-                self.mirror.abandon_run(self._run, "cancelled", "the crawl was interrupted or failed")
+                self.mirror.abandon_run(self._run, "cancelled", why)
 
     async def _organizations(self, org: str | None) -> tuple[str | None, list[tuple[str, dict[str, Any]]]]:
         """The organization to crawl by id (None: all), and (listing, organization) of each;

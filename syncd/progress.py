@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -30,7 +31,7 @@ from syncd.crawl import CrawlStats
 from syncd.logging import get_logger
 from syncd.safe_text import clean
 
-__all__ = ["CopyDisplay", "CrawlProgress", "ExportProgress", "StepDisplay", "format_eta"]
+__all__ = ["CopyDisplay", "CrawlProgress", "ExportProgress", "StepDisplay", "crawl_line", "format_eta", "show_run"]
 
 log = get_logger("syncd.progress")
 
@@ -158,6 +159,18 @@ class StepDisplay:
     def show(self, line: str) -> None:
         """One free line of progress (a step with no count)."""
         self.step("progress", 0, note=line)
+
+
+def show_run(display: StepDisplay, run: Mapping[str, Any]) -> None:
+    """A daemon run as `GET /runs/{id}` answers it (`syncd trigger --wait`): its `progress`
+    step (`syncd.daemon.progress`), or that it waits its turn."""
+    progress = run.get("progress") or {}
+    if run.get("outcome") == "queued":
+        display.show("queued: waiting for the job's previous run to end")
+    elif isinstance(progress, Mapping) and progress.get("step"):
+        total = progress.get("total")
+        display.step(str(progress["step"]), float(progress.get("done") or 0), float(total) if total is not None else None,
+                     str(progress.get("detail") or ""))  # fmt: skip
 
 
 def crawl_line(stats: CrawlStats, client: TenantClient) -> str:

@@ -5,11 +5,8 @@ terminal, a log line every few seconds elsewhere, never on stdout."""
 from __future__ import annotations
 
 import io
-import os
-import pty
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +17,9 @@ from rich.console import Console
 from syncd.logging import configure_logging
 from syncd.progress import CopyDisplay, StepDisplay
 from tests.hostile.cli_support import clean_env
+from tests.terminal import CSI, SYNCD, on_a_terminal
 from tests.thread_emulator import TOKEN, ThreadEmulator, thread_emulator
 
-SYNCD = Path(sys.executable).with_name("syncd")
-CSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 BAR = "━"
 
 
@@ -43,7 +39,7 @@ def _terminal() -> tuple[Console, io.StringIO]:
     return Console(file=buffer, force_terminal=True, width=140, color_system=None), buffer
 
 
-def test_apply_is_a_bar_with_done_total_and_time_left_on_a_terminal() -> None:
+def test_apply_is_a_bar_with_done_total_and_time_lefton_a_terminal() -> None:
     console, buffer = _terminal()
     with CopyDisplay("copy a -> b", console=console) as display:
         assert display.interactive
@@ -79,32 +75,12 @@ def emulator() -> Iterator[ThreadEmulator]:
         yield running
 
 
-def _on_a_terminal(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
-    """`syncd ARGS` with stderr on a terminal (a pty) and stdout on a pipe."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([str(SYNCD), *args], env=env, stdout=subprocess.PIPE, stderr=slave)
-    os.close(slave)
-    seen = b""
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # the other end closed: the process is gone
-            break
-        if not chunk:
-            break
-        seen += chunk
-    os.close(master)
-    assert proc.stdout is not None
-    out = proc.stdout.read().decode()
-    return proc.wait(timeout=60), CSI.sub("", seen.decode(errors="replace")), out
-
-
 def test_backup_and_export_draw_bars_on_a_terminal_and_nothing_on_stdout(emulator: ThreadEmulator, tmp_path: Path) -> None:
     env = clean_env(SYNCD_TENANTS__SRC__BASE_URL=emulator.url, SYNCD_TENANTS__SRC__TOKEN=TOKEN, SYNCD_STATE_DIR=str(tmp_path))
     env.pop("NO_COLOR")
     env["COLUMNS"] = "140"
     backup = tmp_path / "b.db"
-    code, err, out = _on_a_terminal(["backup", "src", "--out", str(backup), "--with-files"], env)
+    code, err, out = on_a_terminal(["backup", "src", "--out", str(backup), "--with-files"], env)
     assert code == 0, err
     assert "backup src: reading" in err and BAR in err and re.search(r"\d+ objects, \d+ requests", err), err
     files = re.findall(r"backup src: files\s+━+ (\d+)/(\d+)", err)
@@ -112,7 +88,7 @@ def test_backup_and_export_draw_bars_on_a_terminal_and_nothing_on_stdout(emulato
     assert "ETA" in err and "downloaded" in err
     assert "\x1b" not in out and BAR not in out and out.startswith("backup of src written to")
 
-    code, err, out = _on_a_terminal(["export", str(backup), str(tmp_path / "out")], env)
+    code, err, out = on_a_terminal(["export", str(backup), str(tmp_path / "out")], env)
     assert code == 0, err
     assert re.search(r"export b\.db: spaces\s+━+ 4/4\s+\d+ files written", err), err
     assert "\x1b" not in out and out.startswith("exported 1 organization(s), 4 spaces")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import signal
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,11 +18,10 @@ import pytest
 from syncd.cli import main
 from tests.hostile.cli_support import clean_env
 from tests.loopback import wait_for
+from tests.terminal import SYNCD
 from tests.thread_emulator import TOKEN, ThreadEmulator, thread_emulator
 
 SPEC = "orgs=1,empty_orgs=1,collections=2,spaces=4,pages=2,files=1,sites=0"
-SYNCD = Path(sys.executable).with_name("syncd")
-"""The installed console script (`pip install -e .` put it beside the interpreter)."""
 
 
 @pytest.fixture(scope="module")

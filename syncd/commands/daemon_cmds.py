@@ -20,6 +20,7 @@ from syncd.commands.read_cmds import ConfigOption
 from syncd.catalog import segment
 from syncd.config import format_duration, load_settings
 from syncd.machine_output import emit, human_console
+from syncd.progress import StepDisplay, show_run
 from syncd.safe_text import cell, markup
 from syncd.safe_text import console as make_console
 from syncd.tables import Col, fitted_table
@@ -117,7 +118,9 @@ def trigger(
         if as_json:
             emit(answer)
         return
-    run = anyio.run(client.wait_run, run["id"], timeout)
+    run_id = run["id"]
+    with StepDisplay(f"run #{run_id} of {job}") as display:  # stderr: a bar on a terminal, a log line elsewhere
+        run = anyio.run(lambda: client.wait_run(run_id, timeout, on_poll=lambda seen: show_run(display, seen)))
     if as_json:
         emit({"status": answer["status"], "run": run})  # the answer's shape, with the run as it ended
         raise typer.Exit(0 if run["outcome"] == "succeeded" else 1)

@@ -31,6 +31,7 @@ from typing import Any
 from syncd.backup import backup, blobs_dir
 from syncd.config import JobConfig, Settings
 from syncd.daemon.metrics import DaemonMetrics
+from syncd.daemon.progress import current as run_progress
 from syncd.daemon.runs import Outcome
 from syncd.files import private_dir
 from syncd.mirror import Mirror
@@ -170,7 +171,7 @@ def _scoped(job: JobConfig, dependencies: list[Dependency]) -> dict[str, Any]:
 
 async def _run_sync(settings: Settings, job: JobConfig, metrics: DaemonMetrics, full: bool) -> JobOutcome:
     db = default_db(settings)
-    result, client = await sync_into(settings, job.source, db, job=job.name, full=full, scope=job.scope)
+    result, client = await sync_into(settings, job.source, db, job=job.name, full=full, scope=job.scope, on_progress=run_progress().reading)
     tenant = settings.tenant(job.source.tenant).name
     mirrored = _record_objects(metrics, db, tenant)
     return JobOutcome(
@@ -200,7 +201,8 @@ async def _run_backup(settings: Settings, job: JobConfig, metrics: DaemonMetrics
         # Compared with the newest complete backup: one that finds nothing, or far less, is
         # likelier a token that lost access than a tenant emptied overnight.
         result = await backup(
-            settings, job.source, out, with_files=bool(job.with_files), baseline=earlier[-1] if earlier else None, scope=job.scope
+            settings, job.source, out, with_files=bool(job.with_files), baseline=earlier[-1] if earlier else None, scope=job.scope,
+            on_progress=run_progress().reading, on_files=run_progress().files,
         )
     except BaseException:
         # Cancelled or failed while fetching file binaries: the file is in place but the
@@ -241,7 +243,10 @@ async def _run_mirror(settings: Settings, job: JobConfig, metrics: DaemonMetrics
     assert job.target is not None and job.mode is not None and job.max_delete is not None
     db = default_db(settings)
     # A refused plan (deletes beyond the job's max_delete) raises PlanRefused: the run fails.
-    report = await copy_org(settings, job.source, job.target, mode=job.mode, max_delete=job.max_delete, db=db, full=full, scope=job.scope)
+    report = await copy_org(
+        settings, job.source, job.target, mode=job.mode, max_delete=job.max_delete, db=db, full=full, scope=job.scope,
+        on_read=run_progress().reading, on_apply=run_progress().applying,
+    )
     summary: dict[str, Any] = {"full": full, **report.summary(), "warnings": report.warnings[:20]}
     _record_objects(metrics, db, settings.tenant(job.source.tenant).name, settings.tenant(job.target.tenant).name)
     return JobOutcome("succeeded" if report.equal and report.read_cleanly else "partial", summary)
@@ -252,5 +257,6 @@ _RUNNERS = {"sync": _run_sync, "backup": _run_backup, "mirror": _run_mirror}
 
 async def execute_job(settings: Settings, job: JobConfig, metrics: DaemonMetrics, *, full: bool = False) -> JobOutcome:
     """Run `job` once (`full`: read everything, whatever the change tokens say); any
-    exception means the run failed (the caller records why)."""
+    exception means the run failed (the caller records why). Where it is goes to the sink
+    of `syncd.daemon.progress.reporting`, when the caller set one."""
     return await _RUNNERS[job.kind](settings, job, metrics, full)

@@ -10,6 +10,7 @@ wrote to `daemon.json` (readable by its owner only). Calls that change something
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -89,11 +90,16 @@ class ControlClient:
             return {}
         return {"data": b"{}", "headers": {"Content-Type": "application/json"}}
 
-    async def wait_run(self, run_id: int, timeout: float | None, poll: float = 0.5) -> dict[str, Any]:
-        """Poll the run until it ends (or `timeout` seconds pass: a SyncdError)."""
+    async def wait_run(
+        self, run_id: int, timeout: float | None, poll: float = 0.5, on_poll: Callable[[dict[str, Any]], None] | None = None
+    ) -> dict[str, Any]:
+        """Poll the run until it ends (or `timeout` seconds pass: a SyncdError); `on_poll` sees
+        the run at each poll (its `progress` says where it is)."""
         with anyio.move_on_after(timeout) as scope:
             while True:
                 run: dict[str, Any] = await self.call("GET", f"/runs/{run_id}")
+                if on_poll is not None:
+                    on_poll(run)
                 if run["outcome"] not in ("queued", "running"):
                     return run
                 await anyio.sleep(poll)

@@ -58,6 +58,9 @@ class RunRecord:
     outcome: Outcome = "queued"
     error: str | None = None
     summary: dict[str, Any] = field(default_factory=dict)
+    progress: dict[str, Any] = field(default_factory=dict)
+    """Where the run is (`syncd.daemon.progress`): updated while it runs, kept in memory only
+    (a run read back from the file after a restart has none)."""
 
     @property
     def finished(self) -> bool:
@@ -82,6 +85,7 @@ class RunRecord:
             "seconds": None if self.seconds is None else round(self.seconds, 3),
             "error": self.error,
             "summary": self.summary,
+            "progress": self.progress,
         }
 
     @classmethod
@@ -168,6 +172,7 @@ class RunLog:
         """Keep the record; a write error (disk full) is logged, never fatal to the daemon."""
         row = record.as_dict()
         row.pop("seconds")
+        row.pop("progress")  # live only: not worth a write per update
         row["summary"] = json.dumps(record.summary, sort_keys=True, default=str)
         try:
             self.db["runs"].upsert(row, pk="id")

@@ -45,6 +45,7 @@ from pydantic import SecretStr
 from syncd.api.telemetry import observing
 from syncd.config import JobConfig, Settings, _is_loopback, load_settings
 from syncd.daemon.jobs import execute_job, state_files
+from syncd.daemon.progress import reporting
 from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.remote import local_url
 from syncd.daemon.runs import RunLog, RunRecord
@@ -430,7 +431,7 @@ class Daemon:
                 log.info("job.run_started", job=job.name, run=record.id, reason=record.reason)
                 self.metrics.run_started(job.name)
                 full = self._full_due(job, record.started_at)
-                with observing(self.metrics):
+                with observing(self.metrics), reporting(lambda progress: setattr(record, "progress", progress)):
                     result = await execute_job(settings, job, self.metrics, full=full)
                 record.outcome, record.summary = result.outcome, result.summary
         except Exception as exc:  # noqa: BLE001 - a run's failure must never stop the daemon
