@@ -64,6 +64,9 @@ def _global_options(
 
 
 def _register() -> None:
+    """Add the commands to `app`, once: `main` runs many times in one process (the tests)."""
+    if app.registered_commands:
+        return
     from syncd.commands import check_cmd, completion_cmd, config_cmd, daemon_cmds, demo_cmd, emulator_cmd, mirror_cmds, orgs_cmd, read_cmds
 
     app.command("demo")(demo_cmd.demo)
