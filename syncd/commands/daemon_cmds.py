@@ -27,7 +27,7 @@ from syncd.tables import Col, fitted_table
 
 console = make_console()
 UrlOption = typer.Option(None, "--url", help="The daemon's control API (default: from STATE_DIR/daemon.json, else daemon.host/port).")
-JsonOption = typer.Option(False, "--json", help="Print the daemon's JSON answer.")
+JsonOption = typer.Option(False, "--json", help="Print the daemon's answer as JSON (schemas/jobs.json, schemas/trigger.json).")
 
 
 def serve(config: Path | None = ConfigOption) -> None:

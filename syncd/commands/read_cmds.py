@@ -156,7 +156,7 @@ def diff(
     db: Path | None = DbOption,
     run: list[int] = typer.Option([], "--run", help="Run ids: --run A --run B (default: the last two runs)."),
     show_all: bool = typer.Option(False, "--all", help="List every change and every changed field (default: the first 50 changes)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the changes as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print the changes as JSON (schemas/diff.json)."),
     config: Path | None = ConfigOption,
 ) -> None:
     """The changes between two runs of the mirror (default: the last two)."""
@@ -218,7 +218,7 @@ def runs_table(console: Console, runs: list[dict[str, Any]], db_path: Path) -> T
 
 def status(
     db: Path | None = DbOption,
-    as_json: bool = typer.Option(False, "--json", help="Print the runs as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print the runs as JSON (schemas/status.json)."),
     config: Path | None = ConfigOption,
 ) -> None:
     """Runs recorded in the mirror, with their outcome and statistics (the file is only read)."""
