@@ -142,7 +142,7 @@ class StepDisplay:
             step.started = now
         if self._progress is not None and step.task is not None:
             if restarted:
-                self._progress.reset(step.task, total=total, completed=0, note=note)
+                self._progress.reset(step.task, total=total, completed=done, note=note)
                 self._progress.update(step.task, completed=done)  # marks it finished when done == total
             else:
                 self._progress.update(step.task, completed=done, total=total, note=note)
