@@ -77,7 +77,7 @@ async def resolve_org(client: TenantClient, tenant: str, org: str) -> tuple[str,
     try:
         data = await client.get_json(path)
     except ApiError as exc:
-        if exc.status not in (403, 404):
+        if exc.status not in (400, 403, 404):  # 400: a server that refuses a title as an id
             raise
     else:
         return org, data
