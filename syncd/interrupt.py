@@ -45,8 +45,9 @@ def run(work: Callable[..., Awaitable[T]], *args: Any, what: str = RUN_CANCELLED
     """`anyio.run(work, *args)`, cancelled by SIGINT or SIGTERM: then Interrupted (after the
     work's cleanup ran), whatever the cancelled work raised on its way out."""
     caught: list[int] = []
+    outcome: dict[str, Any] = {}
 
-    async def main() -> Any:
+    async def main() -> None:
         async with anyio.create_task_group() as group:
 
             async def watch(*, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
@@ -58,19 +59,23 @@ def run(work: Callable[..., Awaitable[T]], *args: Any, what: str = RUN_CANCELLED
                         return
 
             await group.start(watch)
-            result = await work(*args)
+            try:
+                outcome["result"] = await work(*args)
+            except Exception as exc:  # raised as it is below, not inside the group's ExceptionGroup
+                outcome["error"] = exc
             group.cancel_scope.cancel()  # the work is done: stop watching
-            return result
 
     try:
-        result = anyio.run(main)
+        anyio.run(main)
     except BaseException:
         if caught:
             raise Interrupted(caught[0], what) from None
         raise
-    if caught:
-        raise Interrupted(caught[0], what)
-    return result  # type: ignore[no-any-return]
+    if caught and "result" not in outcome:  # (a signal after the work ended changes nothing)
+        raise Interrupted(caught[0], what) from None
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]  # type: ignore[no-any-return]
 
 
 class StopFlag:
