@@ -13,7 +13,7 @@ import anyio
 import typer
 
 from syncd.commands.read_cmds import EXIT_PARTIAL, ConfigOption
-from syncd.config import load_settings, parse_target_ref
+from syncd.config import Settings, load_settings, parse_target_ref
 from syncd.errors import UsageError
 from syncd.machine_output import emit, human_console
 from syncd.orgs import OrgSummary, org_summaries
@@ -25,10 +25,10 @@ console = make_console()
 ORG_COLUMNS = (Col("id", no_wrap=True), Col("title"), Col("spaces", justify="right", no_wrap=True))
 
 
-async def _summaries(settings: object, tenant: str) -> list[OrgSummary]:
+async def _summaries(settings: Settings, tenant: str) -> list[OrgSummary]:
     from syncd.api import TenantClient, make_global_limiter
 
-    async with TenantClient.from_settings(settings, tenant, make_global_limiter(settings)) as client:  # type: ignore[arg-type]
+    async with TenantClient.from_settings(settings, tenant, make_global_limiter(settings)) as client:
         return await org_summaries(client)
 
 
