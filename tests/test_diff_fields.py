@@ -3,6 +3,7 @@ what the mirror records for it (bounded), and state files older than the record.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -115,8 +116,6 @@ def test_diff_shows_a_rename_field_by_field_and_a_move_from_to(
 
     # The same, as JSON: the fields travel with the change.
     assert main(["diff", "--db", str(env), "--json"]) == 0
-    import json
-
     updated = [c for c in json.loads(capsys.readouterr().out)["changes"] if c["op"] == "updated" and c["id"] == renamed["id"]]
     assert updated[0]["fields"] == [{"field": "title", "old": renamed["title"], "new": "A new name"}]
 
