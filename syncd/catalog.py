@@ -719,6 +719,7 @@ NOT_CRAWLED: dict[str, str] = {
     "GET /v1/spaces/{spaceId}/search": "full-text search needs a query; it returns nothing the content rows lack",
     "GET /v1/spaces/{spaceId}/change-requests/{changeRequestId}/pdf": "an export action that returns a temporary URL",
     "GET /v1/orgs/{organizationId}/link-invites/{inviteId}": "invites cannot be listed, only read by a known id",
+    "GET /v1/user": "the token's own user: `config check --online` asks it; it belongs to no organization",
 }
 """GET operations the crawler deliberately does not call, with the reason. Single-object
 GETs whose list is crawled are derived in `crawled_routes` and need no entry."""

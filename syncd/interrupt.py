@@ -16,6 +16,7 @@ the process at once (SIGINT raises KeyboardInterrupt, SIGTERM ends it).
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -44,6 +45,8 @@ class Interrupted(SyncdError):
 def run(work: Callable[..., Awaitable[T]], *args: Any, what: str = RUN_CANCELLED) -> T:
     """`anyio.run(work, *args)`, cancelled by SIGINT or SIGTERM: then Interrupted (after the
     work's cleanup ran), whatever the cancelled work raised on its way out."""
+    if not _on_main_thread():  # signals reach the main thread only: nothing to watch here
+        return anyio.run(work, *args)
     caught: list[int] = []
     outcome: dict[str, Any] = {}
 
@@ -78,6 +81,12 @@ def run(work: Callable[..., Awaitable[T]], *args: Any, what: str = RUN_CANCELLED
     return outcome["result"]  # type: ignore[no-any-return]
 
 
+def _on_main_thread() -> bool:
+    """Python installs signal handlers from the main thread only (a command run in a worker
+    thread by a library or a test has no signals of its own to catch)."""
+    return threading.current_thread() is threading.main_thread()
+
+
 class StopFlag:
     """For synchronous work: remembers the first SIGINT/SIGTERM; `check()` raises Interrupted
     at a point where stopping leaves nothing half-done (between two files, say)."""
@@ -103,6 +112,9 @@ def stoppable(what: str) -> Iterator[StopFlag]:
     """Catch SIGINT and SIGTERM for the block (main thread only) into a StopFlag; the previous
     handlers come back after it, and a signal that came is raised as Interrupted at its end."""
     flag = StopFlag(what)
+    if not _on_main_thread():  # (the command run by a library or a test in a worker thread)
+        yield flag
+        return
     previous = {signum: signal.signal(signum, flag._handle) for signum in SIGNALS}
     try:
         yield flag
