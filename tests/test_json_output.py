@@ -8,26 +8,19 @@ script for every command that reports."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from syncd.machine_output import schema_names
 from tests.console_script import run_installed
-from tests.hostile.cli_support import EmulatorProcess, Ran, tenant_env
+from tests.hostile.cli_support import EmulatorProcess, Ran, module_emulator, tenant_env
 from tests.schema_support import check_output
 
-GENERATE = "orgs=2,collections=2,spaces=3,pages=2,files=1,sites=1,members=2,teams=1"
+GENERATE = "orgs=2,empty_orgs=2,collections=2,spaces=3,pages=2,files=1,sites=1,members=2,teams=1"
 
 
-@pytest.fixture(scope="module")
-def emulator() -> Iterator[EmulatorProcess]:
-    running = EmulatorProcess(GENERATE)
-    try:
-        yield running
-    finally:
-        running.stop()
+emulator = module_emulator(GENERATE)
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +69,7 @@ def test_orgs_json_and_table(emulator: EmulatorProcess, workdir: Path) -> None:
     listed = json_of("orgs", syncd(emulator, workdir, "orgs", "src", "--json"))
     assert [(org["id"], org["title"], org["spaces"]) for org in listed["organizations"]] == [
         (emulator.org_ids[0], "Organization 1", 3), (emulator.org_ids[1], "Organization 2", 3),
+        (emulator.org_ids[2], "Organization 3", 0), (emulator.org_ids[3], "Organization 4", 0),
     ]  # fmt: skip
     table = syncd(emulator, workdir, "orgs", "src")
     assert table.code == 0 and all(org_id in table.stdout for org_id in emulator.org_ids), table.show()
@@ -95,7 +89,7 @@ def test_partial_sync_keeps_exit_3_and_one_document(emulator: EmulatorProcess, w
     finally:
         emulator.call("PUT", "/_emulator/forbidden", {"patterns": []})
     document = json_of("sync", ran, code=3)
-    assert document["status"] == "partial" and document["failed_listings"] == 2 and len(document["errors"]) == 2
+    assert document["status"] == "partial" and document["failed_listings"] == 4 and len(document["errors"]) == 4  # teams of 4 orgs
     assert "partial run" in ran.stderr and "could not read" in ran.stderr
 
 
@@ -162,3 +156,14 @@ def test_readme_links_every_schema() -> None:
     linked = set(re.findall(r"\]\(syncd/schemas/([\w-]+)\.json\)", section))
     assert linked == set(schema_names()), (sorted(linked), schema_names())
     assert all((root / "syncd" / "schemas" / f"{name}.json").is_file() for name in linked)
+
+
+def test_write_side_json(emulator: EmulatorProcess, tmp_path: Path) -> None:
+    """`mirror apply` and `restore` through the installed script (`mirror plan` and `verify`:
+    tests/test_plan_review.py). Into the two empty organizations, with a state folder of its own."""
+    source, _, target, restored_into = emulator.org_ids
+    applied = json_of("mirror-apply", syncd(emulator, tmp_path, "mirror", "apply", f"src:{source}", f"src:{target}", "--json"))
+    assert applied["equal"] is True and applied["writes"] > 0 and applied["mode"] == "copy"
+    json_of("backup", syncd(emulator, tmp_path, "backup", f"src:{source}", "--out", "one.db", "--json"))
+    restored = json_of("restore", syncd(emulator, tmp_path, "restore", "one.db", f"src:{restored_into}", "--json"))
+    assert restored["equal"] is True and restored["writes"] > 0
