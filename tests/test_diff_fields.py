@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from syncd.change_lines import CHANGES_SHOWN, change_lines
 from syncd.cli import main
 from syncd.mirror import Mirror
 from syncd.mirror.diff import MAX_FIELDS, MAX_VALUE, changed_fields, compose_fields
-from tests.thread_emulator import TOKEN, ThreadEmulator, thread_emulator
+from tests.thread_emulator import ThreadEmulator, module_thread_emulator, use_tenants
 
 SPEC = "orgs=1,collections=2,spaces=4,pages=2,files=0,sites=0"
 
@@ -72,18 +71,13 @@ def test_lines_are_limited_and_say_how_many_more() -> None:
     assert len(every) == len(changes) * 13
 
 
-@pytest.fixture(scope="module")
-def emulator() -> Iterator[ThreadEmulator]:
-    with thread_emulator(SPEC) as running:
-        yield running
+emulator = module_thread_emulator(SPEC)
 
 
 @pytest.fixture
 def env(emulator: ThreadEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("SYNCD_TENANTS__SRC__BASE_URL", emulator.url)
-    monkeypatch.setenv("SYNCD_TENANTS__SRC__TOKEN", TOKEN)
-    monkeypatch.setenv("SYNCD_STATE_DIR", str(tmp_path / "state"))
+    use_tenants(monkeypatch, emulator.url, tmp_path / "state")
     return tmp_path / "state" / "syncd.db"
 
 

@@ -5,31 +5,24 @@ The CLI in-process against an emulator served by a thread."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from syncd.cli import main
 from syncd.mirror import Mirror
-from tests.thread_emulator import TOKEN, ThreadEmulator, thread_emulator
+from tests.thread_emulator import ThreadEmulator, module_thread_emulator, use_tenants
 
 SPEC = "orgs=2,empty_orgs=1,collections=1,spaces=2,pages=1"
 
 
-@pytest.fixture(scope="module")
-def emulator() -> Iterator[ThreadEmulator]:
-    with thread_emulator(SPEC) as running:
-        yield running
+emulator = module_thread_emulator(SPEC)
 
 
 @pytest.fixture
 def env(emulator: ThreadEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
-    for name in ("SRC", "DST"):
-        monkeypatch.setenv(f"SYNCD_TENANTS__{name}__BASE_URL", emulator.url)
-        monkeypatch.setenv(f"SYNCD_TENANTS__{name}__TOKEN", TOKEN)
-    monkeypatch.setenv("SYNCD_STATE_DIR", str(tmp_path / "state"))
+    use_tenants(monkeypatch, emulator.url, tmp_path / "state", "SRC", "DST")
     monkeypatch.setenv("SYNCD_LOG_LEVEL", "warning")
     monkeypatch.setenv("COLUMNS", "120")
     return tmp_path

@@ -19,15 +19,12 @@ from syncd.cli import main
 from tests.hostile.cli_support import clean_env
 from tests.loopback import wait_for
 from tests.terminal import SYNCD
-from tests.thread_emulator import TOKEN, ThreadEmulator, thread_emulator
+from tests.thread_emulator import TOKEN, ThreadEmulator, module_thread_emulator, use_tenants
 
 SPEC = "orgs=1,empty_orgs=1,collections=2,spaces=4,pages=2,files=1,sites=0"
 
 
-@pytest.fixture(scope="module")
-def emulator() -> Iterator[ThreadEmulator]:
-    with thread_emulator(SPEC) as running:
-        yield running
+emulator = module_thread_emulator(SPEC)
 
 
 @pytest.fixture

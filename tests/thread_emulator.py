@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
+
 from syncd.emulator.generate import generate, parse_spec
 from syncd.emulator.server import serve_emulator
 from syncd.emulator.store import Store
@@ -67,3 +69,23 @@ def thread_emulator(spec: str, seed: int = 3, **options: Any) -> Iterator[Thread
         loop, stop = found["stop"]
         loop.call_soon_threadsafe(stop.set)
         thread.join(30)
+
+
+def module_thread_emulator(spec: str) -> Any:
+    """A module-scoped `emulator` fixture serving `spec` (`emulator = module_thread_emulator(SPEC)`)."""
+
+    @pytest.fixture(scope="module")
+    def emulator() -> Iterator[ThreadEmulator]:
+        with thread_emulator(spec) as running:
+            yield running
+
+    return emulator
+
+
+def use_tenants(monkeypatch: pytest.MonkeyPatch, url: str, state: Any, *names: str) -> None:
+    """The environment of a `syncd` whose tenants `names` (default SRC) are this emulator, with
+    the all-organizations token, and whose state is in `state`."""
+    for name in names or ("SRC",):
+        monkeypatch.setenv(f"SYNCD_TENANTS__{name}__BASE_URL", url)
+        monkeypatch.setenv(f"SYNCD_TENANTS__{name}__TOKEN", TOKEN)
+    monkeypatch.setenv("SYNCD_STATE_DIR", str(state))
