@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import sqlite3
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +17,7 @@ import pytest
 
 from syncd.cli import main
 from syncd.mirror import Mirror
+from tests.loopback import wait_for
 
 TOKEN = "cli-token"
 
@@ -126,11 +130,18 @@ def test_demo_runs_the_main_job(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert (tmp_path / "foreign" / "x").read_text() == "keep me"
 
 
-def test_ctrl_c_during_sync_keeps_the_previous_snapshot(env: Path, emulator_url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    import signal
-    import time
-    import urllib.request
+def _run_statuses(db: Path) -> list[str]:
+    """Statuses of the runs in the state file, oldest first ([] while it has none)."""
+    if not db.exists():
+        return []
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        try:
+            return [status for (status,) in conn.execute("SELECT status FROM runs ORDER BY id")]
+        except sqlite3.OperationalError:  # not made yet
+            return []
 
+
+def test_ctrl_c_during_sync_keeps_the_previous_snapshot(env: Path, emulator_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["sync", "src"]) == 0
     capsys.readouterr()
 
@@ -138,16 +149,26 @@ def test_ctrl_c_during_sync_keeps_the_previous_snapshot(env: Path, emulator_url:
         request = urllib.request.Request(emulator_url + "/_emulator/faults", data=body, method="PUT")
         urllib.request.urlopen(request).read()
 
-    faults(b'{"latency": 40}')
+    # Every answer 250 ms late: a full sync (~270 requests, 8 at a time) then lasts ~9 s after
+    # its run row appears, and Ctrl-C goes as soon as it does (an event, not a fixed sleep).
+    faults(b'{"latency": 250}')
     try:
         proc = subprocess.Popen(
             [sys.executable, "-m", "syncd.cli", "sync", "src", "--full"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
-        time.sleep(2.0)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        try:
+            db = env / "state" / "syncd.db"
+            wait_for("the second run to start", lambda: proc.poll() is not None or _run_statuses(db) == ["complete", "running"],
+                     timeout=60, interval=0.05)  # fmt: skip
+            assert proc.poll() is None, proc.communicate()
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     finally:
         faults(b'{"reset": true}')
     assert proc.returncode == 130, err
