@@ -150,6 +150,16 @@ def tree_digest(root: Path) -> dict[str, str]:
     }
 
 
+def tree_state(root: Path) -> dict[str, tuple[str, int, int]]:
+    """Each file's digest, inode and modification time: a file rewritten with the same bytes
+    (a new inode from the atomic replace, a new mtime) differs too."""
+    state = {}
+    for rel, digest in tree_digest(root).items():
+        info = (root / rel).stat()
+        state[rel] = (digest, info.st_ino, info.st_mtime_ns)
+    return state
+
+
 def split_page(text: str) -> tuple[dict[str, Any], str]:
     """(front matter, body): every front-matter value is a JSON scalar."""
     assert text.startswith("---\n")
@@ -318,13 +328,13 @@ def test_every_catalog_kind_has_a_place() -> None:
 def test_second_export_is_byte_identical_and_writes_nothing(backup: Backup, exported: Path, tmp_path: Path) -> None:
     out = tmp_path / "again"
     shutil.copytree(exported, out)
-    before = tree_digest(out)
+    before = tree_state(out)
     report = export_mirror(backup.path, out)
     assert (report.written, report.removed) == (0, 0)
-    assert tree_digest(out) == before
+    assert tree_state(out) == before, "a second export must leave every file as it was (not even rewrite it)"
     other = tmp_path / "fresh"
     export_mirror(backup.path, other)
-    assert tree_digest(other) == before
+    assert tree_digest(other) == {rel: digest for rel, (digest, _, _) in before.items()}
 
 
 def test_reexport_of_a_changed_backup_removes_what_is_gone(backup: Backup, exported: Path, tmp_path: Path) -> None:
@@ -462,7 +472,10 @@ def test_hostile_titles_stay_inside_and_stay_readable(tmp_path: Path) -> None:
     assert (org_dir / "openapi" / "spec.source.txt").read_text() == "openapi: 3.1.0\n"
     assert load(org_dir / "other" / "weird-future-kind.json")[0]["data"] == {"id": "w1", "note": "kept"}
     assert (space_dir / "change-requests" / "1-cr" / "change-request.json").is_file()
-    assert tree_digest(out) == tree_digest(out) and export_mirror(db, out).written == 0
+    first = tree_state(out)
+    again = export_mirror(db, out)
+    assert (again.written, again.removed) == (0, 0)
+    assert tree_state(out) == first, "a second export of the same backup must leave every file as it was"
     assert {r.id for r in rows if r.kind == "page"} == {f"s1/{i}" for i in bodies}
 
 
