@@ -28,9 +28,13 @@ def _emulator(request: web.Request) -> Any:
 
 @routes.get(ADMIN_PREFIX + "/stats")
 async def get_stats(request: web.Request) -> web.Response:
+    from syncd.emulator.server import LISTENER
+
     emu = _emulator(request)
     data = emu.stats.as_dict()
     data["rate_limited"] = emu.limiter.limited
+    listener = request.app.get(LISTENER)
+    data["outages"] = listener.outages if listener is not None else 0
     return h.json_answer(data)
 
 

@@ -43,10 +43,13 @@ class Listener:
         """The port actually bound once started (port 0 picks a free one at start only)."""
         self.dropped = 0
         """Requests hung up on during outages."""
+        self.outages = 0
+        """Outages over: the listener went down and listens again (`GET /_emulator/stats`)."""
         self._site: web.TCPSite | None = None
         self._down = False
         self._closed = False
         self._task: asyncio.Task[None] | None = None
+        self._resume = asyncio.Event()
 
     @property
     def down(self) -> bool:
@@ -117,6 +120,7 @@ class Listener:
             raise RuntimeError("the emulator is no longer served")
         if self.busy:
             raise RuntimeError("an outage is already scheduled or under way")
+        self._resume = asyncio.Event()
         task = asyncio.get_running_loop().create_task(self._run_outage(seconds, delay), name="emulator-outage")
         task.add_done_callback(_report_failure)
         self._task = task
@@ -130,7 +134,8 @@ class Listener:
         if site is not None:
             await site.stop()  # closes the listening socket; open connections stay, guarded
         log.info("emulator outage: %s down for %gs", self.url, seconds)
-        await asyncio.sleep(seconds)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._resume.wait(), seconds)
         for attempt in range(1, _RELISTEN_ATTEMPTS + 1):
             try:
                 # reuse_address: sockets of the old listener in TIME_WAIT must not block the bind
@@ -141,7 +146,14 @@ class Listener:
                     raise
                 await asyncio.sleep(_RELISTEN_PAUSE)
         self._down = False
+        self.outages += 1
         log.info("emulator outage over: %s listening again", self.url)
+
+    def end_outage(self) -> None:
+        """End the scheduled or current outage now rather than after its seconds (it is over
+        once `down` is False again): a test takes a long outage and ends it when its checks are
+        done, so no check races the clock. Nothing happens when no outage is scheduled."""
+        self._resume.set()
 
     async def close(self) -> None:
         """Cancel a scheduled or running outage and wait for it; no outage can start after.
