@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -36,6 +37,7 @@ from tests.openapi_support import (
     Mismatch,
     OpenApi,
     Op,
+    require_spec,
     shape,
 )
 
@@ -50,10 +52,19 @@ BODY_PREVIEW = 200
 
 @pytest.fixture(scope="module")
 def openapi() -> OpenApi:
-    """The OpenAPI document beside the repository; its absence is the only reason to skip."""
-    if not SPEC_PATH.is_file():
-        pytest.skip(f"OpenAPI document not found at {SPEC_PATH} (CI provides ../shared/spec beside the repository)")
-    return OpenApi.load(SPEC_PATH)
+    """The OpenAPI document beside the repository; missing, it fails in CI (`CI` set to a true
+    value) and skips elsewhere (`require_spec`)."""
+    return OpenApi.load(require_spec(SPEC_PATH))
+
+
+def test_a_missing_document_fails_in_ci_and_skips_elsewhere(tmp_path: Path) -> None:
+    missing = tmp_path / "shared" / "spec" / SPEC_PATH.name
+    for value in ("true", "1", "TRUE", "yes"):
+        with pytest.raises(pytest.fail.Exception, match=re.escape(str(missing))):
+            require_spec(missing, {"CI": value})
+    for environ in ({}, {"CI": ""}, {"CI": "false"}, {"CI": "0"}):
+        with pytest.raises(pytest.skip.Exception, match=re.escape(str(missing))):
+            require_spec(missing, environ)
 
 
 # ----- the scenario table -----------------------------------------------------------------
