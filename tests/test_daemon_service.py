@@ -8,7 +8,8 @@ import contextlib
 import itertools
 import sqlite3
 from collections.abc import AsyncIterator, Callable
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,30 @@ async def wait_running(daemon: Daemon, run_id: int) -> RunRecord:
     return await wait_until(f"run {run_id} to run", lambda: (r := run_of(daemon, run_id)).outcome == "running" and r)  # type: ignore[no-any-return]
 
 
+def scheduler_passes(daemon: Daemon) -> float:
+    """`syncd_scheduler_passes_total`: how many times the scheduler has looked for due jobs."""
+    return metric_value(daemon.metrics.render().decode(), "syncd_scheduler_passes_total") or 0.0
+
+
+async def a_scheduler_pass(daemon: Daemon) -> None:
+    """Wake the scheduler with a reload (what SIGHUP does; the daemon must have been given
+    `reload`) and wait until it has looked for due jobs once more: whatever it would start
+    from the state as it is now, it has started by then."""
+    seen = scheduler_passes(daemon)
+    assert daemon.reload()
+    await wait_until("a scheduler pass", lambda: scheduler_passes(daemon) > seen)
+
+
+@dataclass
+class SetClock:
+    """The daemon's clock, set by the test (time stands still in between)."""
+
+    now: datetime
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
 def job_runs(daemon: Daemon, job: str) -> list[RunRecord]:
     """The job's runs, oldest first."""
     assert daemon.runs is not None
@@ -141,7 +166,7 @@ def mirror_run_statuses(state_dir: Path) -> list[str]:
 
 async def test_triggers_during_a_run_coalesce_into_one_follow_up_run(emulator: RunningEmulator, tmp_path: Path) -> None:
     settings = make_settings(emulator, tmp_path / "state", [{"name": "sync", "kind": "sync", "source": "src"}])
-    daemon = Daemon(settings)
+    daemon = Daemon(settings, reload=lambda: settings)
     async with serving(daemon) as url, control(url, daemon_json_token(tmp_path / "state")) as api:
         set_latency(emulator, 200)
         status, answer = await api.post("/jobs/sync/run")
@@ -167,11 +192,12 @@ async def test_triggers_during_a_run_coalesce_into_one_follow_up_run(emulator: R
         assert second.reason == "trigger"
         assert second.started_at is not None and ended.ended_at is not None and second.started_at >= ended.ended_at
 
-        # Exactly one follow-up, and nothing more is due: a trigger-only job stays idle now.
+        # Exactly one follow-up, and nothing more is due: once the scheduler has looked again
+        # after the follow-up ended, the trigger-only job is idle and has run twice.
+        await a_scheduler_pass(daemon)
         state = daemon.jobs["sync"]
         assert state.current is None and state.queued is None
         assert state.timer.next_due is None and not state.timer.pending_trigger
-        await anyio.sleep(0.3)  # a few scheduler turns
         assert [r.id for r in job_runs(daemon, "sync")] == [first, follow_up]
         status, job = await api.get("/jobs/sync")
         assert job["state"] == "idle" and [run["id"] for run in job["runs"]] == [follow_up, first]
@@ -448,7 +474,9 @@ async def test_second_daemon_is_refused_and_a_restart_does_not_rerun_a_fresh_job
         assert second.runs is None
     assert not (state_dir / "daemon.json").exists()
 
-    third = Daemon(make_settings(emulator, state_dir, jobs))
+    settings = make_settings(emulator, state_dir, jobs)
+    clock = SetClock(datetime.now(UTC))
+    third = Daemon(settings, reload=lambda: settings, clock=clock)
     async with serving(third):
         assert third.runs is not None
         timer = third.jobs["hourly"].timer
@@ -461,9 +489,19 @@ async def test_second_daemon_is_refused_and_a_restart_does_not_rerun_a_fresh_job
         assert triggered.status == "started" and triggered.run.id == ran.id + 1  # ids continue
         backup = await wait_finished(third, triggered.run.id)
         assert backup.outcome == "succeeded", backup.error
-        await anyio.sleep(0.2)  # a few scheduler turns: the hourly job stays put
+        # A second before it is due, the scheduler looks and leaves the hourly job alone ...
+        due = last_start + timedelta(hours=1)
+        clock.now = due - timedelta(seconds=1)
+        await a_scheduler_pass(third)
         assert [r.id for r in job_runs(third, "hourly")] == [ran.id]
-        assert third.jobs["hourly"].timer.next_due == last_start + timedelta(hours=1)
+        assert third.jobs["hourly"].timer.next_due == due
+        # ... and once it is due, starts it (on schedule, not because something woke it).
+        clock.now = due
+        await a_scheduler_pass(third)
+        runs = job_runs(third, "hourly")
+        assert [r.id for r in runs[:-1]] == [ran.id] and runs[-1].reason == "schedule"
+        assert abs(runs[-1].queued_at - due) < timedelta(milliseconds=1)  # queued by the pass at `due` (stored to the ms)
+        assert (await wait_finished(third, runs[-1].id)).outcome == "succeeded"
 
 
 async def test_full_reads_catch_edits_no_change_token_shows(emulator: RunningEmulator, tmp_path: Path) -> None:

@@ -58,6 +58,12 @@ class DaemonMetrics:
         )
         self.running = Gauge("syncd_job_running", "1 while a run of the job is in progress.", ["job"], registry=r)
         self.reloads = Counter("syncd_config_reloads", "Configuration reloads (SIGHUP) by outcome.", ["outcome"], registry=r)
+        self.scheduler_passes = Counter(
+            "syncd_scheduler_passes",
+            "Times the scheduler looked for due jobs (when a run ends, on a reload, when a job falls due, and at least "
+            "once a minute): a counter that stops rising means a stuck scheduler.",
+            registry=r,
+        )
         self._kinds: dict[str, set[str]] = {}
 
     # -- ApiObserver -------------------------------------------------------------------

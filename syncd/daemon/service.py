@@ -368,6 +368,7 @@ class Daemon:
     async def _schedule_loop(self) -> None:
         while not self.stopping:
             self._wake = anyio.Event()
+            self.metrics.scheduler_passes.inc()
             now = self.clock()
             for state in list(self.jobs.values()):
                 if not state.removed and state.timer.due(now):
