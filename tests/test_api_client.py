@@ -1,6 +1,8 @@
 """The API client against the emulator over loopback: errors, retries, pacing, limits, redirects.
 
-Counts, never timings: the emulator's statistics and the client's own say what happened.
+Counts, never timings: the emulator's statistics and the client's own say what happened. Where
+time matters (Retry-After) the client's retry sleep moves the emulator's clock instead of
+waiting; the few tiny servers left play what the emulator cannot (each says what).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from syncd.logging import configure_logging
 from tests.conftest import ALL_TOKEN
 
 FAST = RetryConfig(max_attempts=8, initial_wait=0.001, max_wait=0.01)
+SAFETY = 30.0
+"""Seconds after which waiting for the emulator's statistics is a failure."""
 
 
 def client(emulator: Any, token: str = ALL_TOKEN, **options: Any) -> TenantClient:
@@ -54,6 +58,29 @@ async def admin(emulator: Any, method: str, path: str, body: Any = None) -> Any:
 def route_count(stats: dict[str, Any], method: str, route: str) -> dict[str, int]:
     """Requests the emulator saw for one route, by status."""
     return {r["status"]: r["count"] for r in stats["routes"] if r["method"] == method and r["route"] == route}
+
+
+async def stats_when(emulator: Any, check: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """The emulator's statistics once `check` holds for them (answers it is still delaying
+    count once they are done)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SAFETY
+    while not check(stats := await admin(emulator, "GET", "/stats")):
+        if loop.time() > deadline:
+            pytest.fail(f"the emulator's statistics never got there: {stats['routes']}")
+        await asyncio.sleep(0.02)
+    return stats
+
+
+def emulator_time(emulator: Any, waits: list[float]) -> Callable[[float], Awaitable[None]]:
+    """A retry sleep that records each wait and moves the emulator's clock on by it (rate-limit
+    buckets refill) instead of waiting: Retry-After is honoured, or not, in no real time."""
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        await admin(emulator, "POST", "/clock", {"advance_seconds": seconds})
+
+    return sleep
 
 
 def serve(app: web.Application) -> contextlib.AbstractAsyncContextManager[str]:
@@ -166,54 +193,55 @@ async def test_a_post_that_never_left_is_retried(unused_tcp_port: int) -> None:
     assert caught.value.attempts == 3 and "gave up after 3 attempts" in str(caught.value)
 
 
-async def test_a_malformed_write_answer_is_not_retried_and_may_have_applied() -> None:
-    calls = 0
-
-    async def created(request: web.Request) -> web.Response:
-        nonlocal calls
-        calls += 1
-        return web.Response(status=201, text='{"id": "abc", "tit', content_type="application/json")
-
-    async with serve(app_with(("POST", "/v1/things", created))) as url:
-        async with TenantClient("t", url, "tok-123456", retry=FAST) as api:
-            with pytest.raises(MalformedResponse) as caught:
-                await api.request("POST", "/v1/things", json={})
-    assert caught.value.may_have_applied is True and calls == 1
+async def test_a_malformed_write_answer_is_not_retried_and_may_have_applied(emulator: Any, org_id: str) -> None:
+    route = "/v1/orgs/{organizationId}/collections"
+    async with client(emulator) as api:
+        await admin(emulator, "PUT", "/faults", {"truncate_write": 1.0})
+        with pytest.raises(MalformedResponse) as caught:
+            await api.request("POST", f"/v1/orgs/{org_id}/collections", json={"title": "Cut answer"})
+        await admin(emulator, "PUT", "/faults", {"reset": True})
+        titles = [c["title"] async for page in api.paginate(f"/v1/orgs/{org_id}/collections") for c in page]
+    assert caught.value.may_have_applied is True and caught.value.attempts == 1
+    assert route_count(await admin(emulator, "GET", "/stats"), "POST", route) == {"truncated": 1}
+    assert titles.count("Cut answer") == 1  # it did take effect
 
 
-async def test_timeouts_retry_reads_and_flag_writes() -> None:
-    calls: dict[str, int] = {"GET": 0, "POST": 0}
-
-    async def slow(request: web.Request) -> web.Response:
-        calls[request.method] += 1
-        await asyncio.sleep(0.4)
-        return web.json_response({})
-
+async def test_timeouts_retry_reads_and_flag_writes(emulator: Any, org_id: str) -> None:
+    # Every answer 1 s late, the client waits 0.1 s: both timers run in this one event loop,
+    # so the client's always fires first, however slow the machine.
+    await admin(emulator, "PUT", "/faults", {"latency": 1000})
     retry = RetryConfig(max_attempts=2, initial_wait=0.001, max_wait=0.005)
-    async with serve(app_with(("GET", "/v1/slow", slow), ("POST", "/v1/slow", slow))) as url:
-        async with TenantClient("t", url, "tok-123456", retry=retry, timeout=0.1) as api:
-            with pytest.raises(TransportError) as read:
-                await api.get_json("/v1/slow")
-            with pytest.raises(TransportError) as write:
-                await api.request("POST", "/v1/slow", json={})
-    assert "timed out" in str(read.value) and read.value.may_have_applied is False
-    assert read.value.attempts == 2 and calls["GET"] == 2
-    assert write.value.may_have_applied is True and write.value.attempts == 1 and calls["POST"] == 1
+    async with client(emulator, retry=retry, timeout=0.1) as api:
+        with pytest.raises(TransportError) as read:
+            await api.get_json(f"/v1/orgs/{org_id}")
+        with pytest.raises(TransportError) as write:
+            await api.request("POST", f"/v1/orgs/{org_id}/collections", json={"title": "Too late"})
+    assert "timed out" in str(read.value) and read.value.may_have_applied is False and read.value.attempts == 2
+    assert write.value.may_have_applied is True and write.value.attempts == 1
+    # The emulator saw each call (counted once its latency was over): two GETs, one POST.
+    create = "/v1/orgs/{organizationId}/collections"
+    stats = await stats_when(emulator, lambda stats: sum(route_count(stats, "POST", create).values()) >= 1)
+    assert route_count(stats, "GET", "/v1/orgs/{organizationId}") == {"200": 2}
+    assert sum(route_count(stats, "POST", create).values()) == 1, stats["routes"]
 
 
 # ----------------------------------------------------------------------------- rate limits
 
 
 async def test_a_post_answered_429_is_retried_after_retry_after(emulator: Any, org_id: str) -> None:
-    await admin(emulator, "PUT", "/rate-limit", {"rate": 2, "burst": 1})
-    retry = RetryConfig(max_attempts=4, initial_wait=0.001, max_wait=2)
-    async with client(emulator, retry=retry, pace=False) as api:
+    # One request per 100 s: real time refills nothing during the test, the retry sleep moves
+    # the emulator's clock on by what it waits.
+    await admin(emulator, "PUT", "/rate-limit", {"rate": 0.01, "burst": 1})
+    waits: list[float] = []
+    retry = RetryConfig(max_attempts=4, initial_wait=0.001, max_wait=1000)
+    async with client(emulator, retry=retry, pace=False, sleep=emulator_time(emulator, waits)) as api:
         await api.get_json(f"/v1/orgs/{org_id}")  # spends the only token
         created = await api.request("POST", f"/v1/orgs/{org_id}/collections", json={"title": "After 429"})
     assert created.status == 201
-    # Retry-After (1 s) was honoured: one 429, then success; a retry after the bare backoff
-    # (1 ms) would have been refused again.
+    # Retry-After (100 s, less the real time since the GET) was honoured: one 429, one long
+    # wait, then success; a retry after the bare backoff (1 ms) would have been refused again.
     assert api.stats.rate_limited == 1 and api.stats.retries == 1
+    assert len(waits) == 1 and waits[0] >= 50, waits
     stats = await admin(emulator, "GET", "/stats")
     assert route_count(stats, "POST", "/v1/orgs/{organizationId}/collections") == {"429": 1, "201": 1}
 
@@ -247,7 +275,9 @@ async def test_pacing_keeps_a_concurrent_crawl_at_the_limit_under_one_percent_42
     assert by_status.get("429", 0) < 0.01 * served
     assert api.stats.rate_limited == by_status.get("429", 0)
     assert api.stats.paced_waits > 0 and api.stats.server_rate is not None
-    assert 25 < api.stats.server_rate < 75  # the measured refill rate is about the real one
+    # The measured refill rate is about the real one (50/s): it measures 49-51 with both
+    # cores loaded four times over; the bounds leave half of it either way.
+    assert 25 < api.stats.server_rate < 75
 
 
 def test_rate_headers_are_read_leniently() -> None:
@@ -266,6 +296,7 @@ def test_rate_headers_are_read_leniently() -> None:
 
 
 async def test_tenant_and_global_limiters_bound_requests_in_flight() -> None:
+    # A tiny server: the emulator does not count the requests it has in flight.
     state = {"now": 0, "peak": 0}
 
     async def busy(request: web.Request) -> web.Response:
@@ -332,6 +363,7 @@ async def test_from_settings_uses_the_tenant_configuration(emulator: Any, org_id
 
 
 async def test_redirects_never_carry_the_token_to_another_host() -> None:
+    # Tiny servers: the emulator never redirects, nor echoes a request's headers.
     async def echo(request: web.Request) -> web.Response:
         return web.json_response({"authorization": request.headers.get("Authorization")})
 
@@ -366,11 +398,15 @@ async def test_the_token_never_reaches_the_logs(emulator: Any) -> None:
 
 
 async def test_rate_limited_error_after_the_budget(emulator: Any) -> None:
-    await admin(emulator, "PUT", "/rate-limit", {"rate": 0.5, "burst": 1})
+    # One request per 100 s; the retry waits at most 5 ms (moving the emulator's clock on by
+    # that): the second call is refused twice, however slow the machine.
+    await admin(emulator, "PUT", "/rate-limit", {"rate": 0.01, "burst": 1})
+    waits: list[float] = []
     retry = RetryConfig(max_attempts=2, initial_wait=0.001, max_wait=0.005)
-    async with client(emulator, retry=retry, pace=False) as api:
+    async with client(emulator, retry=retry, pace=False, sleep=emulator_time(emulator, waits)) as api:
         await api.get_json("/v1/orgs")
         with pytest.raises(RateLimited) as caught:
             await api.get_json("/v1/orgs")
-    assert caught.value.retry_after is not None and caught.value.retry_after >= 1
+    assert caught.value.retry_after is not None and caught.value.retry_after >= 50  # 100 s less the time since the first
     assert caught.value.attempts == 2 and caught.value.may_have_applied is False
+    assert len(waits) == 1 and waits[0] <= 0.005

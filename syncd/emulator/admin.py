@@ -130,6 +130,8 @@ async def put_page_tokens(request: web.Request) -> web.Response:
 
 @routes.post(ADMIN_PREFIX + "/clock")
 async def advance_clock(request: web.Request) -> web.Response:
+    """`{"advance_seconds": S}`: S seconds pass at once for timestamps, rate-limit buckets (they
+    refill) and page tokens (they age): tests make time pass without waiting."""
     body = await h.json_body(request)
     seconds = body.get("advance_seconds")
     if not isinstance(seconds, (int, float)) or seconds < 0:

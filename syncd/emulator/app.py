@@ -140,7 +140,7 @@ async def fault_middleware(request: web.Request, handler: Handler) -> web.Stream
         return _drop(request, "dropped")
     if faults.rate_limited and rng.random() < faults.rate_limited:
         request[FAULT_STATUS] = "fault-429"
-        headers = {"Retry-After": "1", "X-RateLimit-Limit": str(int(emu.limiter.burst or 1)), "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(time.time()) + 1)}
+        headers = {"Retry-After": "1", "X-RateLimit-Limit": str(int(emu.limiter.burst or 1)), "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(emu.limiter.wall()) + 1)}
         return error_response(429, "rate limit exceeded (injected): retry after the Retry-After delay", headers)
     if faults.error_5xx and rng.random() < faults.error_5xx:
         request[FAULT_STATUS] = "fault-5xx"
@@ -156,17 +156,17 @@ async def fault_middleware(request: web.Request, handler: Handler) -> web.Stream
         response = _repeat_page_token(request, response)
     if request.method in WRITE_METHODS and faults.lost_write and response.status < 400 and rng.random() < faults.lost_write:
         return _drop(request, "lost-answer")
+    chance = faults.truncate if request.method == "GET" else faults.truncate_write if request.method in WRITE_METHODS else 0.0
     if (
-        request.method == "GET"
-        and faults.truncate
-        and response.status == 200
+        chance
+        and 200 <= response.status < 300
         and isinstance(response, web.Response)
         and response.body
-        and rng.random() < faults.truncate
+        and rng.random() < chance
     ):
         request[FAULT_STATUS] = "truncated"
         body = bytes(response.body)  # type: ignore[arg-type]
-        truncated = web.Response(status=200, body=body[: max(1, len(body) // 2)], content_type="application/json")
+        truncated = web.Response(status=response.status, body=body[: max(1, len(body) // 2)], content_type="application/json")
         return truncated
     return response
 
@@ -326,7 +326,9 @@ def create_app(
     from syncd.emulator.routes import FAMILIES
 
     chosen = get_profile(profile)
-    emu = Emulator(store=store, rng=random.Random(fault_seed))
+    # Buckets refill on the emulator's clock: real time plus what `POST /_emulator/clock` added.
+    limiter = RateLimiter(clock=lambda: time.monotonic() + store.clock_offset(), wall=lambda: time.time() + store.clock_offset())
+    emu = Emulator(store=store, limiter=limiter, rng=random.Random(fault_seed))
     emu.limiter.configure(rate_limit, burst)
     if faults:
         emu.faults.update(faults)

@@ -1,6 +1,6 @@
 """Fault injection: the network and server failures a client must survive.
 
-A spec string such as `5xx=0.1,html502=0.02,drop=0.05,lost=0.1,truncate=0.05,repeat_page=0.01,429=0.2,latency=20,jitter=10`
+A spec string such as `5xx=0.1,html502=0.02,drop=0.05,lost=0.1,truncate=0.05,truncate_write=0.05,repeat_page=0.01,429=0.2,latency=20,jitter=10`
 sets each fault's probability (latency and jitter in milliseconds).
 """
 
@@ -16,12 +16,13 @@ FAULT_KEYS = {
     "drop": "drop",
     "lost": "lost_write",
     "truncate": "truncate",
+    "truncate_write": "truncate_write",
     "repeat_page": "repeat_page",
     "429": "rate_limited",
     "latency": "latency_ms",
     "jitter": "jitter_ms",
 }
-_PROBABILITIES = ("error_5xx", "html_502", "drop", "lost_write", "truncate", "repeat_page", "rate_limited")
+_PROBABILITIES = ("error_5xx", "html_502", "drop", "lost_write", "truncate", "truncate_write", "repeat_page", "rate_limited")
 
 
 @dataclass
@@ -36,6 +37,8 @@ class Faults:
     """A write takes effect, then the connection is closed before the answer."""
     truncate: float = 0.0
     """A 200 whose JSON body is cut short."""
+    truncate_write: float = 0.0
+    """A write's 2xx whose JSON body is cut short: the write took effect, its answer is unreadable."""
     repeat_page: float = 0.0
     """A list page whose `next.page` repeats the token it was asked with (a paging loop)."""
     rate_limited: float = 0.0

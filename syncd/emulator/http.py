@@ -242,17 +242,24 @@ def position(body: dict[str, Any], ref_type: str | tuple[str, ...], ref_key: str
 
 PAGE_EXPIRED = "page: the page token has expired; list again from the first page"
 token_clock: Callable[[], float] = time.monotonic
-"""The clock page tokens are stamped and aged with: real time (tests may move it on)."""
+"""The clock page tokens are stamped and aged with: real time (tests may move it on), plus
+what `POST /_emulator/clock` added (`_page_clock`)."""
 
 
-def _encode_page(offset: int, scope: str) -> str:
+def _page_clock(request: web.Request) -> float:
+    return token_clock() + store_of(request).clock_offset()
+
+
+def _encode_page(offset: int, scope: str, now: float | None = None) -> str:
     """An opaque token: the offset, the list it belongs to, and when it was issued (monotonic
-    seconds, so that a token's age is real time whatever the store's clock says)."""
-    raw = json.dumps([offset, scope, round(token_clock(), 3)], separators=(",", ":")).encode()
+    seconds, so that a token's age is real time, plus any advance of the emulator's clock,
+    whatever the store's frozen or generated timestamps say)."""
+    issued = token_clock() if now is None else now
+    raw = json.dumps([offset, scope, round(issued, 3)], separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def _decode_page(token: str, scope: str, ttl: float | None) -> int:
+def _decode_page(token: str, scope: str, ttl: float | None, now: float | None = None) -> int:
     try:
         padded = token + "=" * (-len(token) % 4)
         offset, token_scope, *rest = json.loads(base64.urlsafe_b64decode(padded.encode()))
@@ -261,7 +268,7 @@ def _decode_page(token: str, scope: str, ttl: float | None) -> int:
     if token_scope != scope or not isinstance(offset, int) or offset < 0:
         raise bad_request("page: the page token does not belong to this list")
     issued = rest[0] if rest and isinstance(rest[0], (int, float)) else None
-    if ttl is not None and issued is not None and token_clock() - issued > ttl:
+    if ttl is not None and issued is not None and (token_clock() if now is None else now) - issued > ttl:
         raise bad_request(PAGE_EXPIRED)
     return offset
 
@@ -279,7 +286,7 @@ def page_window(request: web.Request) -> tuple[int, int]:
             raise bad_request(f"limit: must be between 1 and {MAX_LIMIT}")
     caps = request.app[CAPS]
     token = request.query.get("page")
-    offset = _decode_page(token, request.path, caps.page_token_ttl) if token else 0
+    offset = _decode_page(token, request.path, caps.page_token_ttl, _page_clock(request)) if token else 0
     return offset, min(limit, caps.page_cap)
 
 
@@ -300,7 +307,7 @@ def list_answer(
     window = items[offset : offset + size]
     data: dict[str, Any] = {"items": [render(r) for r in window], "count": len(items)}
     if offset + size < len(items):
-        data["next"] = {"page": _encode_page(offset + size, request.path)}
+        data["next"] = {"page": _encode_page(offset + size, request.path, _page_clock(request))}
     if extra:
         data.update(extra)
     return json_answer(data)

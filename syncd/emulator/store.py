@@ -70,6 +70,10 @@ class Store:
     def advance_clock(self, seconds: float) -> None:
         self._clock_offset += timedelta(seconds=seconds)
 
+    def clock_offset(self) -> float:
+        """Seconds the clock was moved on: rate-limit buckets and page tokens age by it too."""
+        return self._clock_offset.total_seconds()
+
     def reset_clock_offset(self) -> None:
         self._clock_offset = timedelta(0)
 
