@@ -11,9 +11,8 @@ from collections.abc import Callable, Iterator
 import aiohttp
 import pytest
 import structlog
-from aiohttp import web
 
-from syncd.emulator.server import serve_app
+from syncd.emulator.server import RunningEmulator
 from syncd.logging import (
     MASK,
     LogFormat,
@@ -112,58 +111,51 @@ def test_exceptions_and_tracebacks_are_scrubbed(fmt: LogFormat, capture: Callabl
 
 
 
-async def _unauthorized(request: web.Request) -> web.Response:
-    return web.json_response({"error": {"code": 401, "message": "invalid token"}}, status=401)
-
-
-async def _hang_up(request: web.Request) -> web.Response:
-    assert request.transport is not None
-    request.transport.close()
-    return web.Response(text="never delivered")
-
-
 @pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("route", ["/v1/user", "/drop"])
+@pytest.mark.parametrize("answer", ["401", "drop"])
 async def test_failed_http_request_never_leaks_the_token(
-    fmt: LogFormat, route: str, capture: Callable[[LogFormat], io.StringIO]
+    fmt: LogFormat, answer: str, capture: Callable[[LogFormat], io.StringIO], emulator: RunningEmulator
 ) -> None:
-    """The realistic leak: aiohttp errors carry request info, headers included."""
+    """The realistic leak: aiohttp errors carry request info, headers included. The emulator
+    answers the unknown token 401, or (its `drop` fault) hangs up without an answer."""
     buffer = capture(fmt)
     header_token = _token("hdr")  # not registered: only structural redaction protects it
     url_secret = _token("url")  # registered, and travelling inside the URL
     register_secret(url_secret)
-    app = web.Application()
-    app.router.add_get("/v1/user", _unauthorized)
-    app.router.add_get("/drop", _hang_up)
-    async with serve_app(app) as base:
-        log = get_logger("syncd.api")
-        headers = {"Authorization": f"Bearer {header_token}"}
-        async with aiohttp.ClientSession(headers=headers) as session:
-            with pytest.raises(aiohttp.ClientError) as info:
-                async with session.get(f"{base}{route}", params={"q": url_secret}) as response:
-                    request_headers = response.request_info.headers
-                    response.raise_for_status()
-            exc = info.value
-            try:
-                raise exc
-            except aiohttp.ClientError:
-                if isinstance(exc, aiohttp.ClientResponseError):
-                    log.exception(
-                        "request failed",
-                        url=str(exc.request_info.real_url),
-                        headers=dict(request_headers),
-                        multidict=request_headers,
-                        request_info=exc.request_info,
-                        error=exc,
-                    )
-                    logging.getLogger("aiohttp.client").error("failed: %r", exc.request_info, exc_info=True)
-                else:
-                    log.exception("request failed", url=f"{base}{route}?q={url_secret}", headers=headers, error=exc)
-                    logging.getLogger("aiohttp.client").error("failed %s with %r", route, headers, exc_info=True)
+    base, route = emulator.url, "/v1/user"
+    if answer == "drop":
+        async with aiohttp.ClientSession() as admin:
+            async with admin.put(base + "/_emulator/faults", json={"drop": 1.0}) as resp:
+                assert resp.status == 200
+    log = get_logger("syncd.api")
+    headers = {"Authorization": f"Bearer {header_token}"}
+    async with aiohttp.ClientSession(headers=headers) as session:
+        with pytest.raises(aiohttp.ClientError) as info:
+            async with session.get(f"{base}{route}", params={"q": url_secret}) as response:
+                request_headers = response.request_info.headers
+                response.raise_for_status()
+        exc = info.value
+        assert isinstance(exc, aiohttp.ClientResponseError) == (answer == "401"), exc  # the emulator played it
+        try:
+            raise exc
+        except aiohttp.ClientError:
+            if isinstance(exc, aiohttp.ClientResponseError):
+                log.exception(
+                    "request failed",
+                    url=str(exc.request_info.real_url),
+                    headers=dict(request_headers),
+                    multidict=request_headers,
+                    request_info=exc.request_info,
+                    error=exc,
+                )
+                logging.getLogger("aiohttp.client").error("failed: %r", exc.request_info, exc_info=True)
+            else:
+                log.exception("request failed", url=f"{base}{route}?q={url_secret}", headers=headers, error=exc)
+                logging.getLogger("aiohttp.client").error("failed %s with %r", route, headers, exc_info=True)
     text = buffer.getvalue()
     check_output(fmt, text, header_token, url_secret)
     assert "request failed" in text
-    if route == "/v1/user":
+    if answer == "401":
         assert "401" in text and "Authorization" in text
 
 
