@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 from syncd.emulator.generate import Generated, generate, parse_spec
 from syncd.emulator.server import RunningEmulator, serve_emulator
 from syncd.emulator.store import Store
+
+# Hypothesis: few examples by default, no per-example deadline (a loaded machine must not fail a
+# property); `HYPOTHESIS_PROFILE=slow` draws many more, and larger organizations (tests/strategies.py).
+hypothesis_settings.register_profile("default", max_examples=50, deadline=None)
+hypothesis_settings.register_profile(
+    "slow", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example]
+)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 ALL_TOKEN = "test-token"
 SMALL = "orgs=2,collections=4,spaces=8,pages=5,files=2,sites=2,sections=3,members=4,teams=2,comments=2,change_requests=1"
