@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,6 +15,7 @@ from hypothesis import settings as hypothesis_settings
 from syncd.emulator.generate import Generated, generate, parse_spec
 from syncd.emulator.server import RunningEmulator, serve_emulator
 from syncd.emulator.store import Store
+from tests.cpu_stress import OPTION, Burners, burner_count
 
 # Hypothesis: few examples by default, no per-example deadline (a loaded machine must not fail a
 # property); `HYPOTHESIS_PROFILE=slow` draws many more, and larger organizations (tests/strategies.py).
@@ -25,6 +27,43 @@ hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default")
 
 ALL_TOKEN = "test-token"
 SMALL = "orgs=2,collections=4,spaces=8,pages=5,files=2,sites=2,sections=3,members=4,teams=2,comments=2,change_requests=1"
+
+
+# The CPU-stress harness (tests/cpu_stress.py): `pytest --stress-cpu=N` runs the session with N
+# burner processes spinning beside it; `bench/stress_runs.py` runs the suite so, K times in a row.
+_BURNERS = pytest.StashKey[Burners]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(OPTION, metavar="N", default=None,
+                     help="keep N CPU burner processes spinning for the whole session (default 0)")
+
+
+def _say(config: pytest.Config, line: str) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(line)
+    else:
+        print(line, file=sys.__stderr__, flush=True)
+
+
+@pytest.hookimpl(trylast=True)  # after the terminal reporter exists, to say that the load is on
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        count = burner_count(config.getoption(OPTION))
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
+    if count:
+        burners = config.stash[_BURNERS] = Burners.start(count)
+        _say(config, burners.started_line())
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Runs however the session ends (passed, failed, Ctrl-C): the burners stop with it."""
+    burners = config.stash.get(_BURNERS, None)
+    if burners is not None:
+        del config.stash[_BURNERS]
+        _say(config, burners.stopped_line(burners.stop()))
 
 
 class Api:
