@@ -2,21 +2,25 @@
 changes under it. Afterwards the mirror equals the emulator's canonical dump, the target
 equals the source, and the daemon's memory has not grown.
 
-Phases (each a few seconds, several cycles): calm, a 429 storm (30% of answers are 429s
-with `Retry-After`, as when someone else spends the token's limit), 5xx
-bursts with HTML 502 pages, dropped and truncated answers, and an outage in which the
-emulator stops listening and comes back on the same port with the same data. Between the
-phases the source organization changes (renames, a new collection), so every phase has
-something to copy.
+Phases: calm, a 429 storm (30% of answers are 429s with `Retry-After`, as when someone else
+spends the token's limit), 5xx bursts with HTML 502 pages, dropped and truncated answers, and
+an outage in which the emulator stops listening and comes back on the same port with the same
+data. Between the phases the source organization changes (renames, a new collection), so every
+phase has something to copy. A fault stays on until the daemon has retried a few calls through
+it, and a phase lasts until a few runs of each job queued after it began are over: events,
+whatever the machine's speed, never a number of seconds. The checks are about what the runs
+did, read from the daemon's own records.
 """
 
 from __future__ import annotations
 
-import time
+import signal
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from syncd.daemon.runs import OUTCOMES
 from syncd.emulator.process import emulator_process
 from tests.daemon_support import (
     DaemonProcess,
@@ -30,8 +34,14 @@ from tests.oracle import copied_view, mirror_mismatches
 
 TOKEN = "soak-token"
 SPEC = "orgs=1,empty_orgs=1,collections=3,spaces=6,pages=4,sites=1,sections=2,teams=1,custom_fields=1,comments=1"
-PHASE_SECONDS = 5.0
-MEMORY_TOLERANCE = 0.10
+RUNS_PER_PHASE = {"sync": 2, "mirror": 1}
+"""Runs of each job, queued after a phase began, that must be over before it ends."""
+RETRIES_PER_FAULT = 20
+"""Calls the daemon must have retried before a fault is turned off again (it met the fault)."""
+PHASE_DEADLINE = 300.0
+"""Seconds after which a phase that has not seen its runs is a failure (a safety net)."""
+MEMORY_TOLERANCE = 0.25
+"""RSS after the last runs may exceed RSS after the first ones by this much (it measures ~1%)."""
 
 
 def _config(tmp: Path, url: str, source: str, target: str) -> Path:
@@ -49,26 +59,63 @@ def _config(tmp: Path, url: str, source: str, target: str) -> Path:
 
 
 class Soak:
-    """The daemon's RSS after each sync run, sampled while phases go by."""
+    """Phases measured in runs, and the daemon's RSS after each sync run seen to end."""
 
     def __init__(self, daemon: DaemonProcess) -> None:
         self.daemon = daemon
         self.rss: list[tuple[int, float]] = []
+        """(id of the latest finished sync run, RSS in bytes read after it)."""
+
+    def last_run_id(self) -> int:
+        """The newest run's id: runs with a greater one are queued after this call."""
+        status, body = self.daemon.get("/runs")
+        assert status == 200, body
+        return max((run["id"] for run in body["runs"]), default=0)
+
+    def finished_since(self, job: str, mark: int, outcome: str | None = None) -> list[dict[str, Any]]:
+        return [run for run in self.daemon.finished_runs(job) if run["id"] > mark and outcome in (None, run["outcome"])]
 
     def sample(self) -> None:
-        """Record the RSS once per finished sync run (the metric is read after the run)."""
+        """Record the RSS once per newly finished sync run (the metric is read after the run)."""
         runs = self.daemon.finished_runs("sync")
-        count = len(runs) and runs[0]["id"]
-        if not self.rss or self.rss[-1][0] != count:
-            self.rss.append((count, metric_value(self.daemon.metrics(), "process_resident_memory_bytes") or 0.0))
+        latest = runs[0]["id"] if runs else 0
+        if not self.rss or self.rss[-1][0] != latest:
+            self.rss.append((latest, metric_value(self.daemon.metrics(), "process_resident_memory_bytes") or 0.0))
 
-    def phase(self, seconds: float, on: Callable[[], None] = lambda: None, off: Callable[[], None] = lambda: None) -> None:
+    def retries(self) -> float:
+        """Calls the daemon retried so far, every tenant and job."""
+        return sum(metric_samples(self.daemon.metrics(), "syncd_api_retries_total"))
+
+    def phase(
+        self, what: str, on: Callable[[], None] = lambda: None, off: Callable[[], None] = lambda: None, *, retries: int = 0
+    ) -> tuple[int, list[int]]:
+        """`on()`; once the daemon has retried `retries` more calls (it met the fault), `off()`;
+        then wait until RUNS_PER_PHASE runs of each job queued after `on()` are over.
+        (The last run id before the phase's runs, ids of the phase's runs.)"""
+        before = self.retries()
         on()
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
+        try:
+            mark = self.last_run_id()
+            if retries:
+                wait_for(f"{retries} retries {what}", lambda: self.sample() or self.retries() >= before + retries, PHASE_DEADLINE)
+        finally:
+            off()
+
+        def over() -> list[int]:
             self.sample()
-            time.sleep(0.25)
-        off()
+            ended = {job: self.finished_since(job, mark) for job in RUNS_PER_PHASE}
+            if all(len(ended[job]) >= n for job, n in RUNS_PER_PHASE.items()):
+                return [run["id"] for runs in ended.values() for run in runs]
+            return []
+
+        return mark, wait_for(f"{RUNS_PER_PHASE} runs {what}", over, PHASE_DEADLINE)
+
+
+def _daemon_runs(state: Path) -> list[dict[str, Any]]:
+    """Every run the daemon recorded (`state/daemon.db`), oldest first."""
+    with sqlite3.connect(f"file:{state / 'daemon.db'}?mode=ro", uri=True) as conn:
+        conn.row_factory = sqlite3.Row
+        return [dict(row) for row in conn.execute("SELECT id, job, outcome, started_at, ended_at, error FROM runs ORDER BY id")]
 
 
 def test_daemon_survives_faults_and_outages_and_converges(tmp_path: Path) -> None:
@@ -77,51 +124,38 @@ def test_daemon_survives_faults_and_outages_and_converges(tmp_path: Path) -> Non
         daemon = DaemonProcess.start(_config(tmp_path, emulator.url, source, target), tmp_path / "state")
         soak = Soak(daemon)
         emu = EmulatorClient(emulator.url, emulator.report, TOKEN)
+
+        def faults(body: dict[str, Any]) -> Callable[[], None]:
+            return lambda: emu.admin("PUT", "/_emulator/faults", body)
+
+        calm = faults({"reset": True})
         try:
             collections = emu.api("GET", f"/v1/orgs/{source}/collections")["items"]
             spaces = emu.api("GET", f"/v1/orgs/{source}/spaces")["items"]
 
             # Calm cycles first: the baseline of memory is taken once the first runs are over.
-            wait_for("five sync runs", lambda: len(daemon.finished_runs("sync")) >= 5, 60)
-            soak.phase(PHASE_SECONDS)
+            wait_for("five sync runs", lambda: len(daemon.finished_runs("sync")) >= 5, 120)
+            calm_runs = [run["id"] for job in RUNS_PER_PHASE for run in daemon.finished_runs(job)]
+            calm_runs += soak.phase("in calm")[1]
             baseline = soak.rss[-1][1]
 
             emu.api("PATCH", f"/v1/collections/{collections[0]['id']}", {"title": "Renamed in the 429 storm"})
-            soak.phase(
-                PHASE_SECONDS,
-                on=lambda: emu.admin("PUT", "/_emulator/faults", {"429": 0.3}),
-                off=lambda: emu.admin("PUT", "/_emulator/faults", {"reset": True}),
-            )
+            soak.phase("in a 429 storm", on=faults({"429": 0.3}), off=calm, retries=RETRIES_PER_FAULT)
             emu.api("POST", f"/v1/orgs/{source}/collections", {"title": "Born in a 5xx burst"})
-            soak.phase(
-                PHASE_SECONDS,
-                on=lambda: emu.admin("PUT", "/_emulator/faults", {"5xx": 0.3, "html502": 0.1}),
-                off=lambda: emu.admin("PUT", "/_emulator/faults", {"reset": True}),
-            )
+            soak.phase("in 5xx bursts", on=faults({"5xx": 0.3, "html502": 0.1}), off=calm, retries=RETRIES_PER_FAULT)
             emu.api("PATCH", f"/v1/spaces/{spaces[0]['id']}", {"title": "Renamed while answers drop"})
-            soak.phase(
-                PHASE_SECONDS,
-                on=lambda: emu.admin("PUT", "/_emulator/faults", {"drop": 0.15, "truncate": 0.1}),
-                off=lambda: emu.admin("PUT", "/_emulator/faults", {"reset": True}),
-            )
+            soak.phase("while answers drop", on=faults({"drop": 0.15, "truncate": 0.1}), off=calm, retries=RETRIES_PER_FAULT)
             emu.api("PATCH", f"/v1/spaces/{spaces[1]['id']}", {"title": "Renamed before the outage"})
-            emu.admin("POST", "/_emulator/outage", {"seconds": 3})
-            soak.phase(PHASE_SECONDS)
-            changed_at = time.time()
+            # An outage far longer than the phase, ended (SIGUSR1) once the daemon has retried through it.
+            changed, _ = soak.phase("through an outage", on=lambda: emu.admin("POST", "/_emulator/outage", {"seconds": 600}),
+                                    off=lambda: emulator.process.send_signal(signal.SIGUSR1), retries=RETRIES_PER_FAULT)  # fmt: skip
 
-            # Calm again: wait for a sync and a mirror run that started after the last change.
-            def settled(job: str) -> dict[str, Any] | None:
-                for run in daemon.finished_runs(job):
-                    started = time.mktime(time.strptime(run["started_at"][:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
-                    if started > changed_at and run["outcome"] == "succeeded":
-                        return run
-                return None
-
-            wait_for("a clean sync after the faults", lambda: settled("sync"), 120)
-            final_mirror = wait_for("a clean mirror run after the faults", lambda: settled("mirror"), 120)
-            soak.phase(PHASE_SECONDS)
+            # Calm again: wait for a sync and a mirror run queued after the last change that succeeded.
+            wait_for("a clean sync after the faults", lambda: soak.finished_since("sync", changed, "succeeded"), 120)
+            final_mirror = wait_for("a clean mirror run after the faults", lambda: soak.finished_since("mirror", changed, "succeeded"), 120)[0]
+            calm_runs += soak.phase("in calm again")[1]
             metrics = daemon.metrics()
-            runs = {job: sum(metric_samples(metrics, "syncd_job_runs_total", job=job)) for job in ("sync", "mirror")}
+            counted = {job: sum(metric_samples(metrics, "syncd_job_runs_total", job=job)) for job in ("sync", "mirror")}
             stats = emu.admin("GET", "/_emulator/stats")["by_status"]
         finally:
             code = daemon.stop()
@@ -148,12 +182,25 @@ def test_daemon_survives_faults_and_outages_and_converges(tmp_path: Path) -> Non
         assert {"Renamed in the 429 storm", "Born in a 5xx burst", "Renamed while answers drop", "Renamed before the outage"} <= titles
         assert final_mirror["summary"]["verify"]["missing"] == 0
 
-        # Memory after the last cycles is within 10% of memory after the first ones.
-        cycles = soak.rss[-1][0] - soak.rss[0][0]
-        final = soak.rss[-1][1]
-        assert runs["sync"] >= 15 and runs["mirror"] >= 8, runs
-        assert len(soak.rss) >= 10, soak.rss
-        assert final <= baseline * (1 + MEMORY_TOLERANCE), (
-            f"RSS grew from {baseline / 2**20:.1f} MiB to {final / 2**20:.1f} MiB over {cycles} sync runs"
-        )
-        print(f"soak: {runs} runs, RSS {baseline / 2**20:.1f} MiB after the first cycles, {final / 2**20:.1f} MiB after the last; emulator {stats}")
+    # Every run, as the daemon recorded it: over once the daemon stopped, started before it
+    # ended, a failure says why in one line without the token; the runs of the calm phases all
+    # succeeded; the metric counted every run that had ended when it was read (the five first
+    # sync runs and those of the six phases at least), and no run twice.
+    runs = _daemon_runs(tmp_path / "state")
+    for run in runs:
+        assert run["outcome"] in OUTCOMES, run
+        assert run["outcome"] == "cancelled" or run["started_at"] <= run["ended_at"], run
+        assert run["outcome"] != "failed" or (run["error"] and "\n" not in run["error"]), run
+        assert TOKEN not in (run["error"] or ""), run
+    assert {run["outcome"] for run in runs if run["id"] in calm_runs} == {"succeeded"}, [r for r in runs if r["id"] in calm_runs]
+    least = {"sync": 5 + 6 * RUNS_PER_PHASE["sync"], "mirror": 6 * RUNS_PER_PHASE["mirror"]}
+    for job, n in counted.items():
+        assert least[job] <= n <= len([run for run in runs if run["job"] == job]), (job, n, runs)
+
+    # Memory after the last runs is within MEMORY_TOLERANCE of memory after the first ones.
+    final = soak.rss[-1][1]
+    assert len(soak.rss) >= 6, soak.rss  # one sample at least a phase
+    assert final <= baseline * (1 + MEMORY_TOLERANCE), (
+        f"RSS grew from {baseline / 2**20:.1f} MiB to {final / 2**20:.1f} MiB over {soak.rss[-1][0] - soak.rss[0][0]} runs"
+    )
+    print(f"soak: {counted} runs, RSS {baseline / 2**20:.1f} MiB after the first cycles, {final / 2**20:.1f} MiB after the last; emulator {stats}")

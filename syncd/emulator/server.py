@@ -232,12 +232,15 @@ async def serve_emulator(store: Store, host: str = "127.0.0.1", port: int = 0, *
 
 
 async def serve_forever(store: Store, host: str, port: int, on_ready: Callable[[RunningEmulator], None], **options: object) -> None:
-    """Serve until SIGINT or SIGTERM."""
+    """Serve until SIGINT or SIGTERM; SIGUSR1 ends an outage early (`Listener.end_outage`: a
+    test of a process that takes a long outage ends it once its checks are done)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     async with serve_emulator(store, host, port, **options) as running:
+        with contextlib.suppress(NotImplementedError, AttributeError):  # no SIGUSR1 off POSIX
+            loop.add_signal_handler(signal.SIGUSR1, running.listener.end_outage)
         on_ready(running)
         await stop.wait()
