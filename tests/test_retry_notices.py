@@ -4,6 +4,7 @@ many, the wait, the request (method and path) and why, server text made safe, no
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -49,10 +50,20 @@ def test_a_server_that_is_down_shows_each_retry_then_the_run_goes_on(
 ) -> None:
     with thread_emulator("orgs=1,collections=1,spaces=2,pages=1,files=0,sites=0") as emulator:
         _env(monkeypatch, tmp_path, emulator.url)
-        emulator.admin("POST", "/outage", {"seconds": 1.5})
+        emulator.admin("POST", "/outage", {"seconds": 600})  # ended below, once retries were said
         wait_for("the emulator to go down", lambda: not _answers(emulator.url), timeout=10, interval=0.02)
-        assert main(["sync", "src"]) == 0
-    err = capsys.readouterr().err
+        said: list[str] = []
+
+        def retried_twice() -> bool:
+            said.append(capsys.readouterr().err)
+            return len(_retries("".join(said))) >= 2
+
+        with ThreadPoolExecutor(1) as pool:
+            sync = pool.submit(main, ["sync", "src"])
+            wait_for("two retry lines on stderr", retried_twice, timeout=120, interval=0.05)
+            emulator.end_outage()
+            assert sync.result(timeout=300) == 0
+    err = "".join(said) + capsys.readouterr().err
     retries = _retries(err)
     port = emulator.url.rsplit(":", 1)[1]
     assert retries, err
