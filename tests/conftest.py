@@ -15,6 +15,7 @@ from hypothesis import settings as hypothesis_settings
 from syncd.emulator.generate import Generated, generate, parse_spec
 from syncd.emulator.server import RunningEmulator, serve_emulator
 from syncd.emulator.store import Store
+from tests.coverage_pause import coverage_tracer_off, is_property_test
 from tests.cpu_stress import OPTION, Burners, burner_count
 
 # Hypothesis: few examples by default, no per-example deadline (a loaded machine must not fail a
@@ -64,6 +65,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if burners is not None:
         del config.stash[_BURNERS]
         _say(config, burners.stopped_line(burners.stop()))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> object:
+    """A property test's body runs without coverage's tracer (tests/coverage_pause.py says why)."""
+    if not is_property_test(item):
+        return (yield)
+    with coverage_tracer_off():
+        return (yield)
 
 
 class Api:
