@@ -1,8 +1,9 @@
 """Runs the test suite K times in a row under CPU load; prints each run's counts and time.
 
 Why: issue 14's acceptance is "the suite passes 5 runs in a row under stress-style CPU load on
-both cores". Each run is `pytest -q --stress-cpu=N` (tests/cpu_stress.py: N burner processes
-spin at normal priority for the whole session, started and stopped by the session itself).
+both cores". Each run is `pytest -q -n auto --stress-cpu=N`, the suite as CI runs it (one
+xdist worker a core) with N burner processes beside it (tests/cpu_stress.py: they spin at normal
+priority for the whole session, started and stopped by the session itself).
 A run that does not pass does not stop the others: all K are run, and the exit status is 0
 only if every one passed.
 
@@ -58,7 +59,7 @@ def summary_counts(output: str) -> dict[str, int]:
 
 def run_once(number: int, burners: int, pytest_args: list[str]) -> Run:
     log = LOGS / f"run-{number}.log"
-    argv = [sys.executable, "-m", "pytest", "-q", f"--stress-cpu={burners}", *pytest_args]
+    argv = [sys.executable, "-m", "pytest", "-q", "-n", "auto", f"--stress-cpu={burners}", *pytest_args]
     started = time.monotonic()
     with log.open("w") as out:
         process = subprocess.Popen(argv, cwd=TOP, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -81,7 +82,7 @@ def main() -> int:
     parser.add_argument("pytest_args", nargs="*", help="after --: what pytest runs (default: the whole suite)")
     args = parser.parse_args()
     LOGS.mkdir(parents=True, exist_ok=True)
-    print(f"{args.runs} run(s) of pytest -q --stress-cpu={args.burners} {' '.join(args.pytest_args)}".rstrip(), flush=True)
+    print(f"{args.runs} run(s) of pytest -q -n auto --stress-cpu={args.burners} {' '.join(args.pytest_args)}".rstrip(), flush=True)
     runs: list[Run] = []
     try:
         for number in range(1, args.runs + 1):

@@ -54,7 +54,7 @@ def pytest_configure(config: pytest.Config) -> None:
         count = burner_count(config.getoption(OPTION))
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
-    if count:
+    if count and not hasattr(config, "workerinput"):  # the load is the session's: xdist workers start none
         burners = config.stash[_BURNERS] = Burners.start(count)
         _say(config, burners.started_line())
 
