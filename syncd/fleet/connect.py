@@ -1,0 +1,69 @@
+"""Connections to the PostgreSQL server named by `state_url`.
+
+Why a module of its own: every connection must wait a bounded time (a replica must not hang
+on a server that went away), name itself (`application_name` shows which replica holds which
+lock in `pg_stat_activity`), and fail in one line that never shows the password.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from syncd.errors import SyncdError
+
+__all__ = ["CONNECT_TIMEOUT", "FleetError", "connect", "display_url", "is_state_url"]
+
+CONNECT_TIMEOUT = 5
+"""Seconds to reach the server and log in."""
+STATEMENT_TIMEOUT_MS = 30_000
+"""No statement of ours runs longer: a lock held by a stuck replica ends in an error, not a hang."""
+_SCHEMES = ("postgresql", "postgres")
+
+
+class FleetError(SyncdError):
+    """The shared PostgreSQL state cannot be reached or used."""
+
+    exit_code = 1
+
+
+def is_state_url(value: str) -> bool:
+    return urlsplit(value).scheme in _SCHEMES
+
+
+def display_url(url: str) -> str:
+    """`url` without its password (`postgresql://user:***@host/db`), for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = netloc[0].split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
+
+
+def _reason(exc: BaseException, url: str) -> str:
+    """The server's or libpq's first line, with the password masked wherever it was echoed."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    password = urlsplit(url).password
+    if password:
+        text = text.replace(password, "***")
+    return re.sub(r"\s+", " ", text)
+
+
+def connect(url: str, *, application_name: str = "syncd", autocommit: bool = True) -> psycopg.Connection:
+    """A connection to `url`; FleetError in one line when the server is unreachable or refuses us."""
+    try:
+        given = conninfo_to_dict(url)
+        options = f"{given.get('options') or ''} -c statement_timeout={STATEMENT_TIMEOUT_MS}".strip()  # the URL's own kept
+        return psycopg.connect(
+            url,
+            autocommit=autocommit,
+            connect_timeout=given.get("connect_timeout") or CONNECT_TIMEOUT,
+            application_name=application_name[:63],
+            options=options,
+        )
+    except psycopg.Error as exc:
+        raise FleetError(f"cannot use the PostgreSQL state at {display_url(url)}: {_reason(exc, url)}") from None

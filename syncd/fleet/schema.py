@@ -1,0 +1,73 @@
+"""The shared state's tables on PostgreSQL, built by named, transactional migrations.
+
+The same rules as the SQLite state file's (`syncd.mirror.schema`): each migration runs once,
+in one transaction with the row that records it in `fleet_migrations`; a server that names a
+migration this syncd does not know was upgraded by a newer syncd and is refused. Replicas
+starting together take a transaction-level advisory lock first, so only one of them upgrades
+and the others find the work done.
+
+Tables live in the connection's current schema (`search_path`): one server can hold several
+fleets, and each test its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import psycopg
+
+from syncd.fleet.connect import FleetError
+
+__all__ = ["FLEET_MIGRATIONS", "FleetMigration", "applied_fleet_migrations", "migrate_fleet"]
+
+_LOCK_KEY = 0x5359_4E43_4400_0001  # "SYNCD" + 1: the advisory lock that serialises upgrades
+
+
+@dataclass(frozen=True)
+class FleetMigration:
+    name: str
+    sql: str
+
+
+FLEET_MIGRATIONS: tuple[FleetMigration, ...] = ()
+"""Append new migrations at the end; never edit or reorder a released one."""
+
+
+def applied_fleet_migrations(conn: psycopg.Connection) -> list[str]:
+    with conn.cursor() as cur:
+        cur.execute("SELECT to_regclass('fleet_migrations') IS NOT NULL")
+        row = cur.fetchone()
+        if not row or not row[0]:
+            return []
+        cur.execute("SELECT name FROM fleet_migrations ORDER BY applied_at, name")
+        return [name for (name,) in cur.fetchall()]
+
+
+def migrate_fleet(conn: psycopg.Connection, migrations: tuple[FleetMigration, ...] | None = None) -> list[str]:
+    """Apply what is missing; returns the names applied now. `conn` must be in autocommit mode
+    (each migration is its own transaction)."""
+    todo = FLEET_MIGRATIONS if migrations is None else migrations
+    known = {m.name for m in todo}
+    applied_now: list[str] = []
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS fleet_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT clock_timestamp())"
+        )
+        done = applied_fleet_migrations(conn)
+        unknown = [name for name in done if name not in known]
+        if unknown:
+            raise FleetError(
+                f"the PostgreSQL state was upgraded by a newer syncd (migration {unknown[0]!r} is unknown here): upgrade syncd"
+            )
+        for migration in todo:
+            if migration.name in done:
+                continue
+            with conn.transaction():  # a savepoint: a failing step names itself
+                try:
+                    conn.execute(migration.sql)
+                except psycopg.Error as exc:
+                    raise FleetError(f"migration {migration.name!r} of the PostgreSQL state failed: {exc}".splitlines()[0]) from None
+                conn.execute("INSERT INTO fleet_migrations (name) VALUES (%s)", (migration.name,))
+            applied_now.append(migration.name)
+    return applied_now

@@ -1,0 +1,83 @@
+"""The shared PostgreSQL state's foundation: connections fail in one line, migrations run once."""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+import pytest
+
+from syncd.fleet import FleetError, connect, display_url, migrate_fleet
+from syncd.fleet.schema import FleetMigration, applied_fleet_migrations
+
+STEPS = (
+    FleetMigration("0001-a", "CREATE TABLE a (id bigint PRIMARY KEY)"),
+    FleetMigration("0002-b", "CREATE TABLE b (id bigint PRIMARY KEY, a bigint REFERENCES a (id))"),
+)
+
+
+def test_display_url_hides_the_password_only() -> None:
+    assert display_url("postgresql://syncd:s3cret@db:5432/state") == "postgresql://syncd:***@db:5432/state"
+    assert display_url("postgresql://syncd@db/state") == "postgresql://syncd@db/state"
+
+
+def test_an_unreachable_server_is_one_line_without_the_password() -> None:
+    with pytest.raises(FleetError) as caught:
+        connect("postgresql://syncd:s3cret-pw@127.0.0.1:1/state?connect_timeout=2")
+    message = str(caught.value)
+    assert message.startswith("cannot use the PostgreSQL state at postgresql://syncd:***@127.0.0.1:1/state")
+    assert "s3cret-pw" not in message and "\n" not in message
+
+
+def test_a_missing_database_is_named(pg_server: str) -> None:
+    url = pg_server.rsplit("/", 1)[0] + "/syncd_no_such_database"
+    with pytest.raises(FleetError, match='database "syncd_no_such_database" does not exist'):
+        connect(url)
+
+
+def test_migrations_run_once_and_record_themselves(pg_url: str) -> None:
+    with connect(pg_url) as conn:
+        assert migrate_fleet(conn, STEPS) == ["0001-a", "0002-b"]
+        assert migrate_fleet(conn, STEPS) == []
+        assert applied_fleet_migrations(conn) == ["0001-a", "0002-b"]
+        conn.execute("INSERT INTO a VALUES (1)")
+        conn.execute("INSERT INTO b VALUES (1, 1)")
+
+
+def test_replicas_starting_together_upgrade_once(pg_url: str) -> None:
+    results: list[list[str]] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def replica() -> None:
+        try:
+            with connect(pg_url) as conn:
+                start.wait()
+                results.append(migrate_fleet(conn, STEPS))
+        except BaseException as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=replica) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors
+    assert sorted(results, key=len) == [[], [], [], ["0001-a", "0002-b"]]
+
+
+def test_a_failing_migration_leaves_nothing_and_says_which(pg_url: str) -> None:
+    broken = (*STEPS, FleetMigration("0003-broken", "CREATE TABLE c (id bigint REFERENCES nowhere (id))"))
+    with connect(pg_url) as conn:
+        with pytest.raises(FleetError, match="migration '0003-broken'"):
+            migrate_fleet(conn, broken)
+        assert applied_fleet_migrations(conn) == []  # one transaction: the good steps are undone too
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            conn.execute("SELECT 1 FROM a")
+
+
+def test_a_state_upgraded_by_a_newer_syncd_is_refused(pg_url: str) -> None:
+    with connect(pg_url) as conn:
+        migrate_fleet(conn, STEPS)
+        with pytest.raises(FleetError, match="upgraded by a newer syncd .*'0002-b'"):
+            migrate_fleet(conn, STEPS[:1])
