@@ -12,7 +12,7 @@ import json
 import signal
 import sys
 import warnings
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -72,13 +72,18 @@ async def answers(url: str) -> bool:
         return False
 
 
-async def wait_answering(url: str, answering: bool) -> None:
+async def wait_for(probe: Callable[[], Awaitable[object]], want: object, failure: str) -> None:
+    """Poll `probe` until it gives `want`; fail with `failure` after SAFETY seconds."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + SAFETY
-    while await answers(url) != answering:
+    while await probe() != want:
         if loop.time() > deadline:
-            pytest.fail(f"{url} still {'not ' if answering else ''}answering after {SAFETY:g}s")
+            pytest.fail(f"{failure} after {SAFETY:g}s")
         await asyncio.sleep(0.02)
+
+
+async def wait_answering(url: str, answering: bool) -> None:
+    await wait_for(lambda: answers(url), answering, f"{url} still {'not ' if answering else ''}answering")
 
 
 async def outages_over(url: str) -> int:
@@ -91,12 +96,7 @@ async def outages_over(url: str) -> int:
 
 
 async def wait_outages(url: str, count: int) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + SAFETY
-    while await outages_over(url) != count:
-        if loop.time() > deadline:
-            pytest.fail(f"{url} did not report {count} outage(s) over after {SAFETY:g}s")
-        await asyncio.sleep(0.02)
+    await wait_for(lambda: outages_over(url), count, f"{url} did not report {count} outage(s) over")
 
 
 async def post_outage(session: aiohttp.ClientSession, url: str, body: Any) -> tuple[int, Any]:
