@@ -29,7 +29,74 @@ class FleetMigration:
     sql: str
 
 
-FLEET_MIGRATIONS: tuple[FleetMigration, ...] = ()
+_RUNS = """
+CREATE TABLE fleet_replicas (
+    replica text PRIMARY KEY,
+    host text NOT NULL,
+    pid integer NOT NULL,
+    control_url text,
+    started_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    heartbeat_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    lease_until timestamptz NOT NULL
+);
+CREATE TABLE fleet_runs (
+    id bigserial PRIMARY KEY,
+    job text NOT NULL,
+    kind text NOT NULL,
+    reason text NOT NULL,
+    queued_at timestamptz NOT NULL,
+    started_at timestamptz,
+    ended_at timestamptz,
+    outcome text NOT NULL DEFAULT 'queued'
+        CHECK (outcome IN ('queued', 'running', 'succeeded', 'partial', 'failed', 'cancelled')),
+    error text,
+    summary jsonb NOT NULL DEFAULT '{}',
+    replica text,
+    taken_from text,
+    attempt integer NOT NULL DEFAULT 0,
+    lease_until timestamptz,
+    heartbeat_at timestamptz,
+    due_at timestamptz,
+    not_before timestamptz,
+    UNIQUE (job, due_at)
+);
+CREATE INDEX fleet_runs_job ON fleet_runs (job, id);
+CREATE INDEX fleet_runs_open ON fleet_runs (job) WHERE outcome IN ('queued', 'running');
+CREATE UNIQUE INDEX fleet_runs_one_queued_trigger ON fleet_runs (job)
+    WHERE reason = 'trigger' AND outcome = 'queued' AND replica IS NULL;
+CREATE TABLE fleet_job_leases (
+    job text PRIMARY KEY,
+    run bigint NOT NULL,
+    replica text NOT NULL,
+    lease_until timestamptz NOT NULL
+);
+"""
+"""Runs of every replica (`syncd.fleet.runs`), the replicas, and one lease per running job
+(`syncd.fleet.leases`): a cron slot is unique per job, one trigger per job waits at a time."""
+
+_TOKEN_BUDGETS = """
+CREATE TABLE token_budgets (
+    key text PRIMARY KEY CHECK (key ~ '^[0-9a-f]{64}$'),
+    rate_limit integer, remaining integer, reset_at timestamptz, observed_at timestamptz,
+    anchor_ticket bigint NOT NULL DEFAULT 0, anchor_pending integer NOT NULL DEFAULT 0,
+    tickets bigint NOT NULL DEFAULT 0, credit integer NOT NULL DEFAULT 0,
+    refused bigint NOT NULL DEFAULT 0, unlimited boolean NOT NULL DEFAULT false,
+    refill_rate double precision, caution double precision NOT NULL DEFAULT 0,
+    no_guess_until timestamptz,
+    base_ticket bigint, base_remaining integer, base_at timestamptz, base_reset timestamptz,
+    base_refused bigint,
+    blocked_until timestamptz, probe_until timestamptz,
+    bucket_tokens double precision, bucket_at timestamptz,
+    updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+"""
+"""The request budget each API token shares across replicas (`syncd.fleet.budget`); the key
+is a sha256 of the base URL and the token, never the token."""
+
+FLEET_MIGRATIONS: tuple[FleetMigration, ...] = (
+    FleetMigration("0001-runs", _RUNS),
+    FleetMigration("0002-token-budgets", _TOKEN_BUDGETS),
+)
 """Append new migrations at the end; never edit or reorder a released one."""
 
 
