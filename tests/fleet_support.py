@@ -1,0 +1,63 @@
+"""Replicas for the fleet tests: each its own `FleetRunLog` (own connection), threads released together."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from syncd.fleet import connect
+from syncd.fleet.runs import FleetRunLog
+
+__all__ = ["JOBS", "LONG", "T0", "db_rows", "fleet", "run_in_threads"]
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+JOBS = {"a", "b", "c", "d", "e"}
+LONG = 60.0
+"""A lease that never ends during a test: expiry is caused on purpose (`expire_replica`)."""
+
+
+def run_in_threads(count: int, work: Callable[[int], Any]) -> list[Any]:
+    """`work(i)` in `count` threads released together; their results, or the first error raised."""
+    start = threading.Barrier(count)
+    results: list[Any] = [None] * count
+    errors: list[BaseException] = []
+
+    def body(index: int) -> None:
+        try:
+            start.wait(30)
+            results[index] = work(index)
+        except BaseException as exc:  # noqa: BLE001 (raised below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=body, args=(index,)) for index in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not any(thread.is_alive() for thread in threads), "a thread did not finish in 120 s"
+    if errors:
+        raise errors[0]
+    return results
+
+
+@pytest.fixture
+def fleet(pg_url: str) -> Iterator[Callable[[str], FleetRunLog]]:
+    """Replicas by name, each with its own connection, closed at the end."""
+    made: list[FleetRunLog] = []
+
+    def replica(name: str) -> FleetRunLog:
+        made.append(FleetRunLog(pg_url, name))
+        return made[-1]
+
+    yield replica
+    for log in made:
+        log.close()
+
+
+def db_rows(pg_url: str, query: str, params: Any = ()) -> list[tuple[Any, ...]]:
+    with connect(pg_url) as conn:
+        return conn.execute(query, params).fetchall()
