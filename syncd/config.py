@@ -621,6 +621,30 @@ class DaemonConfig(_Model):
         return self
 
 
+class FleetConfig(_Model):
+    """How replicas of `syncd serve` that share `state_url` split the work (README "Fleet")."""
+
+    replica: str | None = Field(default=None, min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._:-]+$")
+    """This replica's name in the fleet's tables and views; default `HOST-PID`."""
+    lease: Seconds = Field(default=30.0, ge=1.0, le=3600.0)
+    """A run's lease: renewed every third of it; a replica silent this long loses its run."""
+    poll: Seconds = Field(default=1.0, gt=0, le=60.0)
+    """How often an idle replica looks for due runs (a trigger sent to it is seen at once)."""
+
+
+def _check_state_url(value: object) -> SecretStr | None:
+    """A postgresql:// URL; its password (if any) is masked in every log line from now on."""
+    if value is None:
+        return None
+    text = value.get_secret_value() if isinstance(value, SecretStr) else value
+    if not isinstance(text, str) or urlsplit(text.strip()).scheme not in ("postgresql", "postgres") or not urlsplit(text.strip()).hostname:
+        raise ValueError("must be a postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE URL")
+    password = urlsplit(text.strip()).password
+    if password:
+        register_secret(password)
+    return SecretStr(text.strip())
+
+
 class ContentSourceConfig(_Model):
     """Where syncd serves the content it holds (a backup, a private source space) as a
     website for the target service to import (`content/import` takes only a URL).
@@ -686,6 +710,9 @@ class Settings(BaseSettings):
 
     tenants: dict[str, TenantConfig] = Field(default_factory=dict)
     state_dir: Path = Path("state")
+    state_url: Annotated[SecretStr | None, BeforeValidator(_check_state_url)] = None
+    """A PostgreSQL that replicas of `syncd serve` share (README "Fleet"); unset: one daemon, SQLite in state_dir."""
+    fleet: FleetConfig = Field(default_factory=FleetConfig)
     concurrency: int = Field(default=16, ge=1, le=4096)
     request_timeout: Seconds = Field(default=30.0, gt=0)
     """Deadline of one API request attempt: connect, headers and the whole body."""
@@ -759,6 +786,14 @@ class Settings(BaseSettings):
                     job.name,
                 )
             seen[job.name] = index
+            if self.state_url is not None and job.kind != "backup":
+                # Their mirror, id map and journal are still in state_dir's SQLite file, which a
+                # replica on another machine (or one taking a run over) cannot see.
+                _raise_at(
+                    ("jobs", index, "kind"),
+                    f"with state_url (a fleet), only backup jobs can run yet: the {job.kind} job's mirror is not in PostgreSQL yet",
+                    job.kind,
+                )
             for field in ("source", "target"):
                 ref: TargetRef | None = getattr(job, field)
                 if ref is not None and ref.tenant not in self.tenants:

@@ -32,14 +32,14 @@ JsonOption = typer.Option(False, "--json", help="Print the daemon's answer as JS
 
 def serve(config: Path | None = ConfigOption) -> None:
     """Run the configured jobs on their schedules, with the control API, until SIGTERM/SIGINT."""
-    from syncd.daemon.service import Daemon
+    from syncd.daemon.fleet import daemon_for
     from syncd.logging import LOG_OPTIONS, configure_logging
 
     settings = load_settings(config)
     configure_logging(LOG_OPTIONS.get("format", settings.log_format), LOG_OPTIONS.get("level", settings.log_level))  # type: ignore[arg-type]
     if not settings.jobs:
         console.print("[yellow]no jobs configured: the daemon only serves its control API[/yellow]", highlight=False)
-    anyio.run(Daemon(settings).serve)
+    anyio.run(daemon_for(settings).serve)
 
 
 def _relative(iso: str | None, now: datetime) -> str:

@@ -219,12 +219,13 @@ class Daemon:
         lock.acquire()
         info_file = self.state_dir / "daemon.json"
         try:
-            self.runs = RunLog(self.state_dir / "daemon.db")
+            self.runs = self._open_runs()
             self._adopt_jobs(self.settings.jobs)
             # Listen first: a port in use is a plain error, not one wrapped by a task group.
             async with self._control_api() as url, anyio.create_task_group() as group:
                 await group.start(self._watch_signals)
                 self.url = url
+                self._joined(url)
                 self._write_info(self.settings)
                 log.info(
                     "daemon.started", url=url, jobs=sorted(self.jobs), state_dir=str(self.state_dir), pid=os.getpid(),
@@ -241,8 +242,19 @@ class Daemon:
         finally:
             info_file.unlink(missing_ok=True)
             if self.runs is not None:
+                self._leaving()
                 self.runs.close()
             lock.release()
+
+    def _open_runs(self) -> RunLog:
+        """The run history: `daemon.db` in the state directory (a fleet's is in PostgreSQL)."""
+        return RunLog(self.state_dir / "daemon.db")
+
+    def _joined(self, url: str) -> None:
+        """The control API listens at `url` (a fleet replica announces itself here)."""
+
+    def _leaving(self) -> None:
+        """The daemon is about to close its run history (a fleet replica retires here)."""
 
     @staticmethod
     def _auth_word(settings: Settings) -> str:
@@ -351,10 +363,12 @@ class Daemon:
             return False
         needs_restart = [
             key for key in ("host", "port") if getattr(new.daemon, key) != getattr(self.settings.daemon, key)
-        ] + (["state_dir"] if new.state_dir != self.settings.state_dir else [])
+        ] + (["state_dir"] if new.state_dir != self.settings.state_dir else []) + (
+            ["state_url"] if new.state_url != self.settings.state_url or new.fleet != self.settings.fleet else []
+        )
         if needs_restart:
             log.warning("config.restart_needed", settings=needs_restart, detail="these take effect when the daemon restarts")
-            new.state_dir = self.settings.state_dir
+            new.state_dir, new.state_url, new.fleet = self.settings.state_dir, self.settings.state_url, self.settings.fleet
             new.daemon = new.daemon.model_copy(update={"host": self.settings.daemon.host, "port": self.settings.daemon.port})
         self.settings = new
         report = self._adopt_jobs(new.jobs)

@@ -292,6 +292,10 @@ class FleetRunLog:
 
     # -- offering work to the fleet -------------------------------------------------------------
 
+    def last_slot(self, job: str) -> datetime | None:
+        """The latest schedule slot offered for `job` by any replica (`syncd.daemon.slots`)."""
+        return _utc(self._value("SELECT max(due_at) FROM fleet_runs WHERE job = %s AND due_at IS NOT NULL", (job,)))
+
     def offer_scheduled(
         self, job: str, kind: str, due_at: datetime, not_before: datetime | None = None, reason: str = "schedule"
     ) -> FleetRunRecord | None:

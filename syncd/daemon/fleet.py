@@ -1,0 +1,225 @@
+"""`syncd serve` as one replica of a fleet that shares a PostgreSQL (`state_url`, issue 13).
+
+What changes against one daemon (`Daemon`), and nothing else does (control API, metrics,
+signals, reloads, the jobs themselves):
+
+- **Run history** is the fleet's (`FleetRunLog`): `/runs` and `/jobs` show every replica's runs,
+  each naming the replica that ran it.
+- **Scheduling**: each pass, the replica offers every job's due slot (`syncd.daemon.slots`: the
+  same slot on every replica, made one run by the database), then claims due runs of jobs it
+  is not running, with a lease (`FleetRunLog.claim`: `FOR UPDATE SKIP LOCKED`, one lease per
+  job, so a job never runs twice at once, on any replica).
+- **Triggers** queue a run for whichever replica is free (one waiting trigger per job); the
+  replica asked looks at once, the others at their next poll (`fleet.poll`).
+- **Leases**: a running run's lease is renewed every third of `fleet.lease`; a replica that
+  cannot renew it (another took the run over: this one stalled or lost the database) cancels
+  the run at once. A replica killed with SIGKILL stops renewing: when its lease ends, another
+  replica takes the run over (attempt + 1) and runs the job again; the job's own state (the
+  write side's journal) settles what the dead one had started.
+- **Failures** delay the job's next slot by the same backoff one daemon uses, read from the
+  fleet's history, so every replica waits alike.
+
+The database calls are short and synchronous (psycopg); the loop runs them in a worker thread.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import datetime
+from typing import Any
+
+import anyio
+
+from syncd.config import Settings
+from syncd.daemon.runs import RunRecord
+from syncd.daemon.service import Daemon, JobState, TriggerResult, log
+from syncd.daemon.slots import due_slot, not_before
+from syncd.fleet.connect import display_url
+from syncd.fleet.runs import FleetRunLog, FleetRunRecord
+
+__all__ = ["FleetDaemon", "daemon_for", "default_replica"]
+
+_FAILURES_READ = 20
+
+
+def default_replica() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"[:100]
+
+
+def daemon_for(settings: Settings, **options: Any) -> Daemon:
+    """One daemon on SQLite, or a fleet replica when `state_url` is set."""
+    return FleetDaemon(settings, **options) if settings.state_url is not None else Daemon(settings, **options)
+
+
+class FleetDaemon(Daemon):
+    """A replica: `await FleetDaemon(settings).serve()`; see the module docstring."""
+
+    runs: FleetRunLog | None  # type: ignore[assignment]
+
+    def __init__(self, settings: Settings, **options: Any) -> None:
+        super().__init__(settings, **options)
+        assert settings.state_url is not None
+        self.url_of_state = settings.state_url.get_secret_value()
+        self.replica = settings.fleet.replica or default_replica()
+
+    @property
+    def lease(self) -> float:
+        return self.settings.fleet.lease
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def _open_runs(self) -> FleetRunLog:  # type: ignore[override]
+        return FleetRunLog(self.url_of_state, self.replica)
+
+    def _joined(self, url: str) -> None:
+        assert self.runs is not None
+        self.runs.register_replica(self.replica, socket.gethostname(), os.getpid(), url, self.lease)
+        log.info("fleet.joined", replica=self.replica, state=display_url(self.url_of_state), lease=self.lease)
+
+    def _leaving(self) -> None:
+        assert self.runs is not None
+        try:
+            self.runs.retire_replica(self.replica)
+        except Exception as exc:  # noqa: BLE001 - the lease ends by itself; the stop goes on
+            log.warning("fleet.retire_failed", replica=self.replica, error=str(exc))
+
+    # -- scheduling ---------------------------------------------------------------------------
+
+    async def _schedule_loop(self) -> None:
+        async with anyio.create_task_group() as beating:
+            beating.start_soon(self._beat_replica)
+            while not self.stopping:
+                self._wake = anyio.Event()
+                self.metrics.scheduler_passes.inc()
+                await anyio.to_thread.run_sync(self._offer_due_slots)
+                await self._claim_runs()
+                with anyio.move_on_after(self.settings.fleet.poll):
+                    await self._wake.wait()
+            beating.cancel_scope.cancel()
+
+    async def _beat_replica(self) -> None:
+        assert self.runs is not None
+        while True:
+            await anyio.sleep(self.lease / 3)
+            if not await anyio.to_thread.run_sync(self.runs.heartbeat_replica, self.replica, self.lease):
+                log.error("fleet.replica_lost", replica=self.replica, detail="another process holds this replica's name")
+
+    def _failures(self, job: str) -> tuple[int, datetime | None]:
+        """The job's consecutive failures (newest first) and when the latest one ended."""
+        assert self.runs is not None
+        count, last = 0, None
+        for record in self.runs.of_job(job, _FAILURES_READ):
+            if not record.finished or record.outcome == "cancelled":
+                continue
+            if record.outcome != "failed":
+                break
+            count += 1
+            last = last or record.ended_at
+        return count, last
+
+    def _offer_due_slots(self) -> None:
+        assert self.runs is not None
+        now = self.clock()
+        for name, state in list(self.jobs.items()):
+            schedule = state.config.schedule
+            if schedule is None or state.removed:
+                continue
+            slot = due_slot(schedule, self.runs.last_slot(name), now, self.started_at)
+            if slot is None:
+                continue
+            failures, last_failure = self._failures(name)
+            start = not_before(name, schedule, slot, failures, last_failure, self.settings.daemon.failure_backoff)
+            offered = self.runs.offer_scheduled(name, state.config.kind, slot, start, reason="retry" if failures else "schedule")
+            if offered is not None:
+                log.info("fleet.slot_offered", job=name, run=offered.id, slot=slot.isoformat(), not_before=start.isoformat())
+
+    async def _claim_runs(self) -> None:
+        """Start every due run this replica can take now (jobs it is not running)."""
+        assert self.runs is not None and self._runs_group is not None
+        while not self.stopping:
+            free = [name for name, state in self.jobs.items() if not state.removed and state.current is None]
+            if not free:
+                return
+            record = await anyio.to_thread.run_sync(self.runs.claim, self.replica, self.lease, free)
+            if record is None:
+                return
+            state = self.jobs.get(record.job)
+            if state is None or state.removed or self.stopping:  # dropped or stopping meanwhile: give it back ended
+                record.outcome, record.error = "cancelled", f"replica {self.replica} claimed it while stopping or dropping the job"
+                await anyio.to_thread.run_sync(self.runs.finish, record)
+                continue
+            if record.takeover:
+                log.warning("fleet.run_taken_over", job=record.job, run=record.id, attempt=record.attempt, previous=record.taken_from)
+            state.current = record
+            self._runs_group.start_soon(self._run, state, record, name=f"job {record.job} run {record.id}")
+
+    def trigger(self, name: str) -> TriggerResult:
+        assert self.runs is not None
+        state = self.jobs.get(name)
+        if state is None or state.removed:
+            raise KeyError(name)
+        if self.stopping:
+            raise RuntimeError("the daemon is stopping")
+        offered = self.runs.offer_trigger(name, state.config.kind)
+        running = any(r.outcome == "running" for r in self.runs.of_job(name, 5))
+        self._wake.set()
+        return TriggerResult("coalesced" if running or not offered.new else "started", offered.run)
+
+    # -- one run ------------------------------------------------------------------------------
+
+    async def _run(self, state: JobState, record: RunRecord) -> None:
+        """The run as one daemon runs it, with its lease renewed beside it; a renewal refused
+        (the run was taken over) cancels it at once."""
+        assert isinstance(record, FleetRunRecord)
+        async with anyio.create_task_group() as group:
+            with anyio.CancelScope() as run_scope:
+
+                async def renew() -> None:
+                    assert self.runs is not None
+                    while True:
+                        await anyio.sleep(self.lease / 3)
+                        held = await anyio.to_thread.run_sync(self.runs.heartbeat, record.id, self.replica, self.lease, record.attempt)
+                        if not held:
+                            log.error("fleet.lease_lost", job=record.job, run=record.id, detail="taken over by another replica: stopping it here")
+                            record.error = "this replica lost the run's lease (another replica took it over)"
+                            run_scope.cancel()
+                            return
+
+                group.start_soon(renew)
+                await super()._run(state, record)
+            group.cancel_scope.cancel()
+
+    def _finish(self, state: JobState, record: RunRecord) -> None:
+        assert self.runs is not None
+        if record.ended_at is None:
+            record.ended_at = self.clock()
+        if not self.runs.finish(record):
+            log.warning("fleet.finish_fenced", job=record.job, run=record.id, detail="another replica holds the run now: its outcome stands")
+        seconds = record.seconds or 0.0
+        self.metrics.run_finished(record.job, record.outcome, seconds, record.ended_at.timestamp())
+        log.info("job.run_finished", job=record.job, run=record.id, outcome=record.outcome, seconds=round(seconds, 2), replica=self.replica)
+        state.current = None
+        if state.removed:
+            self.jobs.pop(record.job, None)
+            self.metrics.forget_job(record.job)
+        self._wake.set()
+
+    # -- views --------------------------------------------------------------------------------
+
+    def job_view(self, state: JobState) -> dict[str, Any]:
+        """The job across the fleet: the run it has running or queued on any replica."""
+        assert self.runs is not None
+        view = super().job_view(state)
+        recent = self.runs.of_job(state.config.name, 10)
+        running = next((r for r in recent if r.outcome == "running"), None)
+        queued = next((r for r in recent if r.outcome == "queued"), None)
+        view.update(
+            state="running" if running else "due" if queued else "idle",
+            current_run=running.id if running else None,
+            current_replica=getattr(running, "replica", None) if running else None,
+            queued_run=queued.id if queued else None,
+            next_run_at=None,
+            consecutive_failures=self._failures(state.config.name)[0],
+        )
+        return view

@@ -1,0 +1,133 @@
+"""Replicas of `syncd serve` sharing one PostgreSQL (issue 13): real processes, real server.
+
+Each replica has its own state directory and port; they share `state_url` (a schema of this
+test's own). What must hold: every schedule slot runs once across the fleet, a job never
+runs on two replicas at once, a trigger sent to one replica reaches whichever is free, `/runs`
+on any replica shows the whole fleet, and a replica killed with SIGKILL mid-run loses nothing:
+its lease ends and another replica takes the run over and finishes it.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from syncd.emulator.process import EmulatorProcess, emulator_process
+from tests.daemon_support import DaemonProcess, daemon_config, wait_for
+
+TOKEN = "fleet-test-token"
+CONTROL = "fleet-control-token-1234"
+SPEC = "orgs=2,collections=2,spaces=3,pages=3"
+LEASE = 2.0
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[EmulatorProcess]:
+    with emulator_process(token=TOKEN, spec=SPEC, rate=0) as running:
+        yield running
+
+
+def _replica_config(tmp: Path, name: str, emulator: EmulatorProcess, pg_url: str, jobs: list[dict[str, Any]]) -> Path:
+    folder = tmp / name
+    folder.mkdir()
+    path = daemon_config(
+        folder, emulator.url, TOKEN,
+        retry={"max_attempts": 4, "initial_wait": "0.1s", "max_wait": "1s"},
+        daemon={"port": 0, "token": CONTROL, "shutdown_deadline": "5s", "failure_backoff": "1s"},
+        jobs=jobs,
+    )
+    fleet = f'[fleet]\nreplica = "{name}"\nlease = "{LEASE:g}s"\npoll = "0.2s"\n'
+    path.write_text(f'state_url = "{pg_url}"\n' + path.read_text() + fleet)
+    return path
+
+
+def _start(tmp: Path, names: list[str], emulator: EmulatorProcess, pg_url: str, jobs: list[dict[str, Any]]) -> list[DaemonProcess]:
+    replicas = []
+    for name in names:
+        config = _replica_config(tmp, name, emulator, pg_url, jobs)
+        replicas.append(DaemonProcess.start(config, config.parent / "state", token=CONTROL))
+    return replicas
+
+
+def _runs(pg_url: str) -> list[dict[str, Any]]:
+    with psycopg.connect(pg_url, row_factory=dict_row) as conn:
+        return list(conn.execute("SELECT * FROM fleet_runs ORDER BY id"))
+
+
+def _overlaps(runs: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """Pairs of runs of one job whose [started, ended] intervals overlap."""
+    found = []
+    by_job: dict[str, list[tuple[datetime, datetime, int]]] = {}
+    for run in runs:
+        if run["started_at"] and run["ended_at"]:
+            by_job.setdefault(run["job"], []).append((run["started_at"], run["ended_at"], run["id"]))
+    for spans in by_job.values():
+        spans.sort()
+        for (_, end_a, a), (start_b, _, b) in zip(spans, spans[1:], strict=False):
+            if start_b < end_a:
+                found.append((a, b))
+    return found
+
+
+def test_replicas_run_each_slot_once_and_share_triggers_and_history(tmp_path: Path, emulator: EmulatorProcess, pg_url: str) -> None:
+    orgs = [org["id"] for org in emulator.report["organizations"]]
+    jobs = [
+        {"name": f"backup-{n}", "kind": "backup", "source": f"src:{orgs[n % 2]}", "retention": 2, "schedule": {"every": "2s"}}
+        for n in range(6)
+    ] + [{"name": "on-demand", "kind": "backup", "source": f"src:{orgs[0]}", "retention": 1}]
+    replicas = _start(tmp_path, ["r1", "r2", "r3"], emulator, pg_url, jobs)
+    try:
+        wait_for("30 finished scheduled runs", lambda: len([r for r in _runs(pg_url) if r["reason"] != "trigger" and r["ended_at"]]) >= 30, 120)
+        status, answer = replicas[2].post("/jobs/on-demand/run")
+        assert status == 202 and answer["status"] == "started", answer
+        triggered = replicas[0].wait_run(answer["run"]["id"])  # any replica reads any run
+        assert triggered["outcome"] == "succeeded", triggered
+        status, listing = replicas[1].get("/runs")
+        assert status == 200
+        shown = {run["replica"] for run in listing["runs"] if run["outcome"] not in ("queued",)}  # a queued run has none yet
+    finally:
+        codes = [replica.stop() for replica in replicas]
+    assert codes == [0, 0, 0], [r.log()[-2000:] for r in replicas]
+    runs = _runs(pg_url)
+    scheduled = [r for r in runs if r["due_at"] is not None]
+    slots = [(r["job"], r["due_at"]) for r in scheduled]
+    assert len(slots) == len(set(slots))  # the database would refuse a second one: the offers agree
+    for job in (j["name"] for j in jobs[:6]):
+        times = sorted(due for name, due in slots if name == job)
+        gaps = {(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False)}
+        assert gaps <= {2.0}, (job, gaps)  # no slot lost, none run twice, none doubled
+    assert not _overlaps(runs)
+    ran_by = {r["replica"] for r in runs if r["outcome"] == "succeeded"}
+    assert ran_by == {"r1", "r2", "r3"}, ran_by  # the work is split
+    assert shown <= {"r1", "r2", "r3"} and len(shown) >= 2
+    assert {r["outcome"] for r in runs if r["ended_at"]} <= {"succeeded", "cancelled"}
+
+
+def test_a_replica_killed_mid_run_loses_its_run_to_another(tmp_path: Path, pg_url: str) -> None:
+    with emulator_process(token=TOKEN, spec=SPEC, rate=0, latency_ms=40) as slow:
+        org = slow.report["organizations"][0]["id"]
+        jobs = [{"name": "slow-backup", "kind": "backup", "source": f"src:{org}", "retention": 3}]
+        first = _start(tmp_path, ["k1"], slow, pg_url, jobs)[0]
+        others: list[DaemonProcess] = []
+        try:
+            status, answer = first.post("/jobs/slow-backup/run")
+            assert status == 202
+            run_id = answer["run"]["id"]
+            wait_for("k1 to run it", lambda: first.get(f"/runs/{run_id}")[1]["outcome"] == "running", 60)
+            first.signal(signal.SIGKILL)
+            first.process.wait(30)
+            others = _start(tmp_path, ["k2"], slow, pg_url, jobs)
+            ended = others[0].wait_run(run_id, timeout=120)
+        finally:
+            for replica in (first, *others):
+                replica.stop()
+    assert ended["outcome"] == "succeeded", ended
+    assert ended["replica"] == "k2" and ended["attempt"] == 2 and ended["taken_from"] == "k1", ended
+    assert "fleet.run_taken_over" in others[0].log()
