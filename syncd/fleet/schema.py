@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import psycopg
 
 from syncd.fleet.connect import FleetError
+from syncd.mirror.pg_schema import MIRROR_TABLES
 
 __all__ = ["FLEET_MIGRATIONS", "FleetMigration", "applied_fleet_migrations", "migrate_fleet"]
 
@@ -29,7 +30,9 @@ class FleetMigration:
     sql: str
 
 
-FLEET_MIGRATIONS: tuple[FleetMigration, ...] = ()
+FLEET_MIGRATIONS: tuple[FleetMigration, ...] = (
+    FleetMigration("mirror-0001", MIRROR_TABLES),  # the mirror, id map and journal (syncd.mirror.pg_schema)
+)
 """Append new migrations at the end; never edit or reorder a released one."""
 
 
