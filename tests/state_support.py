@@ -5,14 +5,18 @@ PostgreSQL URL (a schema of the test's own, `tests.pg_support.pg_url`). Register
 from __future__ import annotations
 
 import contextlib
+import secrets
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-__all__ = ["count_rows", "is_pg", "state"]
+from tests.pg_support import with_search_path
+
+__all__ = ["count_rows", "is_pg", "other_state", "state"]
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -38,3 +42,20 @@ def count_rows(state: Path | str, table: str, where: str = "", params: Any = ())
             row = conn.execute(sql, params).fetchone()
     assert row is not None
     return int(row[0])
+
+
+@pytest.fixture
+def other_state(state: Path | str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path | str]:
+    """A second, empty state of `state`'s backend (a file beside it, or another schema)."""
+    if not is_pg(state):
+        yield tmp_path / "other" / "syncd.db"
+        return
+    server = str(request.getfixturevalue("pg_server"))
+    schema = f"t_{secrets.token_hex(6)}"
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield with_search_path(server, schema)
+    finally:
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
