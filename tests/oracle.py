@@ -53,7 +53,7 @@ def _ids(mirror: Mirror, tenant: str, org: str | None, kinds: tuple[str, ...]) -
     return {row["id"].rsplit("/", 1)[-1] for kind in kinds for row in mirror.current(tenant, kind=kind, org=org)}
 
 
-def mirror_mismatches(db: Path, tenant: str, dump: Mapping[str, Any], org: str | None = None) -> list[str]:
+def mirror_mismatches(db: Path | str, tenant: str, dump: Mapping[str, Any], org: str | None = None) -> list[str]:
     """Where the mirror's current rows differ from the dump: ids of every kind, page markdown,
     titles. Empty when they agree. `org` limits the mirror side to one organization."""
     kinds = dump["kinds"]

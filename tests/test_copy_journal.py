@@ -7,6 +7,7 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from syncd.copy import journal as j
@@ -19,8 +20,8 @@ EXPECT = Expect("/v1/orgs/org-b/spaces", parent_field="parent", parent="tc1")
 
 
 @pytest.fixture
-def mirror(tmp_path: Path) -> Iterator[Mirror]:
-    with Mirror(tmp_path / "state.db") as m:
+def mirror(state: Path | str) -> Iterator[Mirror]:  # a SQLite file, then the PostgreSQL state
+    with Mirror(state) as m:
         yield m
 
 
@@ -35,17 +36,17 @@ def state(mirror: Mirror, run: int, seq: int) -> tuple[str, str | None, int, str
     return tuple(row)  # type: ignore[return-value]
 
 
-def test_an_apply_run_holds_the_writer_lock_and_keeps_its_pair(tmp_path: Path, mirror: Mirror) -> None:
+def test_an_apply_run_holds_the_writer_lock_and_keeps_its_pair(mirror: Mirror) -> None:
     run = j.begin(mirror, PAIR)
     row = mirror.run(run)
     assert row is not None and (row["job"], row["tenant"], row["status"]) == ("apply", "dst", "running")
-    with Mirror(tmp_path / "state.db") as other, pytest.raises(MirrorBusyError):
+    with Mirror(mirror.path) as other, pytest.raises(MirrorBusyError):
         j.begin(other, PAIR)
     j.finish(mirror, run, "partial", {"apply": {"writes": 3}}, "1 op failed")
     row = mirror.run(run)
     assert row is not None and row["status"] == "partial" and row["reason"] == "1 op failed" and row["finished_at"]
     assert row["stats"]["apply"] == {"writes": 3} and row["stats"]["pair"]["target_org"] == "org-b"
-    with Mirror(tmp_path / "state.db") as other:  # the lock was let go
+    with Mirror(mirror.path) as other:  # the lock was let go
         j.finish(other, j.begin(other, PAIR), "complete")
     with pytest.raises(MirrorError):
         j.finish(mirror, run, "complete")  # already ended
@@ -64,7 +65,7 @@ def test_an_intent_is_committed_before_the_call_and_done_with_its_ids_in_one_tra
     assert row["intent"]["side"] == "target" and expect_from_json(row["intent"]["expect"]) == EXPECT
 
     # A mapping that cannot be written rolls the completion back: never "done" without its id.
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises((sqlite3.IntegrityError, psycopg.IntegrityError)):
         j.complete(mirror, run, seq, "t1", [("space", "s1", "t1", "bogus")])  # type: ignore[list-item]
     assert state(mirror, run, seq)[0] == "sent" and j.load_idmap(mirror, PAIR).entries == {}
 
@@ -100,7 +101,7 @@ def test_the_id_map_is_per_organization_pair(mirror: Mirror) -> None:
     j.finish(mirror, run, "complete")
 
 
-def test_failures_that_may_have_applied_stay_open_for_the_next_run(tmp_path: Path, mirror: Mirror) -> None:
+def test_failures_that_may_have_applied_stay_open_for_the_next_run(mirror: Mirror) -> None:
     run = j.begin(mirror, PAIR)
     lost, refused, crashed, done = (intend(mirror, run, f"create:space:s{n}") for n in range(4))
     j.fail(mirror, run, lost, "dropped after sending", may_have_applied=True)
@@ -112,7 +113,7 @@ def test_failures_that_may_have_applied_stay_open_for_the_next_run(tmp_path: Pat
     assert state(mirror, run, crashed) == ("sent", None, 2, None)
     assert j.open_intents(mirror, PAIR) == []  # the run's own intents are not "earlier" while it is open here
     j.finish(mirror, run, "failed", reason="killed")
-    with Mirror(tmp_path / "state.db") as later:
+    with Mirror(mirror.path) as later:
         intents = j.open_intents(later, PAIR)
         assert [(i["run"], i["seq"], i["op_key"]) for i in intents] == [(run, lost, "create:space:s0"), (run, crashed, "create:space:s2")]
         assert intents[0]["error"] == "dropped after sending" and intents[1]["attempts"] == 2

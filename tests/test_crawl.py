@@ -1,4 +1,5 @@
-"""The crawler against the emulator over loopback, into a real SQLite mirror."""
+"""The crawler against the emulator over loopback, into a real mirror: a SQLite file, then the
+PostgreSQL state (fixture `state`, issue 13)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ MEDIUM = "orgs=1,collections=6,spaces=60,pages=6,files=1,sites=2,sections=3,memb
 
 async def crawl(
     running: RunningEmulator,
-    db: Path,
+    db: Path | str,
     *,
     token: str = ALL_TOKEN,
     tenant: str = "src",
@@ -43,7 +44,7 @@ async def crawl(
         return result, client.stats.requests
 
 
-def current(db: Path, tenant: str = "src") -> dict[tuple[str, str], tuple[Any, ...]]:
+def current(db: Path | str, tenant: str = "src") -> dict[tuple[str, str], tuple[Any, ...]]:
     with Mirror(db) as mirror:
         return {
             (row["kind"], row["id"]): (row["hash"], row["parent_kind"], row["parent_id"], row["position"])
@@ -51,7 +52,7 @@ def current(db: Path, tenant: str = "src") -> dict[tuple[str, str], tuple[Any, .
         }
 
 
-def raw_ids(db: Path, kinds: tuple[str, ...], tenant: str = "src") -> set[str]:
+def raw_ids(db: Path | str, kinds: tuple[str, ...], tenant: str = "src") -> set[str]:
     with Mirror(db) as mirror:
         return {row["id"].rsplit("/", 1)[-1] for kind in kinds for row in mirror.current(tenant, kind=kind)}
 
@@ -65,16 +66,18 @@ async def medium() -> AsyncIterator[RunningEmulator]:
         yield running
 
 
-async def test_full_crawl_stores_every_object_of_the_canonical_dump(emulator: RunningEmulator, tmp_path: Path) -> None:
+async def test_full_crawl_stores_every_object_of_the_canonical_dump(emulator: RunningEmulator, state: Path | str) -> None:
     org = emulator.generated.org_ids[0]
-    db = tmp_path / "m.db"
+    db = state
     result, _ = await crawl(emulator, db, token="org1-token", org=org)
     assert result.status == "complete" and result.stats.errors == []
     assert mirror_mismatches(db, "src", dump_org(emulator.store, org)) == []
 
 
-async def test_faults_and_a_tight_rate_limit_give_an_identical_mirror(emulator: RunningEmulator, tmp_path: Path) -> None:
-    clean, faulty = tmp_path / "clean.db", tmp_path / "faulty.db"
+async def test_faults_and_a_tight_rate_limit_give_an_identical_mirror(
+    emulator: RunningEmulator, state: Path | str, other_state: Path | str
+) -> None:
+    clean, faulty = state, other_state
     result, _ = await crawl(emulator, clean)
     assert result.status == "complete"
     async with aiohttp.ClientSession() as session:
@@ -90,19 +93,19 @@ async def test_faults_and_a_tight_rate_limit_give_an_identical_mirror(emulator: 
     assert by_status.get("fault-5xx", 0) > 0 and by_status.get("dropped", 0) > 0 and by_status.get("truncated", 0) > 0
 
 
-async def test_a_repeated_page_token_ends_the_listing_with_an_error_fast(emulator: RunningEmulator, tmp_path: Path) -> None:
+async def test_a_repeated_page_token_ends_the_listing_with_an_error_fast(emulator: RunningEmulator, state: Path | str) -> None:
     async with aiohttp.ClientSession() as session:
         admin = Api(session, emulator.url, None)
         await admin.put(emulator.url + "/_emulator/page-cap", {"cap": 2})
         await admin.put(emulator.url + "/_emulator/faults", {"repeat_page": 1.0})
-    result, requests = await crawl(emulator, tmp_path / "m.db", full=True)
+    result, requests = await crawl(emulator, state, full=True)
     assert result.status == "partial"
     assert any("repeat" in error for error in result.stats.errors), result.stats.errors[:3]
     assert requests < 3000  # stopped, not looping
 
 
-async def test_cancelling_halfway_keeps_the_previous_snapshot(emulator: RunningEmulator, tmp_path: Path) -> None:
-    db = tmp_path / "m.db"
+async def test_cancelling_halfway_keeps_the_previous_snapshot(emulator: RunningEmulator, state: Path | str) -> None:
+    db = state
     first, _ = await crawl(emulator, db)
     before = current(db)
     async with aiohttp.ClientSession() as session:
@@ -126,8 +129,8 @@ async def test_cancelling_halfway_keeps_the_previous_snapshot(emulator: RunningE
     assert current(db) == before
 
 
-async def test_resync_of_an_unchanged_organization_is_cheap(medium: RunningEmulator, tmp_path: Path) -> None:
-    db = tmp_path / "m.db"
+async def test_resync_of_an_unchanged_organization_is_cheap(medium: RunningEmulator, state: Path | str) -> None:
+    db = state
     org = medium.generated.org_ids[0]
     async with aiohttp.ClientSession() as session:
         admin = Api(session, medium.url, None)
@@ -144,10 +147,10 @@ async def test_resync_of_an_unchanged_organization_is_cheap(medium: RunningEmula
 
 
 async def test_rename_new_page_moved_space_deleted_site_are_exactly_those_changes(
-    emulator: RunningEmulator, api: Api, tmp_path: Path
+    emulator: RunningEmulator, api: Api, state: Path | str
 ) -> None:
     org = emulator.generated.org_ids[0]
-    db = tmp_path / "m.db"
+    db = state
     await crawl(emulator, db, org=org)
     spaces = await api.all_items(f"/v1/orgs/{org}/spaces")
     collections = await api.all_items(f"/v1/orgs/{org}/collections")
@@ -175,20 +178,20 @@ async def test_rename_new_page_moved_space_deleted_site_are_exactly_those_change
         assert mirror.current_value("src", "space", renamed["id"])["title"] == "Renamed space"
 
 
-async def test_unknown_organization_and_bad_token_are_clear_errors(emulator: RunningEmulator, tmp_path: Path) -> None:
+async def test_unknown_organization_and_bad_token_are_clear_errors(emulator: RunningEmulator, state: Path | str) -> None:
     with pytest.raises(UnknownOrganization, match="nope"):
-        await crawl(emulator, tmp_path / "m.db", org="nope")
+        await crawl(emulator, state, org="nope")
     from syncd.api import AuthError
 
     with pytest.raises(AuthError) as caught:
-        await crawl(emulator, tmp_path / "m.db", token="wrong-token")
+        await crawl(emulator, state, token="wrong-token")
     assert "wrong-token" not in str(caught.value)
-    with Mirror(tmp_path / "m.db") as mirror:
+    with Mirror(state) as mirror:
         assert mirror.runs() == []  # nothing started, nothing to clean
 
 
-async def test_forbidden_sub_resource_and_malformed_object_make_a_partial_run(emulator: RunningEmulator, tmp_path: Path) -> None:
-    db = tmp_path / "m.db"
+async def test_forbidden_sub_resource_and_malformed_object_make_a_partial_run(emulator: RunningEmulator, state: Path | str) -> None:
+    db = state
     org = emulator.generated.org_ids[0]
     first, _ = await crawl(emulator, db, org=org)
     before = current(db)
@@ -228,12 +231,14 @@ class HoldsFirstPageTokens(TenantClient):
         return await super().request(method, path, params=params, **options)
 
 
-async def test_expiring_page_tokens_of_the_divergent_profile_still_give_the_exact_mirror(tmp_path: Path) -> None:
+async def test_expiring_page_tokens_of_the_divergent_profile_still_give_the_exact_mirror(
+    state: Path | str, other_state: Path | str
+) -> None:
     """Listings restarted half-way (tokens that expired) stage the same rows, positions and
     counts as a clean crawl, and the mirror holds exactly what the emulator's dump holds."""
     store = Store(seed=7)
     generated = generate(store, parse_spec(SMALL), seed=7, all_token=ALL_TOKEN)
-    clean_db, restarted_db = tmp_path / "clean.db", tmp_path / "restarted.db"
+    clean_db, restarted_db = state, other_state
     async with serve_emulator(store, profile="divergent") as running, aiohttp.ClientSession() as session:
         admin = Api(session, running.url, None)
         assert (await admin.put(running.url + "/_emulator/page-cap", {"cap": 2}))[0] == 200

@@ -11,7 +11,7 @@ import pytest
 
 from syncd.change_lines import CHANGES_SHOWN, change_lines
 from syncd.cli import main
-from syncd.mirror import Mirror
+from syncd.mirror import Mirror, Row, content_hash
 from syncd.mirror.diff import MAX_FIELDS, MAX_VALUE, changed_fields, compose_fields
 from tests.thread_emulator import ThreadEmulator, module_thread_emulator, use_tenants
 
@@ -69,6 +69,32 @@ def test_lines_are_limited_and_say_how_many_more() -> None:
     every = change_lines(changes, lambda tenant, id: "", every=True)
     assert not any(line.startswith("...") or "more field" in line for line in every)
     assert len(every) == len(changes) * 13
+
+
+def test_an_update_records_its_fields_on_either_backend(state: Path | str) -> None:
+    """The merge records old -> new per field (on PostgreSQL outside SQL: it cannot call Python),
+    leaving out a kind's volatile fields; other ops record none."""
+
+    def run(mirror: Mirror, data: dict[str, object], position: int = 0) -> int:
+        number = mirror.start_run("sync", "t", "t")
+        kept = {k: v for k, v in data.items() if k != "updatedAt"}
+        mirror.stage(number, [Row("t", "space", "s1", "o", "org", "o", position, "/spaces", None, data, content_hash(kept))])
+        mirror.record_listing(number, "t", "/spaces", True)
+        mirror.finish_run(number, volatile={"space": ["updatedAt"]})
+        return number
+
+    with Mirror(state) as mirror:
+        first = run(mirror, {"title": "A", "updatedAt": "1", "meta": {"tags": ["x"]}})
+        second = run(mirror, {"title": "B", "updatedAt": "2", "meta": {"tags": ["x", "y"]}})
+        third = run(mirror, {"title": "B", "updatedAt": "3", "meta": {"tags": ["x", "y"]}}, position=4)
+        assert [(c["op"], c["fields"]) for c in mirror.changes(first)] == [("created", None)]
+        [update] = mirror.changes(second)
+        assert update["op"] == "updated" and update["fields_omitted"] == 0
+        assert update["fields"] == [
+            {"field": "title", "old": "A", "new": "B"},
+            {"field": "meta.tags", "old": ["x"], "new": ["x", "y"]},
+        ]
+        assert mirror.changes(third) == []  # only the volatile field and a lone position changed
 
 
 emulator = module_thread_emulator(SPEC)

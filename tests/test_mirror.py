@@ -1,8 +1,9 @@
-"""The SQLite mirror: snapshots, deletions driven by listings, carry-forward, recovery, migrations."""
+"""The mirror: snapshots, deletions driven by listings, carry-forward, recovery, migrations.
+
+Tests that take `state` run on both backends: a SQLite file, then PostgreSQL (issue 13)."""
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -10,9 +11,12 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from sqlite_utils import Database
 
+from syncd.fleet import FLEET_MIGRATIONS, FleetError
+from syncd.fleet.schema import applied_fleet_migrations
 from syncd.mirror import (
     MIGRATIONS,
     ChangeSummary,
@@ -27,6 +31,7 @@ from syncd.mirror import (
     migrate,
     summarise,
 )
+from tests.state_support import count_rows, is_pg
 
 VOLATILE = {"updatedAt"}
 ORGS = "/v1/orgs"
@@ -118,8 +123,8 @@ BASE_OK = [ORGS, spaces_of("o1"), content_of("s1"), content_of("s2"), content_of
 
 
 @pytest.fixture
-def mirror(tmp_path: Path) -> Iterator[Mirror]:
-    with Mirror(tmp_path / "state" / "syncd.db") as m:
+def mirror(state: Path | str) -> Iterator[Mirror]:
+    with Mirror(state) as m:
         yield m
 
 
@@ -143,11 +148,12 @@ def test_first_run_creates_everything(mirror: Mirror) -> None:
     info = mirror.run(run)
     assert info is not None and info["status"] == "complete" and info["finished_at"]
     assert info["stats"]["requests"] == 1 and info["stats"]["mirror"]["listings_ok"] == 5
-    # Nothing of the run is left in staging; the file is in WAL mode and browsable.
-    assert mirror.db["staged"].count == 0 and mirror.db["listings"].count == 0
-    assert mirror.db.journal_mode == "wal"
-    assert {"resources", "runs", "changes", "idmap", "journal", "migrations"} <= set(mirror.db.table_names())
-    assert mirror.db["current_resources"].count == 8
+    # Nothing of the run is left in staging; the state is browsable (a file in WAL mode).
+    assert count_rows(mirror.path, "staged") == 0 and count_rows(mirror.path, "listings") == 0
+    assert {"resources", "runs", "changes", "idmap", "journal"} <= set(mirror.db.table_names())
+    assert count_rows(mirror.path, "current_resources") == 8
+    if not is_pg(mirror.path):
+        assert mirror.db.journal_mode == "wal" and "migrations" in mirror.db.table_names()
 
 
 def test_current_is_ordered_and_filtered(seeded: tuple[Mirror, int]) -> None:
@@ -160,6 +166,27 @@ def test_current_is_ordered_and_filtered(seeded: tuple[Mirror, int]) -> None:
     assert list(mirror.current("other")) == []
     assert mirror.current_value("t", "space", "s2") == {"id": "s2", "title": "API"}
     assert mirror.current_value("t", "space", "nope") is None
+
+
+def test_no_parent_and_no_position_sort_first_and_moves_to_or_from_no_parent_count(mirror: Mirror) -> None:
+    def item(id: str, parent: str | None, position: int | None) -> Row:
+        return row("space", id, parent=("org", parent) if parent else None, listing="/l", position=position)
+
+    crawl(mirror, [item("a", "o1", 1), item("b", None, None), item("c", "o1", None)], ["/l"])
+    assert [r["id"] for r in mirror.current("t", "space")] == ["b", "c", "a"]  # NULLs first, as SQLite sorts
+    run, _ = crawl(mirror, [item("a", None, 1), item("b", "o1", None), item("c", "o1", None)], ["/l"])
+    assert ops(mirror, run) == {("moved", "space", "a"), ("moved", "space", "b")}
+
+
+def test_ids_sort_byte_by_byte_as_sqlite_sorts_them(mirror: Mirror) -> None:
+    crawl(mirror, [row("space", id, parent=("org", "o1"), listing="/l") for id in ("a", "B", "_c", "é", "Z9")], ["/l"])
+    assert [r["id"] for r in mirror.current("t", "space")] == ["B", "Z9", "_c", "a", "é"]
+    if is_pg(mirror.path):  # whatever the server's default collation (this one's may be C already)
+        found = mirror.db.execute(
+            "SELECT DISTINCT collation_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND table_name = 'resources' AND data_type = 'text'"
+        ).fetchall()
+        assert found == [("C",)]
 
 
 def test_second_run_reports_exactly_rename_new_move_delete(seeded: tuple[Mirror, int]) -> None:
@@ -343,7 +370,7 @@ def test_an_abandoned_run_leaves_the_previous_snapshot_current(seeded: tuple[Mir
     assert list(mirror.current("t")) == before
     info = mirror.run(run)
     assert info is not None and (info["status"], info["reason"]) == ("cancelled", "cancelled by the user")
-    assert mirror.db["staged"].count == 0 and mirror.db["listings"].count == 0
+    assert count_rows(mirror.path, "staged") == 0 and count_rows(mirror.path, "listings") == 0
     assert mirror.changes(run) == []
     mirror.abandon_run(run)  # ending an ended run again is harmless
 
@@ -390,7 +417,7 @@ def test_recover_without_a_run(seeded: tuple[Mirror, int], tmp_path: Path) -> No
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(CRASH), str(mirror.path)],
                           check=False, capture_output=True, text=True, timeout=60)
     assert mirror.recover() == [int(done.stdout)]
-    assert mirror.db["staged"].count == 0
+    assert count_rows(mirror.path, "staged") == 0
 
 
 def test_one_writer_process_at_a_time(seeded: tuple[Mirror, int]) -> None:
@@ -403,19 +430,22 @@ def test_one_writer_process_at_a_time(seeded: tuple[Mirror, int]) -> None:
         with pytest.raises(MirrorBusyError):
             other.recover()
         mirror.finish_run(run)
-        assert not mirror.path.with_name(mirror.path.name + ".lock").exists()
+        lock = None if is_pg(mirror.path) else mirror.path.with_name(mirror.path.name + ".lock")  # type: ignore[union-attr]
+        assert lock is None or not lock.exists()
         other_run = other.start_run("sync", "t", "t")  # the lock is free between runs
-        assert mirror.path.with_name(mirror.path.name + ".lock").exists()
+        assert lock is None or lock.exists()
+        with pytest.raises(MirrorBusyError):
+            mirror.start_run("sync", "t", "t")
         other.abandon_run(other_run)
     assert mirror.run(run)["status"] == "complete"  # type: ignore[index]
 
 
-def test_closing_with_an_open_run_fails_it(tmp_path: Path) -> None:
-    with Mirror(tmp_path / "m.db") as mirror:
+def test_closing_with_an_open_run_fails_it(state: Path | str) -> None:
+    with Mirror(state) as mirror:
         crawl(mirror, BASE, BASE_OK)
         run = mirror.start_run("sync", "t", "t")
         mirror.stage(run, [space("s1", "x")])
-    with Mirror(tmp_path / "m.db") as mirror:
+    with Mirror(state) as mirror:
         info = mirror.run(run)
         assert info is not None and info["status"] == "failed" and "closed" in info["reason"]
         assert mirror.current_value("t", "space", "s1") == {"id": "s1", "title": "Handbook"}
@@ -435,8 +465,11 @@ def test_misuse_is_a_clear_error(mirror: Mirror) -> None:
     with pytest.raises(MirrorError):
         mirror.abandon_run(run, "complete")
     mirror.abandon_run(run, "failed", "boom")
-    with pytest.raises(MirrorError, match="no state file"):
-        Mirror(mirror.path.with_name("missing.db"), create=False)
+    with pytest.raises(MirrorError, match="open read-only"), Mirror(mirror.path, readonly=True) as reader:
+        reader.start_run("sync", "t", "t")
+    if not is_pg(mirror.path):
+        with pytest.raises(MirrorError, match="no state file"):
+            Mirror(mirror.path.with_name("missing.db"), create=False)  # type: ignore[union-attr]
 
 
 # -- partial runs ---------------------------------------------------------------------------------
@@ -499,8 +532,7 @@ def test_staging_5000_rows_streams_in_batches(mirror: Mirror) -> None:
         yield space("s1", "Big")
         for i in range(4998):
             if i == 2500:  # another connection sees the batches committed so far
-                with sqlite3.connect(mirror.path) as peek:
-                    seen_mid_stream.append(peek.execute("SELECT count(*) FROM staged").fetchone()[0])
+                seen_mid_stream.append(count_rows(mirror.path, "staged"))
             yield page(f"p{i:04d}", f"Page {i}", "s1", position=i)
 
     assert mirror.stage(run, rows()) == 5000
@@ -567,6 +599,32 @@ def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
     path.write_text("this is not sqlite " * 100)
     with pytest.raises(MirrorError, match="not a usable syncd state file"):
         Mirror(path)
+
+
+def test_the_postgresql_state_is_migrated_once_and_a_newer_one_refused(pg_url: str) -> None:
+    with pytest.raises(MirrorError, match="holds no syncd mirror"):
+        Mirror(pg_url, readonly=True)  # nothing is created by a reader
+    Mirror(pg_url).close()
+    with Mirror(pg_url) as mirror:
+        assert applied_fleet_migrations(mirror.db.conn) == [m.name for m in FLEET_MIGRATIONS]
+        assert crawl(mirror, BASE, BASE_OK)[1].total == 8
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO fleet_migrations (name) VALUES ('9999-from-the-future')")
+    with pytest.raises(FleetError, match="newer syncd"):
+        Mirror(pg_url)
+    with pytest.raises(NewerStateError, match="newer syncd"):
+        Mirror(pg_url, readonly=True)
+
+
+def test_a_reader_sees_one_snapshot_while_a_writer_finishes_runs(state: Path | str) -> None:
+    with Mirror(state) as writer:
+        crawl(writer, BASE, BASE_OK)
+        with Mirror(state, readonly=True) as reader:
+            assert len(list(reader.current("t"))) == 8
+            run, _ = crawl(writer, [r for r in BASE if r.id != "s3"], BASE_OK)
+            assert len(list(reader.current("t"))) == 8 and reader.run(run) is None
+        with Mirror(state, readonly=True) as reader:
+            assert len(list(reader.current("t"))) == 7 and reader.run(run)["status"] == "complete"  # type: ignore[index]
 
 
 # -- diff and helpers ---------------------------------------------------------------------------

@@ -21,8 +21,8 @@ def _run(mirror: Mirror, order: list[str], quiet: tuple[str, ...] = ()) -> list[
     return sorted((c["op"], c["id"]) for c in mirror.changes(run) if c["op"] != "created")
 
 
-def test_moving_one_space_logs_one_move(tmp_path: Path) -> None:
-    with Mirror(tmp_path / "m.db") as mirror:
+def test_moving_one_space_logs_one_move(state: Path | str) -> None:
+    with Mirror(state) as mirror:
         _run(mirror, ["a", "b", "c", "d", "e"], quiet=("view",))
         assert _run(mirror, ["b", "c", "d", "e", "a"], quiet=("view",)) == [("moved", "a")]
         assert _run(mirror, ["b", "c", "e", "a"], quiet=("view",)) == [("deleted", "d")]

@@ -15,8 +15,9 @@ Journal states (`journal.state`):
 A failure whose effect is unknown keeps the intent `sent`, with the error: the next run
 settles it (`open_intents`).
 
-The tables live in the state file's schema (`syncd.mirror.schema`); this module writes them
-through the Mirror's public transaction API. Functions are synchronous: call them through
+The tables live in the state file's schema (`syncd.mirror.schema`), or in the PostgreSQL
+state's (`syncd.mirror.pg_schema`); this module writes them through the Mirror's public
+transaction API, in SQL both accept (the one JSON field test comes from `mirror.dialect`). Functions are synchronous: call them through
 `anyio.to_thread` from async code.
 """
 
@@ -249,10 +250,11 @@ def intents(mirror: Mirror, run: int) -> list[dict[str, Any]]:
 def made_in_source(mirror: Mirror, pair: Pair) -> list[str]:
     """Ids of every object this pair's copies made in the SOURCE (duplicates for a
     transfer), done or settled: each must have left the source (transferred or deleted)."""
+    side, made = mirror.dialect.json_text("op", "side"), mirror.dialect.json_text("op", "made")
     with mirror.reading() as db:
         rows = db.execute(
             f"SELECT DISTINCT result_id FROM journal WHERE {_PAIR_WHERE} AND result_id IS NOT NULL "
-            "AND json_extract(op, '$.side') = 'source' AND json_extract(op, '$.made') IS NOT NULL",
+            f"AND {side} = 'source' AND {made} IS NOT NULL",
             pair.values(),
         ).fetchall()
     return [row[0] for row in rows]

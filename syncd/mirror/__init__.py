@@ -1,7 +1,10 @@
-"""The SQLite mirror: snapshots of what the API holds, their runs and their changes.
+"""The mirror: snapshots of what the API holds, their runs and their changes, in a SQLite
+file or in the PostgreSQL state (`Mirror(state_url)`, issue 13).
 
-Modules: `store` (the `Mirror`), `rows` (`Row`, `content_hash`), `diff` (pure change
-arithmetic), `schema` (named migrations), `lock` (one writer process), `errors`.
+Modules: `store` (the `Mirror`; `reads`, `staging` and `merge` are its parts), `rows`
+(`Row`, `content_hash`), `diff` (pure change arithmetic), `schema` (named migrations of the
+file), `sqlite_file` (opening it), `lock` (one writer process), `dialect` (the statements
+that differ between the engines), `pg` and `pg_schema` (the PostgreSQL backend), `errors`.
 
 Errors: MirrorError (SyncdError, exit 2)
           ├── NewerStateError   the file was written by a newer syncd
