@@ -80,6 +80,7 @@ from syncd.safe_text import one_line
 
 if TYPE_CHECKING:
     from syncd.config import Settings
+    from syncd.fleet.budget import SharedBudget
 
 __all__ = [
     "DEFAULT_MAX_ANSWER_BYTES",
@@ -236,7 +237,9 @@ class TenantClient:
 
     `pace=False` turns proactive pacing off (benchmark baselines); `pacer` shares one pacer
     between clients that spend the same token's rate limit (its pacing counters then go to
-    the stats of the client that created it). `sleep` is the retry sleep (tests).
+    the stats of the client that created it). `budget` (`syncd.fleet.budget.SharedBudget`)
+    shares the token's rate limit with the other replicas of a fleet. `sleep` is the retry
+    sleep (tests).
     """
 
     def __init__(
@@ -252,6 +255,7 @@ class TenantClient:
         sleep: Sleep = anyio.sleep,
         pace: bool = True,
         pacer: Pacer | None = None,
+        budget: SharedBudget | None = None,
         max_pages: int = DEFAULT_MAX_PAGES,
         max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
@@ -268,7 +272,7 @@ class TenantClient:
         self.max_answer_bytes = max_answer_bytes
         self.stats = ClientStats()
         self._observer = current_observer()
-        self.pacer = pacer if pacer is not None else Pacer(enabled=pace, stats=self.stats, max_block=self.retry.max_wait)
+        self.pacer = pacer if pacer is not None else Pacer(enabled=pace, stats=self.stats, max_block=self.retry.max_wait, shared=budget)
         self._token = secret
         self._base = URL(self.base_url)
         self._origin = self._base.origin()

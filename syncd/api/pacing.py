@@ -32,6 +32,11 @@ they show up. After a 429 every task of the tenant waits until `Retry-After` (ca
 slowly with clean answers: rclone's tighten fast, loosen slowly), which also copes with other
 clients spending the same token's bucket. Clients of one process that share a token should
 share one Pacer (`TenantClient(pacer=...)`).
+
+Replicas of a fleet (several processes or machines spending one token) add a shared budget
+(`shared`: `syncd.fleet.budget.SharedBudget`, on PostgreSQL): once the first answer has shown
+the limits, the fleet's model of the bucket decides when a request may go, since it counts
+every replica's requests; this model still learns (and takes over while the database is away).
 """
 
 from __future__ import annotations
@@ -43,11 +48,14 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 
 from syncd.api.stats import ClientStats
+
+if TYPE_CHECKING:
+    from syncd.fleet.budget import SharedBudget
 
 __all__ = ["Pacer", "RateInfo", "Slot", "parse_rate_headers"]
 
@@ -162,8 +170,10 @@ class Pacer:
         margin: int = 1,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        shared: SharedBudget | None = None,
     ) -> None:
         self.enabled = enabled
+        self.shared = shared
         self.stats = stats if stats is not None else ClientStats()
         self.max_block = max_block
         self.safety = safety
@@ -212,8 +222,12 @@ class Pacer:
         seq = await self._acquire()
         try:
             yield Slot(self, seq)
+            if self.shared is not None:
+                await self.shared.settle(seq)
         finally:
             self._in_flight.discard(seq)
+            if self.shared is not None:
+                self.shared.forget(seq)
             self._notify()
 
     async def _acquire(self) -> int:
@@ -231,6 +245,8 @@ class Pacer:
                     await changed.wait()
             if started is not None:
                 self.stats.paced_seconds += self._clock() - started
+            if self.shared is not None and self.enabled and self._mode != "unlimited":
+                await self.shared.acquire(self._seq + 1, self.stats)
             self._seq += 1
             self._in_flight.add(self._seq)
             return self._seq
@@ -267,6 +283,8 @@ class Pacer:
         anchor = self._anchor
         if anchor is None:
             return None if self._in_flight else 0.0
+        if self.shared is not None and self.shared.available:
+            return 0.0  # the fleet's model decides (SharedBudget.acquire)
         wall = self._wall()
         capacity = max(self._limit, 1)
         tokens, budget, rate = self._budget(anchor, now, wall)
@@ -302,6 +320,8 @@ class Pacer:
     def _observe(self, seq: int, status: int, headers: Mapping[str, str]) -> RateInfo:
         now, wall = self._clock(), self._wall()
         info = parse_rate_headers(headers, wall)
+        if self.shared is not None:
+            self.shared.note(seq, status, info)
         if info.remaining is not None:
             self._mode = "limited"
             self._limit = info.limit if info.limit else max(self._limit, info.remaining, 1)

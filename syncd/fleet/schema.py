@@ -75,9 +75,29 @@ CREATE TABLE fleet_job_leases (
 """Runs of every replica (`syncd.fleet.runs`), the replicas, and one lease per running job
 (`syncd.fleet.leases`): a cron slot is unique per job, one trigger per job waits at a time."""
 
+_TOKEN_BUDGETS = """
+CREATE TABLE token_budgets (
+    key text PRIMARY KEY CHECK (key ~ '^[0-9a-f]{64}$'),
+    rate_limit integer, remaining integer, reset_at timestamptz, observed_at timestamptz,
+    anchor_ticket bigint NOT NULL DEFAULT 0, anchor_pending integer NOT NULL DEFAULT 0,
+    tickets bigint NOT NULL DEFAULT 0, credit integer NOT NULL DEFAULT 0,
+    refused bigint NOT NULL DEFAULT 0, unlimited boolean NOT NULL DEFAULT false,
+    refill_rate double precision, caution double precision NOT NULL DEFAULT 0,
+    no_guess_until timestamptz,
+    base_ticket bigint, base_remaining integer, base_at timestamptz, base_reset timestamptz,
+    base_refused bigint,
+    blocked_until timestamptz, probe_until timestamptz,
+    bucket_tokens double precision, bucket_at timestamptz,
+    updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+"""
+"""The request budget each API token shares across replicas (`syncd.fleet.budget`); the key
+is a sha256 of the base URL and the token, never the token."""
+
 FLEET_MIGRATIONS: tuple[FleetMigration, ...] = (
     FleetMigration("0001-runs", _RUNS),
     FleetMigration("mirror-0001", MIRROR_TABLES),  # the mirror, id map and journal (syncd.mirror.pg_schema)
+    FleetMigration("0002-token-budgets", _TOKEN_BUDGETS),
 )
 """Append new migrations at the end; never edit or reorder a released one."""
 
