@@ -241,3 +241,12 @@ def test_the_key_is_a_hash_of_the_server_and_token() -> None:
     key = budget_key("https://api.example.com/", "s3cret")
     assert key == budget_key("https://api.example.com", "s3cret") and len(key) == 64 and "s3cret" not in key
     assert key != budget_key("https://other.example.com", "s3cret") != budget_key("https://api.example.com", "other")
+
+
+def test_a_configured_rate_is_a_bucket_the_whole_fleet_keeps_to() -> None:
+    row = Row(unlimited=True)  # the server announces no limit: only the configured one holds
+    assert grant(row, 0.0, 5, bucket_rate=10.0, bucket_burst=3.0).count == 3
+    waiting = grant(row, 0.0, 5, bucket_rate=10.0, bucket_burst=3.0)
+    assert (waiting.count, waiting.reason) == (0, "bucket") and waiting.wait == pytest.approx(0.1)
+    assert grant(row, 0.25, 5, bucket_rate=10.0, bucket_burst=3.0).count == 2  # 2.5 refilled
+    assert row.tickets == 5
