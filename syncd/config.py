@@ -786,14 +786,6 @@ class Settings(BaseSettings):
                     job.name,
                 )
             seen[job.name] = index
-            if self.state_url is not None and job.kind != "backup":
-                # Their mirror, id map and journal are still in state_dir's SQLite file, which a
-                # replica on another machine (or one taking a run over) cannot see.
-                _raise_at(
-                    ("jobs", index, "kind"),
-                    f"with state_url (a fleet), only backup jobs can run yet: the {job.kind} job's mirror is not in PostgreSQL yet",
-                    job.kind,
-                )
             for field in ("source", "target"):
                 ref: TargetRef | None = getattr(job, field)
                 if ref is not None and ref.tenant not in self.tenants:

@@ -16,14 +16,31 @@ from syncd.scope import EVERYTHING, Scope
 Progress = Callable[[CrawlStats, TenantClient], None]
 
 
-def default_db(settings: Settings) -> Path:
+StateLocation = Path | str
+"""Where a mirror lives: a SQLite file, or the `state_url` of a PostgreSQL (`Mirror` opens both)."""
+
+
+def default_db(settings: Settings) -> StateLocation:
+    """The mirror the commands and the daemon use: the shared PostgreSQL when `state_url` is
+    set, else `syncd.db` in `state_dir`."""
+    if settings.state_url is not None:
+        return settings.state_url.get_secret_value()
     return settings.state_dir / "syncd.db"
+
+
+def shown_state(location: StateLocation) -> str:
+    """How a state is named to the user: its path, or its URL without the password."""
+    if isinstance(location, Path):
+        return str(location)
+    from syncd.fleet.connect import display_url  # (psycopg: only when a URL is in use)
+
+    return display_url(location)
 
 
 async def sync_into(
     settings: Settings,
     ref: TargetRef,
-    db_path: Path,
+    db_path: StateLocation,
     *,
     job: str = "sync",
     full: bool = False,

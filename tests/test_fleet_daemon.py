@@ -21,6 +21,7 @@ from psycopg.rows import dict_row
 
 from syncd.emulator.process import EmulatorProcess, emulator_process
 from tests.daemon_support import DaemonProcess, daemon_config, wait_for
+from tests.loopback import EmulatorClient
 
 TOKEN = "fleet-test-token"
 CONTROL = "fleet-control-token-1234"
@@ -131,3 +132,42 @@ def test_a_replica_killed_mid_run_loses_its_run_to_another(tmp_path: Path, pg_ur
     assert ended["outcome"] == "succeeded", ended
     assert ended["replica"] == "k2" and ended["attempt"] == 2 and ended["taken_from"] == "k1", ended
     assert "fleet.run_taken_over" in others[0].log()
+
+
+MIRROR_SPEC = "orgs=1,empty_orgs=1,collections=3,spaces=8,pages=3,files=1,sites=1,sections=2,members=2,teams=2"
+
+
+@pytest.mark.parametrize("profile", ["default", "divergent"])
+def test_a_replica_killed_mid_mirror_loses_nothing_and_duplicates_nothing(tmp_path: Path, pg_url: str, profile: str) -> None:
+    """The journal is in PostgreSQL: the replica that takes the run over settles the dead one's
+    open intents instead of creating again; the target ends equal, nothing twice, and a run
+    after that writes nothing. The source is as it was."""
+    with emulator_process(token=TOKEN, spec=MIRROR_SPEC, seed=5, rate=0, latency_ms=25, profile=profile) as slow:
+        emulator = EmulatorClient(slow.url, slow.report, TOKEN)
+        src, dst = emulator.orgs
+        source_before = emulator.admin("GET", f"/_emulator/orgs/{src}/dump")
+        jobs = [{"name": "copy", "kind": "mirror", "source": f"src:{src}", "target": f"dst:{dst}"}]
+        first = _start(tmp_path, ["m1"], slow, pg_url, jobs)[0]
+        others: list[DaemonProcess] = []
+        try:
+            status, answer = first.post("/jobs/copy/run")
+            assert status == 202
+            run_id = answer["run"]["id"]
+            writes_before = emulator.writes()
+            wait_for("the copy to have written", lambda: emulator.writes() >= writes_before + 15, 120)
+            first.signal(signal.SIGKILL)
+            first.process.wait(30)
+            others = _start(tmp_path, ["m2"], slow, pg_url, jobs)
+            ended = others[0].wait_run(run_id, timeout=240)
+            assert ended["outcome"] == "succeeded" and ended["replica"] == "m2" and ended["attempt"] == 2, ended
+            status, again = others[0].post("/jobs/copy/run")
+            rerun = others[0].wait_run(again["run"]["id"], timeout=240)
+        finally:
+            for replica in (first, *others):
+                replica.stop()
+        target, source = emulator.dump(dst), emulator.dump(src)
+        source_after = emulator.admin("GET", f"/_emulator/orgs/{src}/dump")
+    assert rerun["outcome"] == "succeeded" and rerun["summary"]["writes"] == 0, rerun["summary"]
+    assert target == source, [kind for kind in target if target[kind] != source.get(kind)]
+    assert not any("#" in path or "(copy)" in path for rows in target.values() for path, _ in rows)  # nothing twice
+    assert source_after == source_before

@@ -44,6 +44,7 @@ from syncd.safe_text import console as make_console
 from syncd.scope import EVERYTHING, Scope
 
 if TYPE_CHECKING:
+    from syncd.sync import StateLocation
     from syncd.copy import CopyReport, Plan, Reading, Verification
     from syncd.copy.planfile import SavedPlan
     from syncd.copy.review import Item
@@ -90,7 +91,7 @@ def _refs(config: Path | None, source: str, target: str) -> tuple[Settings, Targ
     return settings, parse_target_ref(source, settings), parse_target_ref(target, settings)
 
 
-def _db(settings: Settings, db: Path | None) -> Path:
+def _db(settings: Settings, db: Path | None) -> StateLocation:
     from syncd.sync import default_db
 
     return db or default_db(settings)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import typer
@@ -34,6 +34,9 @@ from syncd.safe_text import cell, clean, markup
 from syncd.safe_text import console as make_console
 from syncd.tables import Col, fitted_table
 
+if TYPE_CHECKING:
+    from syncd.sync import StateLocation
+
 EXIT_PARTIAL = 3
 MISSING_SHOWN = 20
 ConfigOption = typer.Option(None, "--config", "-c", help="Configuration file (default: config/syncd.toml when present).")
@@ -47,8 +50,8 @@ def settings_and_ref(config: Path | None, ref: str) -> tuple[Settings, TargetRef
     return settings, parse_target_ref(ref, settings)
 
 
-def existing_db(path: Path) -> Path:
-    if not path.exists():
+def existing_db(path: StateLocation) -> StateLocation:
+    if isinstance(path, Path) and not path.exists():  # (a state_url: Mirror says what is wrong)
         raise UsageError(f"{path}: no such mirror file (run `syncd sync` or `syncd backup` first)")
     return path
 
@@ -119,7 +122,7 @@ def sync(
     exclude: list[str] = ExcludeOption,
 ) -> None:
     """Crawl a tenant (or one organization) into the mirror and print the changes."""
-    from syncd.sync import default_db, sync_into
+    from syncd.sync import default_db, shown_state, sync_into
 
     scope = scope_from(include, exclude)
     settings, ref = settings_and_ref(config, target)
@@ -127,7 +130,7 @@ def sync(
     with CrawlProgress(f"sync {ref}") as progress:  # SIGINT/SIGTERM: the run is cancelled, exit 130/143
         result, client = interrupt.run(lambda: sync_into(settings, ref, db_path, full=full, on_progress=progress.update, scope=scope))
     if as_json:
-        emit(crawl_document(result, client.stats.requests, settings.tenant(ref.tenant).name) | {"db": str(db_path)})
+        emit(crawl_document(result, client.stats.requests, settings.tenant(ref.tenant).name) | {"db": shown_state(db_path)})
         print_scope(human_console(True), scope, result.scope.dependencies, result.scope.left_out)
         raise typer.Exit(crawl_warnings(result, human_console(True)))
     code = report_crawl(result, client.stats.requests, f"sync {ref}")
@@ -196,7 +199,7 @@ RUN_COLUMNS = (
 )
 
 
-def runs_table(console: Console, runs: list[dict[str, Any]], db_path: Path) -> Table:
+def runs_table(console: Console, runs: list[dict[str, Any]], db_path: StateLocation) -> Table:
     """The runs of a mirror for `status`, fitted to `console`'s width (`syncd.tables`)."""
     rows = []
     for r in runs:
@@ -213,7 +216,9 @@ def runs_table(console: Console, runs: list[dict[str, Any]], db_path: Path) -> T
             str(sum(sum(ops.values()) for ops in changes.values())) if isinstance(changes, dict) else "",
             str(stats.get("failed_listings", "")),
         ))  # fmt: skip
-    return fitted_table(console, cell(f"runs in {db_path}"), RUN_COLUMNS, rows)
+    from syncd.sync import shown_state
+
+    return fitted_table(console, cell(f"runs in {shown_state(db_path)}"), RUN_COLUMNS, rows)
 
 
 def status(
@@ -222,7 +227,7 @@ def status(
     config: Path | None = ConfigOption,
 ) -> None:
     """Runs recorded in the mirror, with their outcome and statistics (the file is only read)."""
-    from syncd.sync import default_db
+    from syncd.sync import default_db, shown_state
 
     db_path = existing_db(db or default_db(load_settings(config)))
     try:
@@ -230,7 +235,7 @@ def status(
             runs = mirror.runs()
             counts = {tenant: mirror.counts(tenant) for tenant in sorted({r["tenant"] for r in runs})}
     except sqlite3.DatabaseError as exc:  # the header and schema read, a later page is damaged
-        raise MirrorError(f"{db_path} cannot be read, it is damaged: {exc}") from None
+        raise MirrorError(f"{shown_state(db_path)} cannot be read, it is damaged: {exc}") from None
     if as_json:
         emit({"runs": runs, "objects": counts})
         return

@@ -57,9 +57,16 @@ class JobOutcome:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-def state_files(settings: Settings, job: JobConfig) -> list[Path]:
-    """The state files a run of `job` writes: runs sharing one are serialized."""
-    return [] if job.kind == "backup" else [default_db(settings)]
+def state_files(settings: Settings, job: JobConfig) -> list[Path | str]:
+    """What a run of `job` writes, as keys: runs of one process sharing one are serialized. The
+    SQLite file as a whole; in a PostgreSQL state each tenant's part (its writer lock is per
+    tenant there), so jobs of other tenants run side by side."""
+    if job.kind == "backup":
+        return []
+    if settings.state_url is None:
+        return [default_db(settings)]
+    tenants = [settings.tenant(ref.tenant).name for ref in (job.source, job.target) if ref is not None]
+    return [f"state tenant {name}" for name in sorted(set(tenants))]
 
 
 def backup_dir(settings: Settings, job: JobConfig) -> Path:

@@ -169,7 +169,7 @@ class Daemon:
         self.started_at = clock()
         self._wake = anyio.Event()
         self._stop = anyio.Event()
-        self._file_locks: dict[Path, anyio.Lock] = {}
+        self._file_locks: dict[str, anyio.Lock] = {}
         self._runs_group: TaskGroup | None = None
         self._made_token: SecretStr | None = None
 
@@ -430,10 +430,12 @@ class Daemon:
         return record
 
     @contextlib.asynccontextmanager
-    async def _files_locked(self, paths: list[Path]) -> AsyncIterator[None]:
+    async def _files_locked(self, paths: list[Path | str]) -> AsyncIterator[None]:
+        """Take the locks of what a run writes (`state_files`: files, or keys), in one order."""
+        keys = sorted(str(path.resolve()) if isinstance(path, Path) else path for path in paths)
         async with contextlib.AsyncExitStack() as stack:
-            for path in sorted(paths):
-                await stack.enter_async_context(self._file_locks.setdefault(path.resolve(), anyio.Lock()))
+            for key in keys:
+                await stack.enter_async_context(self._file_locks.setdefault(key, anyio.Lock()))
             yield
 
     async def _run(self, state: JobState, record: RunRecord) -> None:
