@@ -273,6 +273,7 @@ class TenantClient:
         self.stats = ClientStats()
         self._observer = current_observer()
         self.pacer = pacer if pacer is not None else Pacer(enabled=pace, stats=self.stats, max_block=self.retry.max_wait, shared=budget)
+        self._owned_budget: SharedBudget | None = None  # made by from_settings: closed with the client
         self._token = secret
         self._base = URL(self.base_url)
         self._origin = self._base.origin()
@@ -296,16 +297,24 @@ class TenantClient:
         config = settings.tenant(tenant)
         options.setdefault("max_pages", settings.max_pages_per_listing)
         options.setdefault("max_answer_bytes", int(settings.max_answer_bytes))
-        return cls(
+        token = config.resolved_token()
+        owned = None
+        if settings.state_url is not None and "budget" not in options and "pacer" not in options:
+            from syncd.fleet.budget import SharedBudget  # a fleet: the token's rate limit is shared
+
+            owned = options["budget"] = SharedBudget(settings.state_url.get_secret_value(), config.base_url, token)
+        client = cls(
             config.name or tenant.lower(),
             config.base_url,
-            config.resolved_token(),
+            token,
             concurrency=config.concurrency,
             global_limiter=global_limiter,
             timeout=settings.request_timeout,
             retry=settings.retry,
             **options,
         )
+        client._owned_budget = owned
+        return client
 
     def __repr__(self) -> str:
         return f"TenantClient(name={self.name!r}, base_url={self.base_url!r})"
@@ -330,6 +339,9 @@ class TenantClient:
         session, self._session = self._session, None
         if session is not None:
             await session.close()
+        budget, self._owned_budget = self._owned_budget, None
+        if budget is not None:
+            await budget.aclose()
 
     def _open(self) -> aiohttp.ClientSession:
         if self._closed:
