@@ -67,7 +67,7 @@ def _register() -> None:
     """Add the commands to `app`, once: `main` runs many times in one process (the tests)."""
     if app.registered_commands:
         return
-    from syncd.commands import check_cmd, completion_cmd, config_cmd, daemon_cmds, demo_cmd, emulator_cmd, mirror_cmds, orgs_cmd, read_cmds
+    from syncd.commands import check_cmd, completion_cmd, config_cmd, daemon_cmds, demo_cmd, emulator_cmd, mirror_cmds, orgs_cmd, read_cmds, state_cmd
 
     app.command("demo")(demo_cmd.demo)
     app.command("sync")(read_cmds.sync)
@@ -83,6 +83,7 @@ def _register() -> None:
     app.add_typer(mirror_cmds.app, name="mirror")
     app.add_typer(config_cmd.app, name="config")
     app.add_typer(emulator_cmd.app, name="emulator")
+    app.add_typer(state_cmd.app, name="state")
     app.command("orgs")(orgs_cmd.orgs)
     app.command("completion")(completion_cmd.completion)
 
