@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from syncd.api import ApiError, MalformedResponse, PagingError, Paginator, TenantClient, check_envelope, next_token
-from syncd.api.client import _error_body
+from syncd.api.answers import error_body as _error_body
 from syncd.api.errors import MESSAGE_LIMIT
 from tests.hostile.hostile_server import ESCAPES, HostileServer, deep_json
 from syncd.config import RetryConfig
