@@ -22,6 +22,7 @@ from psycopg.rows import dict_row
 from syncd.emulator.process import EmulatorProcess, emulator_process
 from tests.daemon_support import DaemonProcess, daemon_config, wait_for
 from tests.loopback import EmulatorClient
+from tests.schema_support import assert_valid
 
 TOKEN = "fleet-test-token"
 CONTROL = "fleet-control-token-1234"
@@ -92,6 +93,10 @@ def test_replicas_run_each_slot_once_and_share_triggers_and_history(tmp_path: Pa
         assert triggered["outcome"] == "succeeded", triggered
         status, listing = replicas[1].get("/runs")
         assert status == 200
+        status, jobs_view = replicas[1].get("/jobs")
+        assert status == 200
+        assert_valid("jobs", jobs_view)  # the fleet's fields are documented in schemas/jobs.json
+        assert {job["current_replica"] for job in jobs_view["jobs"]} <= {None, "r1", "r2", "r3"}
         shown = {run["replica"] for run in listing["runs"] if run["outcome"] not in ("queued",)}  # a queued run has none yet
     finally:
         codes = [replica.stop() for replica in replicas]
