@@ -41,7 +41,7 @@ DAEMON_COLUMNS = ("id", "job", "kind", "reason", "queued_at", "started_at", "end
 BATCH = 5000
 """Rows per COPY: each is one statement, well inside the connection's statement timeout."""
 Progress = Callable[[str, int, int], None]
-"""(table, rows copied, rows in all) after each batch."""
+"""(step, rows done, rows in all) after each batch: a table's copy, then its check."""
 
 
 class MigrationMismatch(SyncdError):
@@ -269,6 +269,8 @@ class StateCopier:
                 cur.execute(f"SELECT {', '.join(columns)} FROM {table}")
                 for row in cur:
                     got.add(row)
+                    if got.count % BATCH == 0:
+                        self.progress(f"checking {table}", got.count, wanted.count)
             if got != wanted:
                 raise MigrationMismatch(
                     f"verification failed, nothing was copied: the rows of table {table} differ between the file and PostgreSQL"
@@ -285,6 +287,7 @@ class StateCopier:
         tenants = {r[0] for r in self.src.execute("SELECT DISTINCT tenant FROM runs UNION SELECT DISTINCT tenant FROM resources")}
         for tenant in sorted(tenants | {r[0] for r in self.db.execute("SELECT DISTINCT tenant FROM resources").fetchall()}):
             counts = self.mirror.counts(tenant)
+            self.progress(f"checking the current objects of {tenant}", 0, sum(counts.values()))
             if view.counts(tenant) != counts:
                 raise MigrationMismatch(f"verification failed, nothing was copied: tenant {tenant}: the current objects per kind differ")
             for kind in counts:
