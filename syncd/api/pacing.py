@@ -48,16 +48,13 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 import anyio
 
 from syncd.api.stats import ClientStats
 
-if TYPE_CHECKING:
-    from syncd.fleet.budget import SharedBudget
-
-__all__ = ["Pacer", "RateInfo", "Slot", "parse_rate_headers"]
+__all__ = ["Pacer", "RateInfo", "SharedPermits", "Slot", "parse_rate_headers"]
 
 _RECHECK = 1.0
 """Longest a waiting task sleeps before looking at the model again."""
@@ -153,6 +150,23 @@ class Slot:
         return self._pacer._observe(self.seq, status, headers)
 
 
+class SharedPermits(Protocol):
+    """What a Pacer asks of a budget its token shares with other processes (implemented by
+    `syncd.fleet.budget.SharedBudget`, on PostgreSQL): a permit before each request, the
+    answer's rate-limit figures after it. Declared here so the pacer needs no fleet code."""
+
+    @property
+    def available(self) -> bool: ...
+
+    async def acquire(self, seq: int, stats: ClientStats | None = None) -> None: ...
+
+    def note(self, seq: int, status: int, info: RateInfo) -> None: ...
+
+    async def settle(self, seq: int) -> None: ...
+
+    def forget(self, seq: int) -> None: ...
+
+
 class Pacer:
     """One tenant's model of the server's rate limit, shared by all of its tasks.
 
@@ -170,7 +184,7 @@ class Pacer:
         margin: int = 1,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
-        shared: SharedBudget | None = None,
+        shared: SharedPermits | None = None,
     ) -> None:
         self.enabled = enabled
         self.shared = shared
