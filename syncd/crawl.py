@@ -183,10 +183,14 @@ class Crawler:
         """Crawl and merge; cancellation abandons the run and keeps the previous snapshot."""
         org, orgs = await self._organizations(org)  # one addressed by its title: its id from here on
         scope_ref = self.scoping.ref(f"{self.tenant}:{org}" if org else self.tenant)
-        self._load_previous()
-        self._run = self.mirror.start_run(job, self.tenant, scope_ref)
+        # Off the event loop: on PostgreSQL, another replica's run of this tenant is waited for
+        # (bounded, `Mirror.lock_wait`); cancelling this task ends the wait within a second.
+        self._run = await anyio.to_thread.run_sync(
+            lambda: self.mirror.start_run(job, self.tenant, scope_ref, on_wait=anyio.from_thread.check_cancelled)
+        )
         finished = False
         try:
+            self._load_previous()  # once the tenant is ours: what a run just before us merged counts
             await self._walk(orgs, org)
             status = "partial" if self.stats.failed_listings else "complete"
             stats = self.stats.as_dict() | {"requests": self.client.stats.requests}

@@ -40,7 +40,7 @@ def test_an_apply_run_holds_the_writer_lock_and_keeps_its_pair(mirror: Mirror) -
     run = j.begin(mirror, PAIR)
     row = mirror.run(run)
     assert row is not None and (row["job"], row["tenant"], row["status"]) == ("apply", "dst", "running")
-    with Mirror(mirror.path) as other, pytest.raises(MirrorBusyError):
+    with Mirror(mirror.path, lock_wait=0) as other, pytest.raises(MirrorBusyError):
         j.begin(other, PAIR)
     j.finish(mirror, run, "partial", {"apply": {"writes": 3}}, "1 op failed")
     row = mirror.run(run)

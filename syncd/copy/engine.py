@@ -239,6 +239,12 @@ async def _content_source(ends: Endpoints, content: ContentStrategy) -> AsyncIte
         yield source
 
 
+async def _begin(mirror: Mirror, pair: Pair) -> int:
+    """`journal.begin` off the event loop: on PostgreSQL it waits (bounded) for another
+    process's run of the target tenant; cancelling the task ends the wait."""
+    return await anyio.to_thread.run_sync(lambda: journal.begin(mirror, pair, on_wait=anyio.from_thread.check_cancelled))
+
+
 async def _settle(ends: Endpoints, pair: Pair) -> list[str]:
     """Settle leftovers of earlier runs in an apply run of its own (none when none)."""
     with Mirror(ends.db) as mirror:
@@ -246,9 +252,12 @@ async def _settle(ends: Endpoints, pair: Pair) -> list[str]:
         idmap = journal.load_idmap(mirror, pair)
         if not intents and not idmap.of_kind("space-duplicate"):
             return []
-        run = journal.begin(mirror, pair)
+        run = await _begin(mirror, pair)
         status = "failed"
         try:
+            # Read again now that the target is ours: a replica's apply we waited for may have
+            # settled or finished some of them meanwhile.
+            intents, idmap = journal.open_intents(mirror, pair), journal.load_idmap(mirror, pair)
             writer = Writer(mirror=mirror, pair=pair, run=run, idmap=idmap, target=ends.target, source=ends.source)
             done = await settle_leftovers(writer, intents)
             status = "complete"
@@ -281,7 +290,7 @@ async def _apply(
         live = not isinstance(ends.source_ref, BackupSource)
         publisher = Publisher(source, reading.source.snapshot, _blobs(ends, reading.pair), fetch=live, concurrency=ends.settings.content_source.concurrency)
     with Mirror(ends.db) as mirror:
-        run = journal.begin(mirror, reading.pair)
+        run = await _begin(mirror, reading.pair)
         status, reason, result = "failed", "apply stopped on an error", None
         try:
             writer = Writer(mirror=mirror, pair=reading.pair, run=run, idmap=reading.idmap, target=ends.target, source=ends.source, publisher=publisher)

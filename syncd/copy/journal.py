@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -114,10 +114,11 @@ def record_mappings(mirror: Mirror, run: int, pair: Pair, mappings: Sequence[Map
 # -- apply runs ----------------------------------------------------------------------------
 
 
-def begin(mirror: Mirror, pair: Pair) -> int:
-    """Open an apply run into the target: takes the state file's writer lock (MirrorBusyError
-    when another live process writes it); the pair is kept in the run's statistics."""
-    run = mirror.start_run(APPLY_JOB, pair.target_tenant, f"{pair.target_tenant}:{pair.target_org}")
+def begin(mirror: Mirror, pair: Pair, on_wait: Callable[[], object] | None = None) -> int:
+    """Open an apply run into the target: takes the writer lock (the state file's, or the target
+    tenant's on PostgreSQL, waited for: see `Mirror.start_run`, whose `on_wait` this is;
+    MirrorBusyError when another live process writes it); the pair is kept in the run's statistics."""
+    run = mirror.start_run(APPLY_JOB, pair.target_tenant, f"{pair.target_tenant}:{pair.target_org}", on_wait=on_wait)
     mirror.set_run_stats(run, {"pair": asdict(pair)})
     return run
 

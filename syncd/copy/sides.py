@@ -138,12 +138,17 @@ async def read_sides(ends: Endpoints, backup: Side | None, on_progress: Progress
 
         tenants = {ends.settings.tenant(ref.tenant).name for ref, _ in live}
         if len(tenants) == len(live):
+            # On PostgreSQL both tenants' writer locks first, in the order every process takes
+            # them (waited for, bounded): two copies between the same tenants never wait for each other.
+            await anyio.to_thread.run_sync(lambda: mirror.hold(tenants, on_wait=anyio.from_thread.check_cancelled))
             try:
                 async with anyio.create_task_group() as tg:
                     for index in range(len(live)):
                         tg.start_soon(read, index)
             except BaseExceptionGroup as group:  # one side failed (and the other was cancelled): its error, as is
                 raise _first(group) from None
+            finally:
+                mirror.unhold(tenants)
         else:
             for index in range(len(live)):
                 await read(index)

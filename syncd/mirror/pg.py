@@ -6,9 +6,10 @@ both backends. Their `?` and `:name` placeholders become psycopg's `%s` and `%(n
 here (`translate`, string literals left alone), and JSON columns come back as text, as
 SQLite gives them, so the code above decodes them the same way.
 
-One writer at a time, as with the file's `flock`: a session advisory lock keyed by the
-schema (`PgWriterLock`); the server lets it go when the holder's connection ends, however
-the process died, so the next writer may fail the runs it left `running`.
+Writers take a session advisory lock per tenant (`syncd.mirror.pg_writers`); the server lets
+it go when the holder's connection ends, however the process died, so the next writer of the
+tenant may fail the runs it left `running`. The connection names its process (pid, host) in
+`application_name`, which a busy writer's message shows.
 Imported only when a `state_url` is used (psycopg is not loaded for the SQLite state).
 """
 
@@ -16,7 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import re
+import socket
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -26,12 +29,11 @@ from psycopg.types.string import TextLoader
 
 from syncd.fleet.connect import connect, display_url
 from syncd.fleet.schema import FLEET_MIGRATIONS, applied_fleet_migrations, migrate_fleet
-from syncd.mirror.errors import MirrorBusyError, MirrorError, NewerStateError
+from syncd.mirror.errors import MirrorError, NewerStateError
 
-__all__ = ["PgDatabase", "PgWriterLock", "open_pg", "translate", "where"]
+__all__ = ["PgDatabase", "open_pg", "translate", "where"]
 
 _TABLES_MIGRATION = "mirror-0001"
-_WRITER_KEY = 0x5359_4E43  # "SYNC": with the schema's hash, the writer lock of one state
 _TOKEN = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|::|\?|:[A-Za-z_]\w*|%")
 
 
@@ -102,7 +104,7 @@ def open_pg(url: str, *, readonly: bool = False) -> PgDatabase:
     FleetError (one line) when the server cannot be used; MirrorError when a read-only
     state holds no mirror; NewerStateError when a newer syncd upgraded it."""
     if not readonly:
-        conn = connect(url, application_name="syncd mirror")
+        conn = connect(url, application_name=f"syncd mirror pid {os.getpid()} on {socket.gethostname()}")
         try:
             migrate_fleet(conn)
         except BaseException:
@@ -128,49 +130,3 @@ def open_pg(url: str, *, readonly: bool = False) -> PgDatabase:
             )
         raise MirrorError(f"the PostgreSQL state at {where(url)} holds no syncd mirror yet")
     return PgDatabase(conn)
-
-
-class PgWriterLock:
-    """A session advisory lock: one process at a time writes runs into the state."""
-
-    def __init__(self, db: PgDatabase, where: str) -> None:
-        self.db = db
-        self.where = where
-        self._held = False
-
-    @property
-    def held(self) -> bool:
-        return self._held
-
-    def acquire(self) -> None:
-        """Take the lock or raise `MirrorBusyError` naming the holder; never waits."""
-        if self._held:
-            return
-        row = self.db.execute("SELECT pg_try_advisory_lock(?, hashtext(current_schema()))", [_WRITER_KEY]).fetchone()
-        if not row or not row[0]:
-            raise MirrorBusyError(
-                f"the PostgreSQL state at {self.where} is being written by another syncd process "
-                f"({self._holder()}); wait for its run to end or stop it"
-            )
-        self._held = True
-
-    def _holder(self) -> str:
-        row = self.db.execute(
-            "SELECT a.pid, a.application_name, host(a.client_addr) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-            "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.classid::bigint = ? "
-            "AND l.objid::bigint = (hashtext(current_schema())::bigint & 4294967295) "
-            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) LIMIT 1",
-            [_WRITER_KEY],
-        ).fetchone()
-        if row is None:
-            return "unknown"
-        pid, name, address = row
-        return f"server pid {pid}, {name or 'unnamed'}" + (f" from {address}" if address else "")
-
-    def release(self) -> None:
-        """Let go; a connection already gone has let go by itself."""
-        if not self._held:
-            return
-        self._held = False
-        with contextlib.suppress(psycopg.Error):
-            self.db.execute("SELECT pg_advisory_unlock(?, hashtext(current_schema()))", [_WRITER_KEY])

@@ -24,8 +24,10 @@ iterating before writing from another thread.
 Backends: the code above sees one interface. `self.db` is the SQLite file's `Database`
 (sqlite-utils) or the PostgreSQL handle (`syncd.mirror.pg`) with the same `execute`,
 `query` and `atomic`; the few statements that differ come from `self.dialect`
-(`syncd.mirror.dialect`). One writer process at a time: a `flock` beside the file, or a
-session advisory lock on the server (`WriterLock`, `pg.PgWriterLock`).
+(`syncd.mirror.dialect`). One writer process at a time: of the whole file (a `flock` beside
+it, `WriterLock`, never waited for), or of each tenant on the server (session advisory locks
+waited for up to `lock_wait` seconds, `syncd.mirror.pg_writers`: replicas of a fleet write
+different tenants side by side).
 
 Read-only (`Mirror(path, readonly=True)`): for backups being exported, restored or looked
 at, and for a look at a mirror another process writes; every write method raises MirrorError.
@@ -47,7 +49,7 @@ import os
 import socket
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -55,6 +57,7 @@ from typing import Any, Self
 from syncd.mirror.dialect import POSTGRES, SQLITE
 from syncd.mirror.diff import ChangeSummary
 from syncd.mirror.errors import MirrorError
+from syncd.mirror.holds import MirrorHolds
 from syncd.mirror.lock import WriterLock
 from syncd.mirror.merge import merge_run
 from syncd.mirror.reads import FINISHED, MirrorReads
@@ -87,7 +90,7 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
-class Mirror(MirrorReads, MirrorStaging):
+class Mirror(MirrorReads, MirrorStaging, MirrorHolds):
     """A state file, or the PostgreSQL state at a `state_url`, opened for reading and for
     writing runs (see the module docstring).
 
@@ -103,8 +106,12 @@ class Mirror(MirrorReads, MirrorStaging):
         readonly: bool = False,
         busy_timeout: float = 30.0,
         batch_size: int = 1000,
+        lock_wait: float = 600.0,
     ) -> None:
         self.readonly = readonly
+        self.lock_wait = lock_wait
+        """PostgreSQL: seconds a writer waits for another process's run of the same tenant to
+        end (`start_run`, `hold`); 0 tries once. SQLite never waits."""
         self.immutable = False
         """True when opened read-only as an immutable file (see `check_unchanged`)."""
         self.batch_size = batch_size
@@ -115,11 +122,12 @@ class Mirror(MirrorReads, MirrorStaging):
         self.path: Path | str
         """The file's path, or the URL of the PostgreSQL state (what reopens it)."""
         if is_state_url(path):
-            from syncd.mirror.pg import PgWriterLock, open_pg, where
+            from syncd.mirror.pg import open_pg, where
+            from syncd.mirror.pg_writers import TenantWriters
 
             self.path, self.where, self.dialect = str(path), where(str(path)), POSTGRES
             self.db: Any = open_pg(self.path, readonly=readonly)
-            self._writer: Any = PgWriterLock(self.db, self.where)
+            self._writer: Any = TenantWriters(self.db, self.where)
             return
         self.path = Path(path)
         self.where = str(self.path)
@@ -180,9 +188,15 @@ class Mirror(MirrorReads, MirrorStaging):
     # -- writing a run ---------------------------------------------------------------------
 
     @_writes
-    def start_run(self, job: str, tenant: str, scope_ref: str) -> int:
-        """Open a run; the first open run of this Mirror takes the writer lock and recovers
-        the runs a dead process left `running`."""
+    def start_run(self, job: str, tenant: str, scope_ref: str, *, on_wait: Callable[[], object] | None = None) -> int:
+        """Open a run. SQLite: the first open run of this Mirror takes the file's writer lock
+        (MirrorBusyError at once when another process holds it) and recovers the runs a dead
+        process left `running`. PostgreSQL: the first open run of `tenant` takes that tenant's
+        lock, waiting up to `lock_wait` seconds for another process's run of it to end
+        (`on_wait` is called between tries: raise from it to stop waiting), and recovers the
+        dead runs of that tenant only. It may block: async code calls it through `anyio.to_thread`."""
+        if not self.dialect.sqlite:
+            return self._start_tenant_run(job, tenant, scope_ref, on_wait)
         with self._lock:
             first = not self._active
             if first:
@@ -193,18 +207,21 @@ class Mirror(MirrorReads, MirrorStaging):
                     self._writer.release()
                     raise
             try:
-                cursor = self.db.execute(
-                    "INSERT INTO runs (job, tenant, scope_ref, started_at, status, pid, host) "
-                    "VALUES (?, ?, ?, ?, 'running', ?, ?)" + ("" if self.dialect.sqlite else " RETURNING id"),
-                    [job, tenant, scope_ref, utc_now(), os.getpid(), socket.gethostname()],
-                )
-                run = int(cursor.lastrowid or 0) if self.dialect.sqlite else int(cursor.fetchone()[0])
+                run = self._insert_run(job, tenant, scope_ref)
             except BaseException:
                 if first:
                     self._writer.release()
                 raise
             self._active[run] = tenant
             return run
+
+    def _insert_run(self, job: str, tenant: str, scope_ref: str) -> int:
+        cursor = self.db.execute(
+            "INSERT INTO runs (job, tenant, scope_ref, started_at, status, pid, host) "
+            "VALUES (?, ?, ?, ?, 'running', ?, ?)" + ("" if self.dialect.sqlite else " RETURNING id"),
+            [job, tenant, scope_ref, utc_now(), os.getpid(), socket.gethostname()],
+        )
+        return int(cursor.lastrowid or 0) if self.dialect.sqlite else int(cursor.fetchone()[0])
 
     def require_open(self, run: int) -> str:
         """The tenant of `run`; MirrorError unless the run is open in this Mirror."""
@@ -334,9 +351,12 @@ class Mirror(MirrorReads, MirrorStaging):
     def recover(self) -> list[int]:
         """Fail the runs left `running` by a process that died; returns their ids.
 
-        Raises `MirrorBusyError` when another live process is writing the file.
+        SQLite: raises `MirrorBusyError` when another live process is writing the file.
+        PostgreSQL: the runs of tenants another live process writes are left alone.
         """
         with self._lock:
+            if not self.dialect.sqlite:
+                return self._writer.recover_idle(self._recover_locked)
             if self._active:
                 return self._recover_locked()
             self._writer.acquire()
@@ -345,12 +365,13 @@ class Mirror(MirrorReads, MirrorStaging):
             finally:
                 self._writer.release()
 
-    def _recover_locked(self) -> list[int]:
-        dead = [
-            row[0]
-            for row in self.db.execute("SELECT id FROM runs WHERE status = 'running' ORDER BY id").fetchall()
-            if row[0] not in self._active
-        ]
+    def _recover_locked(self, tenant: str | None = None) -> list[int]:
+        """Fail the `running` runs not open here: of every tenant (SQLite: the file's lock is
+        held), or of `tenant` (PostgreSQL: its lock is held, other tenants may be written)."""
+        sql, params = "SELECT id FROM runs WHERE status = 'running' ORDER BY id", []
+        if tenant is not None:
+            sql, params = "SELECT id FROM runs WHERE status = 'running' AND tenant = ? ORDER BY id", [tenant]
+        dead = [row[0] for row in self.db.execute(sql, params).fetchall() if row[0] not in self._active]
         if dead:
             self._drop_runs(dead, "failed", "the process writing this run ended before it finished")
         return dead
@@ -366,6 +387,8 @@ class Mirror(MirrorReads, MirrorStaging):
                 )
 
     def _end(self, run: int) -> None:
-        del self._active[run]
-        if not self._active:
+        tenant = self._active.pop(run)
+        if not self.dialect.sqlite:
+            self._writer.give(tenant)
+        elif not self._active:
             self._writer.release()
