@@ -19,7 +19,6 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -49,7 +48,7 @@ from syncd.errors import SyncdError
 from syncd.mirror import Mirror
 from syncd.scope import EVERYTHING, Scope
 from syncd.selection import Dependency
-from syncd.sync import Progress, default_db
+from syncd.sync import Progress, StateLocation, default_db
 
 __all__ = ["CopyReport", "PlanRefused", "Reading", "RoundReport", "copy_org", "dry_run_lines", "fingerprints", "plan_org", "verify_org"]
 
@@ -316,7 +315,7 @@ async def copy_org(
     mode: Mode = "copy",
     max_delete: int = 10,
     adopt: bool = True,
-    db: Path | None = None,
+    db: StateLocation | None = None,
     max_rounds: int = MAX_ROUNDS,
     full: bool = False,
     clients: ClientFactory | None = None,
@@ -446,7 +445,7 @@ class _Copy:
 
 async def plan_org(
     settings: Settings, source: Source, target: TargetRef, *, mode: Mode = "copy", max_delete: int = 10, adopt: bool = True,
-    db: Path | None = None, on_read: Progress | None = None, scope: Scope = EVERYTHING,
+    db: StateLocation | None = None, on_read: Progress | None = None, scope: Scope = EVERYTHING,
 ) -> tuple[Reading, Plan]:
     """Read both sides and plan; nothing is written (leftovers of earlier runs are not
     settled: the plan's warnings say so, and a real apply settles them first)."""
@@ -462,7 +461,7 @@ async def plan_org(
 
 
 async def verify_org(
-    settings: Settings, source: Source, target: TargetRef, *, db: Path | None = None, on_read: Progress | None = None, scope: Scope = EVERYTHING
+    settings: Settings, source: Source, target: TargetRef, *, db: StateLocation | None = None, on_read: Progress | None = None, scope: Scope = EVERYTHING
 ) -> tuple[Verification, list[Entry]]:
     """Read both sides and compare them (differences a plan would announce as skips are
     excused); and what copies of this pair left in the source."""

@@ -24,7 +24,7 @@ from syncd.crawl import CrawlResult
 from syncd.errors import UsageError
 from syncd.mirror import Mirror, MirrorError
 from syncd.orgs import resolve_ref
-from syncd.sync import Progress, sync_into
+from syncd.sync import Progress, StateLocation, sync_into
 
 ClientFactory = Callable[..., TenantClient]
 """(settings, tenant, global limiter, **options) -> TenantClient (benchmarks count calls)."""
@@ -65,7 +65,7 @@ class Endpoints:
     """What a copy talks to: the settings, the state file, and the open clients."""
 
     settings: Settings
-    db: Path
+    db: StateLocation
     source_ref: Source
     target_ref: TargetRef
     target: TenantClient
@@ -95,7 +95,7 @@ def same_credentials(settings: Settings, a: str, b: str) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def connect(settings: Settings, db: Path, source: Source, target: TargetRef, clients: ClientFactory | None = None) -> AsyncIterator[Endpoints]:
+async def connect(settings: Settings, db: StateLocation, source: Source, target: TargetRef, clients: ClientFactory | None = None) -> AsyncIterator[Endpoints]:
     """Open the clients of a copy (checks the arguments first: one-line UsageErrors)."""
     require_org(target, "the target")
     if isinstance(source, TargetRef):
