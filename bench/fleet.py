@@ -1,0 +1,330 @@
+"""Benchmark of a fleet of `syncd serve` replicas on one PostgreSQL (issue 13): jobs completed
+per minute with 1, 2 and 3 replicas, in two series; prints a table, asserts nothing.
+
+- `latency`: the tenants' rate limits are NOT the bound (a high rate per token); the emulator
+  adds latency to every request, so a run takes a while and a replica has many runs in flight.
+- `rate`: the per-token rate limits ARE the bound (a low rate per token): the fleet's
+  throughput should stop growing with replicas, and the 429s stay near 0 because the replicas
+  share each token's request budget through PostgreSQL (`syncd.fleet.budget`).
+
+Each series runs the same jobs: `--jobs` backup jobs over two tenants (two tokens of one
+emulator, each with its own rate-limit bucket), each scheduled `every = "1s"`, so every job
+always has a due slot waiting and the replicas never run out of work (`jitter = "5s"` spreads
+the first starts, so the runs do not end in waves). Backups, because a backup
+writes a file of its own: sync and mirror jobs take their tenant's writer lock on the shared
+state, one run per tenant at a time across the fleet, which would make the number of tenants
+the bound instead of the replicas.
+
+A measurement: a fresh schema in the benchmark's own database, N replicas started as processes
+(`syncd serve --config FILE`, a configuration and state directory each), `--warmup` seconds, then
+a window of `--window` seconds of wall time: the runs counted are those that ended in it
+(`fleet_runs.ended_at`, the server's clock) and succeeded; the requests and 429s are the
+emulator's (`/_emulator/stats`, reset at the window's start); CPU is the processes' own
+(/proc). Then the replicas get SIGTERM. Ratios are against the 1-replica measurement of the
+same series in the same run.
+
+The benchmark creates its own database on `--server` (dropped at the end, also after an
+error or Ctrl-C) and its own emulator, and stops every process it started by its PID.
+
+Run: .venv/bin/python bench/fleet.py [--window 40] [--warmup 15] [--jobs 36]
+         [--latency-ms 100] [--high-rate 2000] [--low-rate 50] [--series latency,rate]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import psycopg
+
+TOP = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(TOP))
+
+from syncd.emulator.process import EmulatorProcess, emulator_process  # noqa: E402
+
+TOKENS = ("bench-fleet-one", "bench-fleet-two")
+CONTROL = "bench-fleet-control-token"
+DEFAULT_SPEC = "orgs=4,collections=2,spaces=3,pages=3,files=0,sites=1,sections=1,members=2,teams=1"
+READY_TIMEOUT = 60.0
+
+
+@dataclass
+class Measurement:
+    series: str
+    replicas: int
+    seconds: float
+    runs: int
+    by_replica: dict[str, int] = field(default_factory=dict)
+    requests: int = 0
+    limited: int = 0
+    cpu: dict[str, float] = field(default_factory=dict)
+    """Share of one core each kind of process used in the window (replicas summed, emulator), and
+    the share of all cores the machine was busy (`machine`: PostgreSQL and anything else too)."""
+
+    @property
+    def per_minute(self) -> float:
+        return self.runs * 60.0 / self.seconds if self.seconds else 0.0
+
+
+def _cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _machine_busy() -> tuple[float, float]:
+    """(busy, total) jiffies of all cores since boot (/proc/stat): the machine's load, others' too."""
+    try:
+        values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    return float(sum(values) - idle), float(sum(values))
+
+
+def _admin(url: str, method: str, path: str, body: Any = None) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url + path, method=method, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        raw = answer.read()
+    return json.loads(raw) if raw else None
+
+
+# -- the database -------------------------------------------------------------------------------
+
+
+@contextmanager
+def own_database(server: str) -> Iterator[str]:
+    """A fresh database on `server` for this run, dropped at the end whatever happens."""
+    name = f"syncd_bench_fleet_{os.getpid()}_{secrets.token_hex(3)}"
+    with psycopg.connect(server, autocommit=True, connect_timeout=5) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield urlunsplit(urlsplit(server)._replace(path=f"/{name}"))
+    finally:
+        with psycopg.connect(server, autocommit=True, connect_timeout=5) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def fresh_schema(database: str, schema: str) -> str:
+    """A new schema in `database`, as a URL whose search_path is it (a fleet of its own)."""
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    parts = urlsplit(database)
+    return urlunsplit(parts._replace(query="options=" + quote(f"-csearch_path={schema}", safe="")))
+
+
+def server_now(url: str) -> Any:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT clock_timestamp()").fetchone()
+    assert row is not None
+    return row[0]
+
+
+def ended_between(url: str, start: Any, end: Any) -> Counter[str]:
+    """Succeeded runs that ended in [start, end), by replica."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT replica, count(*) FROM fleet_runs WHERE outcome = 'succeeded' AND ended_at >= %s AND ended_at < %s GROUP BY replica",
+            (start, end),
+        ).fetchall()
+    return Counter({str(replica): int(count) for replica, count in rows})
+
+
+# -- the replicas -------------------------------------------------------------------------------
+
+
+def jobs_for(orgs: list[str], count: int) -> list[dict[str, Any]]:
+    """`count` backup jobs spread over both tenants and the organizations, each due every second."""
+    tenants = ("one", "two")
+    return [
+        {"name": f"backup-{n}", "kind": "backup", "source": f"{tenants[n % 2]}:{orgs[(n // 2) % len(orgs)]}", "keep_last": 1}
+        for n in range(count)
+    ]
+
+
+def write_config(folder: Path, name: str, emulator_url: str, state_url: str, jobs: list[dict[str, Any]]) -> Path:
+    folder.mkdir(parents=True)
+    q = json.dumps
+    lines = [f"state_url = {q(state_url)}", f"state_dir = {q(str(folder / 'state'))}", 'log_level = "warning"']
+    for tenant, token in zip(("one", "two"), TOKENS, strict=True):
+        lines += [f"[tenants.{tenant}]", f"base_url = {q(emulator_url)}", f"token = {q(token)}"]
+    lines += ["[retry]", "max_attempts = 8", 'initial_wait = "0.2s"', 'max_wait = "5s"']
+    lines += ["[daemon]", "port = 0", f"token = {q(CONTROL)}", 'shutdown_deadline = "2s"', 'failure_backoff = "1s"']
+    lines += ["[fleet]", f"replica = {q(name)}", 'lease = "10s"', 'poll = "0.5s"']
+    for job in jobs:
+        lines += ["[[jobs]]", *(f"{key} = {q(value)}" for key, value in job.items()), 'schedule = { every = "1s", jitter = "5s" }']
+    path = folder / "syncd.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@dataclass
+class Replica:
+    name: str
+    process: subprocess.Popen[bytes]
+    state_dir: Path
+
+    def ready(self) -> bool:
+        if self.process.poll() is not None:
+            raise RuntimeError(f"replica {self.name} exited with {self.process.returncode} (log: {self.state_dir.parent / 'serve.log'})")
+        info = self.state_dir / "daemon.json"
+        try:
+            return bool(json.loads(info.read_text()).get("pid") == self.process.pid)
+        except (OSError, ValueError):
+            return False
+
+
+def start_replica(config: Path, name: str) -> Replica:
+    log = (config.parent / "serve.log").open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "syncd.cli", "serve", "--config", str(config)],
+        cwd=config.parent, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(TOP)},
+    )
+    log.close()
+    return Replica(name, process, config.parent / "state")
+
+
+def stop_replicas(replicas: list[Replica]) -> None:
+    """SIGTERM to each (by its PID), then wait; one that does not stop is killed."""
+    for replica in replicas:
+        if replica.process.poll() is None:
+            replica.process.send_signal(signal.SIGTERM)
+    for replica in replicas:
+        try:
+            replica.process.wait(30)
+        except subprocess.TimeoutExpired:
+            replica.process.kill()
+            replica.process.wait()
+
+
+# -- one measurement ----------------------------------------------------------------------------
+
+
+def measure(args: argparse.Namespace, emulator: EmulatorProcess, database: str, series: str, count: int) -> Measurement:
+    state_url = fresh_schema(database, f"{series}_{count}")
+    orgs = [org["id"] for org in emulator.report["organizations"]]
+    jobs = jobs_for(orgs, args.jobs)
+    replicas: list[Replica] = []
+    with tempfile.TemporaryDirectory(prefix="syncd-bench-fleet-") as tmp:
+        try:
+            for index in range(count):
+                name = f"r{index + 1}"
+                replicas.append(start_replica(write_config(Path(tmp) / name, name, emulator.url, state_url, jobs), name))
+            deadline = time.monotonic() + READY_TIMEOUT
+            while not all(replica.ready() for replica in replicas):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the replicas did not start within {READY_TIMEOUT:g} s")
+                time.sleep(0.2)
+            time.sleep(args.warmup)
+            _admin(emulator.url, "DELETE", "/_emulator/stats")
+            cpu_before = {r.name: _cpu_seconds(r.process.pid) for r in replicas}, _cpu_seconds(emulator.process.pid)
+            machine_before = _machine_busy()
+            start, began = server_now(state_url), time.monotonic()
+            time.sleep(args.window)
+            end, seconds = server_now(state_url), time.monotonic() - began
+            stats = _admin(emulator.url, "GET", "/_emulator/stats")
+            cpu = {
+                "replicas": sum(_cpu_seconds(r.process.pid) - cpu_before[0][r.name] for r in replicas) / seconds,
+                "emulator": (_cpu_seconds(emulator.process.pid) - cpu_before[1]) / seconds,
+            }
+            machine_after = _machine_busy()
+            spent = machine_after[1] - machine_before[1]
+            cpu["machine"] = (machine_after[0] - machine_before[0]) / spent if spent else 0.0
+        finally:
+            stop_replicas(replicas)
+        by_replica = ended_between(state_url, start, end)
+    return Measurement(
+        series, count, (end - start).total_seconds(), sum(by_replica.values()), dict(sorted(by_replica.items())),
+        int(stats["total"]), int(stats["by_status"].get("429", 0)), cpu,
+    )
+
+
+# -- the table ----------------------------------------------------------------------------------
+
+
+def table(results: list[Measurement]) -> str:
+    head = f"{'series':<8} {'replicas':>8} {'runs/min':>9} {'x 1 replica':>11} {'requests/s':>10} {'429s':>9} {'CPU replicas':>12} {'CPU emulator':>12} {'machine busy':>12}  runs by replica"
+    lines = [head, "-" * len(head)]
+    for result in results:
+        base = next(r for r in results if r.series == result.series and r.replicas == 1)
+        ratio = result.per_minute / base.per_minute if base.per_minute else float("nan")
+        share = f"{result.limited}/{result.requests}"
+        split = " ".join(f"{name}={n}" for name, n in result.by_replica.items())
+        lines.append(
+            f"{result.series:<8} {result.replicas:>8} {result.per_minute:>9.1f} {ratio:>11.2f} {result.requests / result.seconds:>10.1f} "
+            f"{share:>9} {result.cpu['replicas']:>11.0%} {result.cpu['emulator']:>12.0%} {result.cpu['machine']:>12.0%}  {split}"
+        )
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> list[Measurement]:
+    results: list[Measurement] = []
+    with own_database(args.server) as database, emulator_process(
+        token=TOKENS[0], spec=args.spec, seed=args.seed, rate=args.high_rate, latency_ms=args.latency_ms, extra=["--token", TOKENS[1]]
+    ) as emulator:
+        print(f"emulator {emulator.url}: {len(emulator.report['organizations'])} organizations, {emulator.objects} objects; "
+              f"{args.jobs} backup jobs every 1 s; {os.cpu_count()} cores; window {args.window:g} s after {args.warmup:g} s", flush=True)
+        for series, rate in (("latency", args.high_rate), ("rate", args.low_rate)):
+            if series not in args.series.split(","):
+                continue
+            _admin(emulator.url, "PUT", "/_emulator/rate-limit", {"rate": rate})
+            print(f"series {series}: {rate:g} requests/s per token, {args.latency_ms:g} ms latency", flush=True)
+            for count in (1, 2, 3):
+                results.append(measure(args, emulator, database, series, count))
+                print("  " + table([r for r in results if r.series == series]).splitlines()[-1], flush=True)
+    return results
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--window", type=float, default=40.0, help="seconds of each measurement's window")
+    parser.add_argument("--warmup", type=float, default=15.0, help="seconds between the replicas' start and the window")
+    parser.add_argument("--jobs", type=int, default=36, help="backup jobs, each due every second")
+    parser.add_argument("--latency-ms", type=float, default=100.0, help="latency the emulator adds to every request")
+    parser.add_argument("--high-rate", type=float, default=2000.0, help="requests/s per token in the series where the rate is not the bound")
+    parser.add_argument("--low-rate", type=float, default=50.0, help="requests/s per token in the series where the rate is the bound")
+    parser.add_argument("--series", default="latency,rate", help="which series to run (a comma-separated list)")
+    parser.add_argument("--spec", default=DEFAULT_SPEC, help="what the emulator generates")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--server", default="postgresql://postgres@127.0.0.1:5432/postgres", help="PostgreSQL to create the database on")
+    return parser.parse_args(argv)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM ends the benchmark like Ctrl-C: every process and the database are cleaned up."""
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        results = run(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    print()
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
