@@ -18,7 +18,7 @@ from syncd.emulator.store import Store
 from tests.coverage_pause import coverage_tracer_off, is_property_test
 from tests.cpu_stress import OPTION, Burners, burner_count
 from tests.pg_support import pg_server, pg_url  # noqa: F401  (fixtures: a real PostgreSQL, never skipped)
-from tests.state_support import other_state, state  # noqa: F401  (fixtures: a SQLite state file, then a PostgreSQL state)
+from tests.state_support import backend, other_state, state  # noqa: F401  (fixtures: a SQLite state file, then a PostgreSQL state)
 
 # Hypothesis: few examples by default, no per-example deadline (a loaded machine must not fail a
 # property); `HYPOTHESIS_PROFILE=slow` draws many more, and larger organizations (tests/strategies.py).

@@ -1,6 +1,11 @@
 """Both state backends for one test (issue 13): `state` is a SQLite file's path, then a
 PostgreSQL URL (a schema of the test's own, `tests.pg_support.pg_url`). Registered in
-`tests/conftest.py`; a test takes `state` and opens `Mirror(state)`."""
+`tests/conftest.py`; a test takes `state` and opens `Mirror(state)`.
+
+The end-to-end tests (the CLI, the configuration, `syncd serve`) take `backend` instead: they
+run once with the state in `STATE_DIR/syncd.db`, once with `SYNCD_STATE_URL` naming a PostgreSQL
+schema of their own (`use_backend` sets the environment and says where the commands then keep
+their state). `@sqlite_only` keeps one test on SQLite, with a comment saying why."""
 
 from __future__ import annotations
 
@@ -16,7 +21,12 @@ import pytest
 
 from tests.pg_support import with_search_path
 
-__all__ = ["count_rows", "is_pg", "other_state", "state"]
+__all__ = ["BACKENDS", "backend", "count_rows", "is_pg", "other_state", "sqlite_only", "state", "use_backend"]
+
+BACKENDS = ("sqlite", "postgresql")
+
+sqlite_only = pytest.mark.parametrize("backend", ["sqlite"])
+"""A test of a behaviour only the SQLite state has (say why beside it): `backend` is "sqlite" only."""
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -25,6 +35,31 @@ def state(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
     if request.param == "sqlite":
         return tmp_path / "state" / "syncd.db"
     return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Which state the commands under test use: "sqlite" (the embedded default) or "postgresql"."""
+    return str(request.param)
+
+
+def use_backend(backend: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, state_dir: Path) -> Path | str:
+    """Point syncd's environment at `backend`'s state and say where that state is (what
+    `syncd.sync.default_db` gives): `state_dir/syncd.db`, or a fresh schema's URL in
+    `SYNCD_STATE_URL` (the state directory still holds what is not state: backups, the lock)."""
+    if backend == "sqlite":
+        monkeypatch.delenv("SYNCD_STATE_URL", raising=False)
+        return state_dir / "syncd.db"
+    assert backend == "postgresql", backend
+    url = str(request.getfixturevalue("pg_url"))
+    monkeypatch.setenv("SYNCD_STATE_URL", url)
+
+    def kept_in_postgresql() -> None:  # a command or daemon that ignored state_url would pass unseen
+        files = [name for name in ("syncd.db", "daemon.db") if (state_dir / name).exists()]
+        assert not files, f"{state_dir}: {', '.join(files)} made although SYNCD_STATE_URL is set"
+
+    request.addfinalizer(kept_in_postgresql)
+    return url
 
 
 def is_pg(state: Path | str) -> bool:

@@ -8,6 +8,10 @@ The emulator's canonical dump is the independent oracle: after a copy the target
 equals the source's for every kind syncd copies (`tests.oracle.copied_view`), no path carries a
 `#2` suffix (the dump adds it when two siblings share a label: an object created twice) nor a
 duplicate's "(copy)" name, and the SOURCE's whole dump is as it was before.
+
+Every test runs with syncd's state in a SQLite file under both profiles, and in PostgreSQL
+(`SYNCD_STATE_URL`) under the default one: the profile is the service's behaviour, the backend
+syncd's own, and the two do not meet; all three would take twice the time for little more.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from syncd.daemon.metrics import DaemonMetrics
 from syncd.emulator.process import emulator_process
 from tests.loopback import EmulatorClient
 from tests.oracle import copied_view
+from tests.state_support import use_backend
 
 TOKEN = "e2e-token"
 SPEC = (
@@ -38,6 +43,11 @@ SPEC = (
 )
 FAULTS = {"lost": 0.05, "5xx": 0.02}
 """5% of write answers lost after the write took effect, 2% of all calls answered 5xx."""
+
+pytestmark = pytest.mark.parametrize(
+    ("profile", "backend"), [("default", "sqlite"), ("divergent", "sqlite"), ("default", "postgresql")],
+    ids=["default-sqlite", "divergent-sqlite", "default-postgresql"],
+)
 
 
 class Emulator(EmulatorClient):
@@ -51,19 +61,21 @@ class Emulator(EmulatorClient):
         return int(self.admin("GET", "/_emulator/stats")["by_status"].get("lost-answer", 0))
 
 
-@pytest.fixture(params=["default", "divergent"])
-def emulator(request: pytest.FixtureRequest) -> Iterator[Emulator]:
-    with emulator_process(token=TOKEN, spec=SPEC, seed=3, rate=0, profile=request.param) as running:
+@pytest.fixture
+def emulator(profile: str) -> Iterator[Emulator]:
+    with emulator_process(token=TOKEN, spec=SPEC, seed=3, rate=0, profile=profile) as running:
         yield Emulator(running.url, running.report, TOKEN)
 
 
 @pytest.fixture
-def env(emulator: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def env(emulator: Emulator, backend: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The working directory of a syncd with five tenants on the emulator, its state on `backend`."""
     monkeypatch.chdir(tmp_path)
     for name, token in (("SRC", TOKEN), ("DST", TOKEN), ("ONE", "org1-token"), ("TWO", "org2-token"), ("FOUR", "org4-token")):
         monkeypatch.setenv(f"SYNCD_TENANTS__{name}__BASE_URL", emulator.url)
         monkeypatch.setenv(f"SYNCD_TENANTS__{name}__TOKEN", token)
     monkeypatch.setenv("SYNCD_STATE_DIR", str(tmp_path / "state"))
+    use_backend(backend, request, monkeypatch, tmp_path / "state")
     return tmp_path
 
 

@@ -1,5 +1,9 @@
 """`syncd serve` as a real process against the emulator (also a process): schedules, the
-control API, metrics, triggered backups, SIGHUP reloads, SIGTERM, and the state lock."""
+control API, metrics, triggered backups, SIGHUP reloads, SIGTERM, and the state lock.
+
+The tests that run jobs run twice (`backend`): one daemon with its state in the state directory,
+then with `SYNCD_STATE_URL` set, a fleet replica (`FleetDaemon`) alone on its PostgreSQL; the
+others check the configuration and the control API's start, the same for both."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from syncd.emulator.process import EmulatorProcess, emulator_process
+from syncd.mirror import Mirror
 from tests.daemon_support import (
     DaemonProcess,
     daemon_config,
@@ -22,14 +27,16 @@ from tests.daemon_support import (
     metric_value,
     wait_for,
 )
+from tests.state_support import use_backend
 
 ALL_TOKEN = "daemon-test-token"
 CONTROL_TOKEN = "control-secret-1234"
 SPEC = "orgs=1,empty_orgs=1,collections=2,spaces=3,pages=4"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def emulator() -> Iterator[EmulatorProcess]:
+    """An emulator of the test's own: the mirror job copies into its empty organization."""
     with emulator_process(token=ALL_TOKEN, spec=SPEC, rate=0) as running:
         yield running
 
@@ -62,7 +69,10 @@ def _cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess
     )
 
 
-def test_daemon_runs_jobs_serves_control_api_reloads_and_stops(tmp_path: Path, emulator: EmulatorProcess) -> None:
+def test_daemon_runs_jobs_serves_control_api_reloads_and_stops(
+    tmp_path: Path, emulator: EmulatorProcess, backend: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_backend(backend, request, monkeypatch, tmp_path / "state")  # (the daemon and the CLI inherit the environment)
     config = _config(tmp_path, emulator)
     daemon = DaemonProcess.start(config, tmp_path / "state", token=CONTROL_TOKEN)
     try:
@@ -152,7 +162,10 @@ def test_daemon_runs_jobs_serves_control_api_reloads_and_stops(tmp_path: Path, e
     assert not (tmp_path / "state" / "daemon.json").exists()
 
 
-def test_sigterm_cancels_a_run_past_the_deadline_and_leaves_state_consistent(tmp_path: Path) -> None:
+def test_sigterm_cancels_a_run_past_the_deadline_and_leaves_state_consistent(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = use_backend(backend, request, monkeypatch, tmp_path / "state")
     with emulator_process(token=ALL_TOKEN, spec="orgs=1,collections=2,spaces=40,pages=10", rate=0, latency_ms=150) as slow:
         source = slow.report["organizations"][0]["id"]
         config = tmp_path / "syncd.toml"
@@ -172,22 +185,22 @@ def test_sigterm_cancels_a_run_past_the_deadline_and_leaves_state_consistent(tmp
         daemon.process.wait(timeout=30)
         assert daemon.process.returncode == 0, daemon.log()
         log = daemon.log()
-        assert "daemon.cancelling_runs" in log and "job.run_cancelled" in log
+        assert "daemon.cancelling_runs" in log and "job.run_cancelled" in log, log
 
-        # The run history says what happened; no half-written backup is left behind.
-        with sqlite3.connect(tmp_path / "state" / "daemon.db") as db:
-            outcomes = dict(db.execute("SELECT job, outcome FROM runs").fetchall())
-        assert outcomes == {"sync": "cancelled", "backup": "cancelled"}
+        # No half-written backup is left behind.
         assert not list((tmp_path / "state" / "backups" / "backup").iterdir())
         # The state mirror's interrupted run never became current, and nothing is left open.
-        with sqlite3.connect(tmp_path / "state" / "syncd.db") as db:
-            statuses = [row[0] for row in db.execute("SELECT status FROM runs")]
+        with Mirror(state, readonly=True) as mirror:
+            statuses = [run["status"] for run in mirror.runs()]
         assert statuses and "running" not in statuses and "complete" not in statuses
 
         # A new daemon takes the state directory over and the next sync completes.
         assert http("PUT", slow.url + "/_emulator/faults", body={"latency": 0})[0] == 200
         again = DaemonProcess.start(config, tmp_path / "state")
         try:
+            # The run history (daemon.db, or the fleet's) says what happened to the stopped runs.
+            assert {again.get(f"/runs/{i}")[1]["outcome"] for i in (sync_run, backup_run)} == {"cancelled"}
+            assert {again.get(f"/runs/{i}")[1]["job"] for i in (sync_run, backup_run)} == {"sync", "backup"}
             run = again.wait_run(again.post("/jobs/sync/run")[1]["run"]["id"], timeout=120)
             assert run["outcome"] == "succeeded", run
             assert run["id"] > backup_run

@@ -1,4 +1,5 @@
-"""The read-side commands end to end: a real emulator process, the real CLI, real files."""
+"""The read-side commands end to end: a real emulator process, the real CLI, real files; the
+state on either backend (`backend`: a SQLite file in the state directory, then PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import json
 import os
 import re
 import signal
-import sqlite3
 import subprocess
 import sys
 import urllib.request
@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from syncd.cli import main
-from syncd.mirror import Mirror
+from syncd.mirror import Mirror, MirrorError
 from tests.loopback import wait_for
+from tests.state_support import use_backend
 
 TOKEN = "cli-token"
 
@@ -41,11 +42,19 @@ def emulator_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def env(emulator_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def state_at(emulator_url: str, backend: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path | str:
+    """The environment of a syncd with tenant `src` on the emulator, working in `tmp_path`;
+    where its state is (on `backend`)."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SYNCD_TENANTS__SRC__BASE_URL", emulator_url)
     monkeypatch.setenv("SYNCD_TENANTS__SRC__TOKEN", TOKEN)
     monkeypatch.setenv("SYNCD_STATE_DIR", str(tmp_path / "state"))
+    return use_backend(backend, request, monkeypatch, tmp_path / "state")
+
+
+@pytest.fixture
+def env(state_at: Path | str, tmp_path: Path) -> Path:
+    """The working directory of that syncd."""
     return tmp_path
 
 
@@ -130,18 +139,16 @@ def test_demo_runs_the_main_job(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert (tmp_path / "foreign" / "x").read_text() == "keep me"
 
 
-def _run_statuses(db: Path) -> list[str]:
-    """Statuses of the runs in the state file, oldest first ([] while it has none)."""
-    if not db.exists():
+def _run_statuses(state: Path | str) -> list[str]:
+    """Statuses of the runs in the state, oldest first, as another process sees them."""
+    try:
+        with Mirror(state, readonly=True) as mirror:
+            return [str(run["status"]) for run in mirror.runs()]
+    except MirrorError:  # (a file being made)
         return []
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        try:
-            return [status for (status,) in conn.execute("SELECT status FROM runs ORDER BY id")]
-        except sqlite3.OperationalError:  # not made yet
-            return []
 
 
-def test_ctrl_c_during_sync_keeps_the_previous_snapshot(env: Path, emulator_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_ctrl_c_during_sync_keeps_the_previous_snapshot(env: Path, state_at: Path | str, emulator_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["sync", "src"]) == 0
     capsys.readouterr()
 
@@ -159,8 +166,7 @@ def test_ctrl_c_during_sync_keeps_the_previous_snapshot(env: Path, emulator_url:
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         try:
-            db = env / "state" / "syncd.db"
-            wait_for("the second run to start", lambda: proc.poll() is not None or _run_statuses(db) == ["complete", "running"],
+            wait_for("the second run to start", lambda: proc.poll() is not None or _run_statuses(state_at) == ["complete", "running"],
                      timeout=60, interval=0.05)  # fmt: skip
             assert proc.poll() is None, proc.communicate()
             proc.send_signal(signal.SIGINT)
