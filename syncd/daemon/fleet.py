@@ -33,7 +33,7 @@ import anyio
 
 from syncd.config import Settings
 from syncd.daemon.runs import RunRecord
-from syncd.daemon.service import Daemon, JobState, TriggerResult, log
+from syncd.daemon.service import Daemon, JobState, TriggerResult, log, log_run_end
 from syncd.daemon.slots import due_slot, not_before
 from syncd.fleet.connect import display_url
 from syncd.fleet.runs import FleetRunLog, FleetRunRecord
@@ -198,7 +198,7 @@ class FleetDaemon(Daemon):
             log.warning("fleet.finish_fenced", job=record.job, run=record.id, detail="another replica holds the run now: its outcome stands")
         seconds = record.seconds or 0.0
         self.metrics.run_finished(record.job, record.outcome, seconds, record.ended_at.timestamp())
-        log.info("job.run_finished", job=record.job, run=record.id, outcome=record.outcome, seconds=round(seconds, 2), replica=self.replica)
+        log_run_end(record, seconds, replica=self.replica)
         state.current = None
         if state.removed:
             self.jobs.pop(record.job, None)

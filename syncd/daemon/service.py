@@ -56,7 +56,7 @@ from syncd.listening import listening
 from syncd.logging import get_logger, register_secret
 from syncd.mirror.lock import WriterLock
 
-__all__ = ["Daemon", "DaemonBusyError", "JobState", "TriggerResult"]
+__all__ = ["Daemon", "DaemonBusyError", "JobState", "TriggerResult", "log_run_end"]
 
 log = get_logger("syncd.daemon")
 _IDLE_WAKE = 60.0
@@ -144,6 +144,18 @@ class TriggerResult:
     status: str
     """`started`, or `coalesced` (the job is running: the returned run follows it)."""
     run: RunRecord
+
+
+def log_run_end(record: RunRecord, seconds: float, **extra: Any) -> None:
+    """How a run's end is logged, by one daemon and by a fleet replica alike (alerts key on
+    these events): a failure at error level with its error, a cancellation as a warning."""
+    event = {"job": record.job, "run": record.id, "outcome": record.outcome, "seconds": round(seconds, 2), **extra}
+    if record.outcome == "failed":
+        log.error("job.run_failed", error=record.error, **event)
+    elif record.outcome == "cancelled":
+        log.warning("job.run_cancelled", **event)
+    else:
+        log.info("job.run_finished", **{k: v for k, v in record.summary.items() if k in ("full", "status", "changed", "file", "rounds", "writes", "verify", "requests")}, **event)
 
 
 class Daemon:
@@ -477,13 +489,7 @@ class Daemon:
         self.runs.save(record)
         seconds = record.seconds or 0.0
         self.metrics.run_finished(record.job, record.outcome, seconds, now.timestamp())
-        event = {"job": record.job, "run": record.id, "outcome": record.outcome, "seconds": round(seconds, 2)}
-        if record.outcome == "failed":
-            log.error("job.run_failed", error=record.error, **event)
-        elif record.outcome == "cancelled":
-            log.warning("job.run_cancelled", **event)
-        else:
-            log.info("job.run_finished", **{k: v for k, v in record.summary.items() if k in ("full", "status", "changed", "file", "rounds", "writes", "verify", "requests")}, **event)
+        log_run_end(record, seconds)
         state.timer.finish(now, ok=record.outcome in ("succeeded", "partial"), rng=self.rng)
         if record.outcome == "failed" and state.timer.next_due is not None:
             log.info("job.retry_scheduled", job=record.job, at=state.timer.next_due.isoformat(), failures=state.timer.consecutive_failures)
