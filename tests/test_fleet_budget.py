@@ -193,6 +193,17 @@ async def test_replicas_pace_alone_when_the_database_is_away(emulator: Any, org_
     assert api.stats.paced_waits > 0  # the Pacer's own model paced the burst
 
 
+async def test_the_first_budget_on_a_state_nothing_made_yet_makes_the_tables(pg_url: str) -> None:
+    """`syncd backup` (or a first `mirror plan`) asks the budget before any Mirror or replica
+    made the state's tables: the budget makes them, instead of pacing alone with a warning."""
+    budget = SharedBudget(pg_url, "http://127.0.0.1:1", "a-token")
+    async with budget:
+        with anyio.fail_after(SAFETY):
+            await budget.acquire(1)
+        assert budget.available and budget.stats.failures == 0 and budget.stats.granted >= 1
+    assert [row["key"] for row in rows(pg_url)] == [budget.key]
+
+
 # ----------------------------------------------------------------------------- the model
 
 

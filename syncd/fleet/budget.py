@@ -44,6 +44,7 @@ from pydantic import SecretStr
 
 from syncd.fleet.budget_model import COLUMNS, TIME_FIELDS, Grant, Note, Row, give_back, grant, observe
 from syncd.fleet.connect import FleetError, connect
+from syncd.fleet.schema import migrate_fleet
 from syncd.logging import get_logger
 
 if TYPE_CHECKING:
@@ -279,8 +280,13 @@ class SharedBudget:
 
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
-            self._conn = connect(self._url, application_name=self._application_name)
-            self._row_made = False
+            conn = connect(self._url, application_name=self._application_name)
+            try:  # a command's first request can come before any Mirror or replica made the tables
+                migrate_fleet(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn, self._row_made = conn, False
         return self._conn
 
     def _exchange_sync(self, notes: list[tuple[Note, float]], returns: list[int], want: int) -> tuple[Grant, int]:
