@@ -14,6 +14,7 @@ is printed through `syncd.safe_text`.
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from pathlib import Path
@@ -109,7 +110,9 @@ async def _run(generate: str, seed: int, out: Path, console: Console) -> None:
     console.print(f"1. generated {len(generated.org_ids)} organization(s) in {time.perf_counter() - started:.2f}s (seed {seed})")
     async with serve_emulator(store, rate_limit=300, burst=30, faults={"latency": 5}) as running:
         console.print(f"2. emulator serving {running.url}/v1 (300 requests/s per token, 5 ms latency)")
-        settings = load_settings(_write_config(out, running.url))
+        # Self-contained: a fleet's SYNCD_STATE_URL in the environment is not the demo's state.
+        environment = {key: value for key, value in os.environ.items() if key != "SYNCD_STATE_URL"}
+        settings = load_settings(_write_config(out, running.url), env=environment)
         whole, one_org = parse_target_ref(DEMO_TENANT, settings), parse_target_ref(f"{DEMO_TENANT}:{org_id}", settings)
         steps = iter(range(3, 20))
 
