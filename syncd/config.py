@@ -630,6 +630,8 @@ class FleetConfig(_Model):
     """A run's lease: renewed every third of it; a replica silent this long loses its run."""
     poll: Seconds = Field(default=1.0, gt=0, le=60.0)
     """How often an idle replica looks for due runs (a trigger sent to it is seen at once)."""
+    max_runs: int | None = Field(default=None, ge=1, le=1000)
+    """Runs this replica takes at once; beyond it due runs wait for a free replica. Unset: no limit."""
 
 
 def _check_state_url(value: object) -> SecretStr | None:

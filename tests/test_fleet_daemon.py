@@ -176,3 +176,27 @@ def test_a_replica_killed_mid_mirror_loses_nothing_and_duplicates_nothing(tmp_pa
     assert target == source, [kind for kind in target if target[kind] != source.get(kind)]
     assert not any("#" in path or "(copy)" in path for rows in target.values() for path, _ in rows)  # nothing twice
     assert source_after == source_before
+
+
+def test_a_full_replica_leaves_due_runs_to_the_others(tmp_path: Path, emulator: EmulatorProcess, pg_url: str) -> None:
+    """`fleet.max_runs = 1`: while a replica runs one job, the other due jobs go to the other replica."""
+    orgs = [org["id"] for org in emulator.report["organizations"]]
+    jobs = [{"name": f"b{n}", "kind": "backup", "source": f"src:{orgs[n % 2]}", "retention": 1} for n in range(4)]
+    replicas = _start(tmp_path, ["f1", "f2"], emulator, pg_url, jobs)
+    for replica in replicas:
+        replica.config.write_text(replica.config.read_text() + "max_runs = 1\n")  # (read at the next start)
+    for replica in replicas:
+        assert replica.stop() == 0
+    replicas = [DaemonProcess.start(r.config, r.state_dir, token=CONTROL) for r in replicas]
+    try:
+        started = [replicas[0].post(f"/jobs/{job['name']}/run")[1]["run"]["id"] for job in jobs]
+        ended = [replicas[1].wait_run(run_id) for run_id in started]
+    finally:
+        codes = [replica.stop() for replica in replicas]
+    assert codes == [0, 0] and {run["outcome"] for run in ended} == {"succeeded"}
+    runs = [r for r in _runs(pg_url) if r["id"] in started]
+    for a in runs:  # never two runs at once on one replica
+        for b in runs:
+            if a["id"] < b["id"] and a["replica"] == b["replica"]:
+                assert a["ended_at"] <= b["started_at"] or b["ended_at"] <= a["started_at"], (a, b)
+    assert {r["replica"] for r in runs} == {"f1", "f2"}

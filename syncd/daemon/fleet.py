@@ -137,9 +137,11 @@ class FleetDaemon(Daemon):
     async def _claim_runs(self) -> None:
         """Start every due run this replica can take now (jobs it is not running)."""
         assert self.runs is not None and self._runs_group is not None
+        limit = self.settings.fleet.max_runs
         while not self.stopping:
             free = [name for name, state in self.jobs.items() if not state.removed and state.current is None]
-            if not free:
+            busy = sum(state.current is not None for state in self.jobs.values())
+            if not free or (limit is not None and busy >= limit):  # full: the others take what is due
                 return
             record = await anyio.to_thread.run_sync(self.runs.claim, self.replica, self.lease, free)
             if record is None:
