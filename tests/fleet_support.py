@@ -7,12 +7,14 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
 import pytest
+from psycopg.rows import dict_row
 
 from syncd.fleet import connect
 from syncd.fleet.runs import FleetRunLog
 
-__all__ = ["JOBS", "LONG", "T0", "db_rows", "fleet", "run_in_threads"]
+__all__ = ["JOBS", "LONG", "T0", "db_rows", "fleet", "fleet_runs", "overlaps", "run_in_threads"]
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 JOBS = {"a", "b", "c", "d", "e"}
@@ -61,3 +63,24 @@ def fleet(pg_url: str) -> Iterator[Callable[[str], FleetRunLog]]:
 def db_rows(pg_url: str, query: str, params: Any = ()) -> list[tuple[Any, ...]]:
     with connect(pg_url) as conn:
         return conn.execute(query, params).fetchall()
+
+
+def fleet_runs(pg_url: str) -> list[dict[str, Any]]:
+    """Every row of `fleet_runs`, oldest first: the fleet's run history as the database holds it."""
+    with psycopg.connect(pg_url, row_factory=dict_row) as conn:
+        return list(conn.execute("SELECT * FROM fleet_runs ORDER BY id"))
+
+
+def overlaps(runs: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """Pairs of runs of one job whose [started, ended] intervals overlap."""
+    found = []
+    by_job: dict[str, list[tuple[datetime, datetime, int]]] = {}
+    for run in runs:
+        if run["started_at"] and run["ended_at"]:
+            by_job.setdefault(run["job"], []).append((run["started_at"], run["ended_at"], run["id"]))
+    for spans in by_job.values():
+        spans.sort()
+        for (_, end_a, a), (start_b, _, b) in zip(spans, spans[1:], strict=False):
+            if start_b < end_a:
+                found.append((a, b))
+    return found

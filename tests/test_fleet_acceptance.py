@@ -39,12 +39,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
-from psycopg.rows import dict_row
 
 from syncd.emulator.process import EmulatorProcess, emulator_process
 from tests.daemon_support import DaemonProcess, wait_for
+from tests.fleet_support import fleet_runs, overlaps
 from tests.loopback import EmulatorClient
 
 TOKENS = {"one": "fleet-one-token", "two": "fleet-two-token"}
@@ -115,11 +114,6 @@ def _config(folder: Path, name: str, url: str, pg_url: str, jobs: list[dict[str,
     return path
 
 
-def _runs(pg_url: str) -> list[dict[str, Any]]:
-    with psycopg.connect(pg_url, row_factory=dict_row) as conn:
-        return list(conn.execute("SELECT * FROM fleet_runs ORDER BY id"))
-
-
 def _every(job: dict[str, Any]) -> float:
     return float(job["schedule"]["every"].rstrip("s"))
 
@@ -127,7 +121,7 @@ def _every(job: dict[str, Any]) -> float:
 def _phase_done(pg_url: str, jobs: list[dict[str, Any]]) -> bool:
     """Each job's finished scheduled runs span `PHASE` seconds of its slots."""
     slots: dict[str, list[datetime]] = {}
-    for run in _runs(pg_url):
+    for run in fleet_runs(pg_url):
         if run["due_at"] is not None and run["ended_at"] is not None:
             slots.setdefault(run["job"], []).append(run["due_at"])
     return all(
@@ -137,23 +131,8 @@ def _phase_done(pg_url: str, jobs: list[dict[str, Any]]) -> bool:
 
 
 def _succeeded_since(pg_url: str, names: list[str], since: datetime) -> bool:
-    done = {r["job"] for r in _runs(pg_url) if r["outcome"] == "succeeded" and r["started_at"] > since}
+    done = {r["job"] for r in fleet_runs(pg_url) if r["outcome"] == "succeeded" and r["started_at"] > since}
     return set(names) <= done
-
-
-def _overlaps(runs: list[dict[str, Any]]) -> list[tuple[int, int]]:
-    """Pairs of runs of one job whose [started, ended] intervals overlap."""
-    found = []
-    by_job: dict[str, list[tuple[datetime, datetime, int]]] = {}
-    for run in runs:
-        if run["started_at"] and run["ended_at"]:
-            by_job.setdefault(run["job"], []).append((run["started_at"], run["ended_at"], run["id"]))
-    for spans in by_job.values():
-        spans.sort()
-        for (_, end_a, a), (start_b, _, b) in zip(spans, spans[1:], strict=False):
-            if start_b < end_a:
-                found.append((a, b))
-    return found
 
 
 def _slot_problems(runs: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> list[str]:
@@ -214,7 +193,7 @@ def test_three_replicas_run_twenty_jobs_of_two_rate_limited_tenants_for_two_minu
             replicas.append(DaemonProcess.start(config, config.parent / "state", token=CONTROL))
         mirrors = [j["name"] for j in jobs if j["kind"] == "mirror"]
         wait_for("every mirror job to succeed twice", lambda: all(
-            sum(r["job"] == m and r["outcome"] == "succeeded" for r in _runs(pg_url)) >= 2 for m in mirrors), 90, interval=1)
+            sum(r["job"] == m and r["outcome"] == "succeeded" for r in fleet_runs(pg_url)) >= 2 for m in mirrors), 90, interval=1)
         space = client.api("GET", f"/v1/orgs/{renamed_source}/spaces", token="org1-token")["items"][0]
         client.api("PATCH", f"/v1/spaces/{space['id']}", {"title": "Renamed half-way"}, token="org1-token")
         renamed_at = datetime.now(UTC)
@@ -228,7 +207,7 @@ def test_three_replicas_run_twenty_jobs_of_two_rate_limited_tenants_for_two_minu
     took = time.monotonic() - began
     assert codes == [0, 0, 0], [r.log()[-3000:] for r in replicas]
     stats = client.admin("GET", "/_emulator/stats")
-    runs = _runs(pg_url)
+    runs = fleet_runs(pg_url)
     scheduled = [r for r in runs if r["due_at"] is not None]
     by_replica = Counter(r["replica"] for r in runs if r["outcome"] == "succeeded")
     limited, total = int(stats["by_status"].get("429", 0)), int(stats["total"])
@@ -241,7 +220,7 @@ def test_three_replicas_run_twenty_jobs_of_two_rate_limited_tenants_for_two_minu
     slots = [(r["job"], r["due_at"]) for r in scheduled]
     assert len(slots) == len(set(slots))  # one run per (job, slot)
     assert not _slot_problems(runs, jobs), _slot_problems(runs, jobs)
-    assert not _overlaps(runs)  # never twice at once
+    assert not overlaps(runs)  # never twice at once
     assert {r["outcome"] for r in runs} <= {"succeeded", "cancelled", "queued"}
     assert total > 0 and limited <= total / 100, (limited, total)  # no 429 storm
     assert set(by_replica) == set(REPLICAS), by_replica  # the work was split

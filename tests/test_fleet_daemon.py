@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
-from psycopg.rows import dict_row
 
 from syncd.emulator.process import EmulatorProcess, emulator_process
 from tests.daemon_support import DaemonProcess, daemon_config, wait_for
+from tests.fleet_support import fleet_runs, overlaps
 from tests.loopback import EmulatorClient
 from tests.schema_support import assert_valid
 
@@ -58,26 +56,6 @@ def _start(tmp: Path, names: list[str], emulator: EmulatorProcess, pg_url: str, 
     return replicas
 
 
-def _runs(pg_url: str) -> list[dict[str, Any]]:
-    with psycopg.connect(pg_url, row_factory=dict_row) as conn:
-        return list(conn.execute("SELECT * FROM fleet_runs ORDER BY id"))
-
-
-def _overlaps(runs: list[dict[str, Any]]) -> list[tuple[int, int]]:
-    """Pairs of runs of one job whose [started, ended] intervals overlap."""
-    found = []
-    by_job: dict[str, list[tuple[datetime, datetime, int]]] = {}
-    for run in runs:
-        if run["started_at"] and run["ended_at"]:
-            by_job.setdefault(run["job"], []).append((run["started_at"], run["ended_at"], run["id"]))
-    for spans in by_job.values():
-        spans.sort()
-        for (_, end_a, a), (start_b, _, b) in zip(spans, spans[1:], strict=False):
-            if start_b < end_a:
-                found.append((a, b))
-    return found
-
-
 def test_replicas_run_each_slot_once_and_share_triggers_and_history(tmp_path: Path, emulator: EmulatorProcess, pg_url: str) -> None:
     orgs = [org["id"] for org in emulator.report["organizations"]]
     jobs = [
@@ -86,7 +64,7 @@ def test_replicas_run_each_slot_once_and_share_triggers_and_history(tmp_path: Pa
     ] + [{"name": "on-demand", "kind": "backup", "source": f"src:{orgs[0]}", "retention": 1}]
     replicas = _start(tmp_path, ["r1", "r2", "r3"], emulator, pg_url, jobs)
     try:
-        wait_for("30 finished scheduled runs", lambda: len([r for r in _runs(pg_url) if r["reason"] != "trigger" and r["ended_at"]]) >= 30, 120)
+        wait_for("30 finished scheduled runs", lambda: len([r for r in fleet_runs(pg_url) if r["reason"] != "trigger" and r["ended_at"]]) >= 30, 120)
         status, answer = replicas[2].post("/jobs/on-demand/run")
         assert status == 202 and answer["status"] == "started", answer
         triggered = replicas[0].wait_run(answer["run"]["id"])  # any replica reads any run
@@ -101,7 +79,7 @@ def test_replicas_run_each_slot_once_and_share_triggers_and_history(tmp_path: Pa
     finally:
         codes = [replica.stop() for replica in replicas]
     assert codes == [0, 0, 0], [r.log()[-2000:] for r in replicas]
-    runs = _runs(pg_url)
+    runs = fleet_runs(pg_url)
     scheduled = [r for r in runs if r["due_at"] is not None]
     slots = [(r["job"], r["due_at"]) for r in scheduled]
     assert len(slots) == len(set(slots))  # the database would refuse a second one: the offers agree
@@ -109,7 +87,7 @@ def test_replicas_run_each_slot_once_and_share_triggers_and_history(tmp_path: Pa
         times = sorted(due for name, due in slots if name == job)
         gaps = {(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False)}
         assert gaps <= {2.0}, (job, gaps)  # no slot lost, none run twice, none doubled
-    assert not _overlaps(runs)
+    assert not overlaps(runs)
     ran_by = {r["replica"] for r in runs if r["outcome"] == "succeeded"}
     assert ran_by == {"r1", "r2", "r3"}, ran_by  # the work is split
     assert shown <= {"r1", "r2", "r3"} and len(shown) >= 2
@@ -194,7 +172,7 @@ def test_a_full_replica_leaves_due_runs_to_the_others(tmp_path: Path, emulator: 
     finally:
         codes = [replica.stop() for replica in replicas]
     assert codes == [0, 0] and {run["outcome"] for run in ended} == {"succeeded"}
-    runs = [r for r in _runs(pg_url) if r["id"] in started]
+    runs = [r for r in fleet_runs(pg_url) if r["id"] in started]
     for a in runs:  # never two runs at once on one replica
         for b in runs:
             if a["id"] < b["id"] and a["replica"] == b["replica"]:

@@ -158,11 +158,7 @@ class FleetDaemon(Daemon):
 
     def trigger(self, name: str) -> TriggerResult:
         assert self.runs is not None
-        state = self.jobs.get(name)
-        if state is None or state.removed:
-            raise KeyError(name)
-        if self.stopping:
-            raise RuntimeError("the daemon is stopping")
+        state = self._triggerable(name)
         offered = self.runs.offer_trigger(name, state.config.kind)
         running = any(r.outcome == "running" for r in self.runs.of_job(name, 5))
         self._wake.set()

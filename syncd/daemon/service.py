@@ -406,14 +406,20 @@ class Daemon:
             with anyio.move_on_after(delay):
                 await self._wake.wait()
 
-    def trigger(self, name: str) -> TriggerResult:
-        """Run `name` now, or once more right after its current run (coalesced)."""
+    def _triggerable(self, name: str) -> JobState:
+        """The job a trigger asks for: KeyError if unknown (or dropped), RuntimeError while stopping."""
         assert self.runs is not None
         state = self.jobs.get(name)
         if state is None or state.removed:
             raise KeyError(name)
         if self.stopping:
             raise RuntimeError("the daemon is stopping")
+        return state
+
+    def trigger(self, name: str) -> TriggerResult:
+        """Run `name` now, or once more right after its current run (coalesced)."""
+        assert self.runs is not None
+        state = self._triggerable(name)
         now = self.clock()
         status = state.timer.trigger(now)
         if status == "coalesced":
