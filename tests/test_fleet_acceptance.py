@@ -66,7 +66,16 @@ LEASE = "10s"
 
 
 @pytest.fixture
-def emulator() -> Iterator[EmulatorProcess]:
+def untraced_children(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replicas and the emulator of this test run without coverage's tracer (it comes to
+    them through this variable when the suite runs under coverage, README "Coverage"): two
+    minutes of four traced processes took the CPU the other worker's tests needed, and the
+    fleet's code is measured by tests/test_fleet_daemon.py. Without coverage: nothing to do."""
+    monkeypatch.delenv("COVERAGE_PROCESS_CONFIG", raising=False)
+
+
+@pytest.fixture
+def emulator(untraced_children: None) -> Iterator[EmulatorProcess]:
     with emulator_process(token=TOKENS["one"], spec=SPEC, seed=11, rate=RATE, extra=["--token", TOKENS["two"]]) as running:
         yield running
 
