@@ -520,3 +520,35 @@ def test_the_container_example_needs_its_tokens_from_the_environment() -> None:
     assert all(settings.tenant(name).resolved_token() for name in settings.tenants)
     with pytest.raises(ConfigError, match="daemon.host: '0.0.0.0' is not a loopback address"):
         load_settings(path, env={"SRC_TOKEN": "s", "DST_TOKEN": "d"})
+
+
+def test_cli_check_says_where_the_state_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The SQLite file by default; a state_url with its host and database but never its
+    password, and the [fleet] settings this replica joins with."""
+    from tests.schema_support import assert_valid
+
+    monkeypatch.setenv("COLUMNS", "200")
+    plain = write(tmp_path, SRC, "plain.toml")
+    assert main(["config", "check", "--config", str(plain)]) == 0
+    assert "SQLite file state/syncd.db (no state_url)" in capsys.readouterr().out
+    assert main(["config", "check", "--config", str(plain), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert_valid("config-check", document)
+    assert document["state_url"] is None
+
+    path = write(tmp_path, 'state_url = "postgresql://syncd:pg-secret-4711@db.example:5433/syncd"\n' + SRC
+                 + '[fleet]\nreplica = "syncd-1"\nlease = "45s"\nmax_runs = 3\n')  # fmt: skip
+    assert main(["config", "check", "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "pg-secret-4711" not in out
+    state = {line.split()[0]: line.split(maxsplit=1)[1].strip() for line in out.split("\nstate")[1].split("\n\n")[0].splitlines() if line.strip()}
+    assert state == {"state_url": "postgresql://syncd:***@db.example:5433/syncd", "fleet.replica": "syncd-1", "fleet.lease": "45s",
+                     "fleet.poll": "1s", "fleet.max_runs": "3"}  # fmt: skip
+    monkeypatch.setenv("SYNCD_STATE_URL", "postgresql://other@db2.example/fleet")  # the environment wins, as for any field
+    assert main(["config", "check", "--config", str(path), "--json"]) == 0
+    out = capsys.readouterr().out
+    document = json.loads(out)
+    assert_valid("config-check", document)
+    assert document["state_url"] == "postgresql://other@db2.example/fleet" and "SYNCD_STATE_URL" in document["environment"]
+    assert document["fleet"] == {"replica": "syncd-1", "lease": 45.0, "poll": 1.0, "max_runs": 3}
+    assert "pg-secret-4711" not in out

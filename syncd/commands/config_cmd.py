@@ -66,6 +66,7 @@ def effective_config(settings: Settings, env: Mapping[str, str] | None = None) -
         entry["token"] = TOKEN_MASK
         entry["token_source"] = tenant.token_source
     data["daemon"]["token"] = TOKEN_MASK if settings.daemon.token is not None else None
+    data["state_url"] = _shown_state_url(settings)
     out: dict[str, Any] = {
         "config_file": str(settings.config_file) if settings.config_file else None,
         "environment": _env_names(os.environ if env is None else env),
@@ -83,8 +84,32 @@ def _kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
     return table
 
 
+def _shown_state_url(settings: Settings) -> str | None:
+    """`state_url` with its host and database, never its password (`user:***@`); None when unset."""
+    if settings.state_url is None:
+        return None
+    from syncd.sync import shown_state  # (the crawler and psycopg: only when a state_url is shown)
+
+    return shown_state(settings.state_url.get_secret_value())
+
+
+def _state_rows(settings: Settings) -> list[tuple[str, str]]:
+    """Where the mirror and run history live; with a `state_url`, how this replica joins the fleet."""
+    url = _shown_state_url(settings)
+    if url is None:
+        return [("state", f"SQLite file {settings.state_dir / 'syncd.db'} (no state_url)")]
+    fleet = settings.fleet
+    return [
+        ("state_url", url),
+        ("fleet.replica", fleet.replica or "(HOST-PID of each process)"),
+        ("fleet.lease", format_duration(fleet.lease)),
+        ("fleet.poll", format_duration(fleet.poll)),
+        ("fleet.max_runs", str(fleet.max_runs) if fleet.max_runs is not None else "(no limit)"),
+    ]
+
+
 def _print_pretty(settings: Settings, env: Mapping[str, str] | None) -> None:
-    """Tables for people: general, tenants, jobs, daemon."""
+    """Tables for people: general, state, tenants, jobs, daemon."""
     console = Console(highlight=False, soft_wrap=False, emoji=False)
     source = str(settings.config_file) if settings.config_file else "no file"
     names = _env_names(os.environ if env is None else env)
@@ -111,6 +136,8 @@ def _print_pretty(settings: Settings, env: Mapping[str, str] | None) -> None:
             ],
         )
     )
+    console.print()
+    console.print(_kv_table("state", _state_rows(settings)))
     console.print()
 
     tenants = Table(title="tenants", title_justify="left")
