@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import os
 import socket
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import anyio
 
 from syncd.config import Settings
 from syncd.daemon.runs import RunRecord
+from syncd.daemon.schedule import failure_backoff
 from syncd.daemon.service import Daemon, JobState, TriggerResult, log, log_run_end
 from syncd.daemon.slots import due_slot, not_before
 from syncd.fleet.connect import display_url
@@ -194,6 +195,8 @@ class FleetDaemon(Daemon):
             record.ended_at = self.clock()
         if not self.runs.finish(record):
             log.warning("fleet.finish_fenced", job=record.job, run=record.id, detail="another replica holds the run now: its outcome stands")
+        elif record.outcome == "failed":
+            self._back_off(record.job)
         seconds = record.seconds or 0.0
         self.metrics.run_finished(record.job, record.outcome, seconds, record.ended_at.timestamp())
         log_run_end(record, seconds, replica=self.replica)
@@ -202,6 +205,16 @@ class FleetDaemon(Daemon):
             self.jobs.pop(record.job, None)
             self.metrics.forget_job(record.job)
         self._wake.set()
+
+    def _back_off(self, job: str) -> None:
+        """Hold the job's queued slots back by the backoff of its failures, as one daemon waits
+        before a retry: slots that fell due while the failed run ran were offered before it
+        failed, and would otherwise start at once, one failed retry after another."""
+        assert self.runs is not None
+        failures, last_failure = self._failures(job)
+        if failures and last_failure is not None:
+            backoff = failure_backoff(failures, self.settings.daemon.failure_backoff)
+            self.runs.delay_scheduled(job, last_failure + timedelta(seconds=backoff))
 
     # -- views --------------------------------------------------------------------------------
 

@@ -315,6 +315,17 @@ class FleetRunLog:
         self._created_one()
         return _record(rows[0])
 
+    def delay_scheduled(self, job: str, not_before: datetime) -> int:
+        """Let none of the job's queued schedule slots start before `not_before` (a failure's
+        backoff: slots offered while the failed run ran knew one failure fewer); how many moved."""
+        with self._db() as conn:
+            cursor = conn.execute(
+                "UPDATE fleet_runs SET not_before = %s, reason = 'retry' WHERE job = %s AND outcome = 'queued' "
+                "AND replica IS NULL AND due_at IS NOT NULL AND (not_before IS NULL OR not_before < %s)",
+                (not_before, job, not_before),
+            )
+            return cursor.rowcount
+
     def offer_trigger(self, job: str, kind: str) -> Offered:
         """Queue a run of `job` for whichever replica claims next; while one is already waiting
         (however many replicas were asked), that one. While the job runs, the waiting trigger
