@@ -1,5 +1,7 @@
 """Retries are said on stderr at the default log level, one line each: which retry of how
-many, the wait, the request (method and path) and why, server text made safe, no token."""
+many, the wait, the request (method and path) and why, server text made safe, no token.
+On both state backends (`backend`): with a PostgreSQL state the client paces through the
+token's budget shared in it (syncd.fleet.budget), so its retries take another path."""
 
 from __future__ import annotations
 
@@ -12,18 +14,26 @@ from pathlib import Path
 import pytest
 
 from syncd.cli import main
+from syncd.mirror import Mirror
 from tests.hostile.cli_support import HOSTILE_TEXT, Server
 from tests.loopback import wait_for
+from tests.state_support import use_backend
 from tests.thread_emulator import TOKEN, thread_emulator
 
 RETRY = re.compile(r"retry (\d+)/(\d+) in (\d+\.\d) s: (.*?)(?: \[syncd\.api\].*)?$")
+
+
+@pytest.fixture
+def on_backend(backend: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path | str:
+    """Where the state of the test's syncd is (on `backend`)."""
+    monkeypatch.setenv("SYNCD_STATE_DIR", str(tmp_path / "state"))
+    return use_backend(backend, request, monkeypatch, tmp_path / "state")
 
 
 def _env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, url: str, token: str = TOKEN) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SYNCD_TENANTS__SRC__BASE_URL", url)
     monkeypatch.setenv("SYNCD_TENANTS__SRC__TOKEN", token)
-    monkeypatch.setenv("SYNCD_STATE_DIR", str(tmp_path / "state"))
 
 
 def _retries(err: str) -> list[tuple[int, int, str]]:
@@ -46,7 +56,7 @@ def _answers(url: str) -> bool:
 
 
 def test_a_server_that_is_down_shows_each_retry_then_the_run_goes_on(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    on_backend: Path | str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with thread_emulator("orgs=1,collections=1,spaces=2,pages=1,files=0,sites=0") as emulator:
         _env(monkeypatch, tmp_path, emulator.url)
@@ -69,10 +79,12 @@ def test_a_server_that_is_down_shows_each_retry_then_the_run_goes_on(
     assert retries, err
     assert [number for number, _, _ in retries] == list(range(1, len(retries) + 1)) and {of for _, of, _ in retries} == {7}
     assert all(what == f"GET /v1/orgs: connection refused by 127.0.0.1:{port}" for _, _, what in retries), err
+    with Mirror(on_backend, readonly=True) as mirror:
+        assert [run["status"] for run in mirror.runs()] == ["complete"]
 
 
 def test_server_text_in_a_retry_is_one_safe_line_without_the_token(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    on_backend: Path | str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     token = "retry-secret-token-42"
     with Server() as server:
@@ -88,3 +100,18 @@ def test_server_text_in_a_retry_is_one_safe_line_without_the_token(
     for _, _, what in retries:
         assert what.startswith("GET /v1/orgs: 503 down ") and "line two ********" in what, what
     assert token not in err and "\x1b" not in err and "\x07" not in err and "\x9b" not in err
+
+
+def test_a_retry_after_an_answer_without_rate_figures_waits_for_no_probe() -> None:
+    """With a PostgreSQL state the token's permits come from the shared budget, where the first
+    request is a lone probe. A 503 without rate-limit headers answers it too: the retry that
+    the line said goes "in 0.0 s" may go then, not once the probe's lease (1 s) ends."""
+    from syncd.fleet.budget_model import Note, Row, grant, observe
+
+    row = Row()
+    probe = grant(row, 100.0, 1)
+    assert (probe.count, probe.probe) == (1, True)
+    assert grant(row, 100.01, 1).reason == "probe"  # while it is out, nobody else goes
+    observe(row, Note(row.tickets, 503), 100.02)
+    retry = grant(row, 100.03, 1)
+    assert (retry.count, retry.probe) == (1, True), retry

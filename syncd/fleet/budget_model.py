@@ -151,6 +151,10 @@ def _measure(row: Row, note: Note, at: float, reset_at: float | None) -> None:
 def observe(row: Row, note: Note, at: float, *, now: float | None = None, max_block: float = 60.0, safety: float = 0.95) -> None:
     """Learn from one answer that arrived at database time `at` (pushed at `now`, default `at`)."""
     now = at if now is None else now
+    if note.ticket >= row.tickets:
+        # The last permit handed out is answered: no probe is out, with rate-limit figures or
+        # without (a 503 from a proxy); the next request may probe at once, as the Pacer's does.
+        row.probe_until = None
     if note.remaining is not None:
         row.unlimited = False
         row.rate_limit = note.limit if note.limit else max(row.rate_limit or 0, note.remaining, 1)
@@ -161,8 +165,6 @@ def observe(row: Row, note: Note, at: float, *, now: float | None = None, max_bl
             # The reserve went: the guess was wrong (a fixed window?); none until it is over.
             row.no_guess_until = reset_at
         _measure(row, note, at, reset_at)
-        if note.ticket >= row.tickets:
-            row.probe_until = None  # the last permit handed out is answered: no probe is out
         fresher = row.observed_at is None or row.remaining is None or note.ticket > row.anchor_ticket
         if not fresher and row.observed_at is not None and at >= row.observed_at:
             # An older request answered later: it replaces the anchor if it is the more careful.
