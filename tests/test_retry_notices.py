@@ -115,3 +115,15 @@ def test_a_retry_after_an_answer_without_rate_figures_waits_for_no_probe() -> No
     observe(row, Note(row.tickets, 503), 100.02)
     retry = grant(row, 100.03, 1)
     assert (retry.count, retry.probe) == (1, True), retry
+
+
+async def test_a_probe_without_an_answer_holds_no_retry_back(pg_url: str) -> None:
+    """The same for a probe that got no answer at all (a refused connection, a timeout): once
+    the Pacer forgets it, the next request is the next probe, without waiting."""
+    from syncd.fleet.budget import SharedBudget
+
+    async with SharedBudget(pg_url, "http://127.0.0.1:9", "a-token-1234") as budget:
+        await budget.acquire(1)
+        budget.forget(1)  # failed: no note()
+        await budget.acquire(2)
+        assert budget.stats.waits == 0 and budget.stats.granted == 2

@@ -231,11 +231,15 @@ class SharedBudget:
             await self._exchange(0)
 
     def forget(self, seq: int) -> None:
-        """The request `seq` is over (answered, failed or cancelled)."""
+        """The request `seq` is over (answered, failed or cancelled). A probe that ended without
+        an answer (a refused connection, a timeout) is said to the row with the next exchange
+        (status 0): its lease must not hold the fleet's next request back once it is over."""
         ticket = self._tickets.pop(seq, None)
         if ticket is not None:
             self._flying.discard(ticket)
-            self._probes.discard(ticket)
+            if ticket in self._probes:  # note() takes an answered probe out
+                self._probes.discard(ticket)
+                self._notes.append(_Pending(Note(ticket, 0), self._clock(), urgent=True))
 
     # ----------------------------------------------------------------- exchanges
 

@@ -48,6 +48,7 @@ class Note:
 
     ticket: int
     status: int
+    """The HTTP status; 0: the request ended without an answer (refused, timed out, cancelled)."""
     limit: int | None = None
     remaining: int | None = None
     reset_in: float | None = None
