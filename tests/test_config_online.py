@@ -1,6 +1,8 @@
 """`syncd config check --online`: each tenant's token tried on its server (`GET /v1/user`),
 who it belongs to or the one-line reason it failed; exit 1 when any failed; tokens never shown.
-The CLI in-process against an emulator served by a thread."""
+The CLI in-process against an emulator served by a thread. With a PostgreSQL state the tokens
+are tried through their budget shared in it (syncd.fleet.budget): the first test runs on both
+backends."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import pytest
 
 from syncd.cli import main
 from tests.schema_support import assert_valid
+from tests.state_support import use_backend
 from tests.thread_emulator import TOKEN, ThreadEmulator, thread_emulator
 
 BAD_TOKEN = "a-wrong-token-1234"
@@ -46,7 +49,11 @@ def tenants(emulator: ThreadEmulator, tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setenv("SYNCD_STATE_DIR", str(tmp_path / "state"))
 
 
-def test_online_check_says_whose_token_it_is(tenants: None, capsys: pytest.CaptureFixture[str]) -> None:
+def test_online_check_says_whose_token_it_is(
+    tenants: None, backend: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    use_backend(backend, request, monkeypatch, tmp_path / "state")
     assert main(["config", "check", "--online"]) == 1
     out, err = capsys.readouterr()
     lines = {line.split(":")[0].strip(): line.strip() for line in out.split("(GET /v1/user on each tenant's server)")[1].splitlines() if ": " in line}
