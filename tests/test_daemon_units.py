@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import sqlite3
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +19,10 @@ from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.runs import RunLog
 from syncd.daemon.service import describe_error
 from syncd.errors import ConfigError
+from syncd.fleet import runs as fleet_runs_module
+from syncd.fleet.runs import FleetRunLog
 from tests.daemon_support import metric_value
+from tests.state_support import count_rows, is_pg
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -24,9 +30,62 @@ T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 # --------------------------------------------------------------------------- RunLog
 
 
-def test_runlog_ids_continue_across_reopen_and_records_read_back(tmp_path: Path) -> None:
-    path = tmp_path / "daemon.db"
-    log = RunLog(path)
+@dataclass
+class History:
+    """The daemon's run history on one backend, opened as a daemon process opens it: one
+    daemon's `RunLog` in `daemon.db`, or a fleet replica's `FleetRunLog` (registered as replica
+    r1 under a pid of its own: each open is another process)."""
+
+    where: Path | str
+    opened: list[Any] = field(default_factory=list)
+    pids: Iterator[int] = field(default_factory=lambda: itertools.count(40_000))
+
+    @property
+    def table(self) -> str:
+        return "fleet_runs" if is_pg(self.where) else "runs"
+
+    @property
+    def memory(self) -> int:
+        """Records the log holds in memory at most."""
+        return fleet_runs_module._MEMORY if is_pg(self.where) else runs_module._MEMORY
+
+    def open(self) -> Any:
+        if is_pg(self.where):
+            log: Any = FleetRunLog(str(self.where), "r1")
+            log.register_replica("r1", "test-host", next(self.pids), None, 30.0)
+        else:
+            log = RunLog(Path(self.where))
+        self.opened.append(log)
+        return log
+
+    def close(self, log: Any) -> None:
+        """A clean stop (a fleet replica retires its name, as `syncd serve` does)."""
+        if is_pg(self.where):
+            log.retire_replica("r1")
+        log.close()
+
+    def die(self, log: Any) -> None:
+        """The process ends without closing its runs (a fleet replica's registration runs out)."""
+        if is_pg(self.where):
+            log.expire_replica("r1")
+            log.close()
+        else:
+            log.db.conn.close()
+
+
+@pytest.fixture
+def history(state: Path | str) -> Iterator[History]:
+    """Both backends: one daemon's `daemon.db` (beside the state's syncd.db), a fleet's PostgreSQL."""
+    made = History(state if is_pg(state) else Path(state).with_name("daemon.db"))
+    if not is_pg(state):
+        Path(state).parent.mkdir(parents=True, exist_ok=True)
+    yield made
+    for log in made.opened:
+        log.close()
+
+
+def test_runlog_ids_continue_across_reopen_and_records_read_back(history: History) -> None:
+    log = history.open()
     first = log.new("sync", "sync", "schedule", T0)
     second = log.new("backup", "backup", "trigger", T0 + timedelta(seconds=1))
     first.started_at, first.ended_at, first.outcome = T0, T0 + timedelta(seconds=2.5), "succeeded"
@@ -34,15 +93,15 @@ def test_runlog_ids_continue_across_reopen_and_records_read_back(tmp_path: Path)
     log.save(first)
     second.started_at, second.ended_at, second.outcome, second.error = T0, T0, "failed", "src: 401"
     log.save(second)
-    log.close()
+    history.close(log)
 
-    again = RunLog(path)
+    again = history.open()
     try:
         third = again.new("sync", "sync", "trigger", T0 + timedelta(minutes=1))
         assert (first.id, second.id, third.id) == (1, 2, 3)
         back = again.get(first.id)
         assert back is not None and back is not first
-        assert back.as_dict() == first.as_dict()
+        assert back.as_dict() == {**first.as_dict(), **({"replica": "r1", "attempt": 1} if is_pg(history.where) else {})}
         assert back.seconds == 2.5
         failed = again.get(second.id)
         assert failed is not None and (failed.outcome, failed.error) == ("failed", "src: 401")
@@ -54,11 +113,11 @@ def test_runlog_ids_continue_across_reopen_and_records_read_back(tmp_path: Path)
         again.close()
 
 
-def test_runlog_closes_runs_of_a_dead_process(tmp_path: Path) -> None:
+def test_runlog_closes_runs_of_a_dead_process(history: History) -> None:
     """A run the dead process was running failed (and counts as the job's last start, so a
-    job that kills the daemon does not run again at once); one it had queued never started."""
-    path = tmp_path / "daemon.db"
-    log = RunLog(path)
+    job that kills the daemon does not run again at once); one it had queued never started.
+    (A fleet closes them when the next process registers under the dead one's replica name.)"""
+    log = history.open()
     queued = log.new("sync", "sync", "trigger", T0)
     running = log.new("backup", "backup", "schedule", T0)
     running.started_at, running.outcome = T0, "running"
@@ -66,9 +125,9 @@ def test_runlog_closes_runs_of_a_dead_process(tmp_path: Path) -> None:
     done = log.new("mirror", "mirror", "schedule", T0)
     done.started_at, done.ended_at, done.outcome = T0, T0, "partial"
     log.save(done)
-    log.db.conn.close()  # the process "dies": nothing closes its runs
+    history.die(log)  # nothing closes its runs
 
-    again = RunLog(path)
+    again = history.open()
     try:
         record = again.get(queued.id)
         assert record is not None and record.outcome == "cancelled" and record.finished
@@ -83,8 +142,8 @@ def test_runlog_closes_runs_of_a_dead_process(tmp_path: Path) -> None:
         again.close()
 
 
-def test_runlog_of_job_and_latest_are_newest_first(tmp_path: Path) -> None:
-    log = RunLog(tmp_path / "daemon.db")
+def test_runlog_of_job_and_latest_are_newest_first(history: History) -> None:
+    log = history.open()
     try:
         ids: dict[str, list[int]] = {"a": [], "b": []}
         for index in range(7):
@@ -98,22 +157,23 @@ def test_runlog_of_job_and_latest_are_newest_first(tmp_path: Path) -> None:
         log.close()
 
 
-def test_runlog_keeps_memory_bounded_and_every_run_retrievable(tmp_path: Path) -> None:
-    log = RunLog(tmp_path / "daemon.db")
+def test_runlog_keeps_memory_bounded_and_every_run_retrievable(history: History) -> None:
+    log = history.open()
+    memory = history.memory
     try:
-        total = runs_module._MEMORY + 60
+        total = memory + 60
         for index in range(total):
             record = log.new("sync", "sync", "schedule", T0 + timedelta(seconds=index))
             record.started_at, record.ended_at, record.outcome = record.queued_at, record.queued_at, "succeeded"
             record.summary = {"n": index}
             log.save(record)
-        assert len(log._recent) <= runs_module._MEMORY
-        for run_id in (1, 2, 30, total - runs_module._MEMORY, total):
+        assert len(log._recent) <= memory
+        for run_id in (1, 2, 30, total - memory, total):
             record = log.get(run_id)
             assert record is not None and record.id == run_id
             assert record.summary == {"n": run_id - 1} and record.outcome == "succeeded"
         assert [r.id for r in log.of_job("sync", limit=total)] == list(range(total, 0, -1))
-        assert len(log._recent) <= runs_module._MEMORY
+        assert len(log._recent) <= memory
     finally:
         log.close()
 
@@ -262,21 +322,21 @@ def test_describe_error_unwraps_nested_exception_groups() -> None:
 
 
 @pytest.mark.parametrize(("outcome", "closed"), [("queued", "cancelled"), ("running", "failed")])
-def test_runlog_reopen_leaves_no_open_row_in_sqlite(tmp_path: Path, outcome: str, closed: str) -> None:
-    path = tmp_path / "daemon.db"
-    log = RunLog(path)
+def test_runlog_reopen_leaves_no_open_row_in_the_history(history: History, outcome: str, closed: str) -> None:
+    log = history.open()
     record = log.new("sync", "sync", "trigger", T0)
     record.outcome = outcome  # type: ignore[assignment]
     log.save(record)
-    log.db.conn.close()
-    RunLog(path).close()
-    with sqlite3.connect(path) as db:
-        assert db.execute("SELECT outcome FROM runs").fetchall() == [(closed,)]
+    history.die(log)
+    history.close(history.open())
+    # As another process reads the history: the one row, closed.
+    assert count_rows(history.where, history.table) == 1
+    assert count_rows(history.where, history.table, "outcome = ?", (closed,)) == 1
 
 
-def test_last_start_ignores_runs_a_shutdown_cancelled(tmp_path: Path) -> None:
+def test_last_start_ignores_runs_a_shutdown_cancelled(history: History) -> None:
     """A restart during a deploy must not skip the run the shutdown interrupted."""
-    log = RunLog(tmp_path / "daemon.db")
+    log = history.open()
     try:
         done = log.new("backup", "backup", "schedule", T0)
         done.started_at, done.ended_at, done.outcome = T0, T0 + timedelta(minutes=1), "succeeded"
@@ -297,8 +357,8 @@ def test_metrics_forget_a_removed_job() -> None:
     assert 'job="gone"' not in metrics.render().decode()
 
 
-def test_runlog_prune_keeps_the_latest_and_what_scheduling_reads(tmp_path: Path) -> None:
-    log = RunLog(tmp_path / "daemon.db")
+def test_runlog_prune_keeps_the_latest_and_what_scheduling_reads(history: History) -> None:
+    log = history.open()
     try:
         full = log.new("sync", "sync", "schedule", T0)
         full.started_at, full.ended_at, full.outcome, full.summary = T0, T0, "succeeded", {"full": True}
@@ -309,7 +369,7 @@ def test_runlog_prune_keeps_the_latest_and_what_scheduling_reads(tmp_path: Path)
             record.outcome = "failed"
             log.save(record)
         assert log.prune(keep=5) == 25
-        remaining = [row[0] for row in log.db.execute("SELECT id FROM runs ORDER BY id").fetchall()]
+        remaining = sorted(r.id for r in log.latest(100))
         assert remaining == [full.id, *range(full.id + 26, full.id + 31)]
         assert log.last_full("sync") == T0 and log.last_success("sync") is not None
     finally:
