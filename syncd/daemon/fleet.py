@@ -17,7 +17,9 @@ signals, reloads, the jobs themselves):
   replica takes the run over (attempt + 1) and runs the job again; the job's own state (the
   write side's journal) settles what the dead one had started.
 - **Failures** delay the job's next slot by the same backoff one daemon uses, read from the
-  fleet's history, so every replica waits alike.
+  fleet's history, so every replica waits alike; a failure also moves the job's queued slots
+  behind it, and while one slot waits out a backoff, the slots falling due meanwhile collapse
+  into it (one retry, as one daemon makes, not a queue of them).
 
 The database calls are short and synchronous (psycopg); the loop runs them in a worker thread.
 """
@@ -130,6 +132,8 @@ class FleetDaemon(Daemon):
             if slot is None:
                 continue
             failures, last_failure = self._failures(name)
+            if failures and self.runs.waiting_slot(name):  # the waiting slot is its retry: later slots collapse into it
+                continue
             start = not_before(name, schedule, slot, failures, last_failure, self.settings.daemon.failure_backoff)
             offered = self.runs.offer_scheduled(name, state.config.kind, slot, start, reason="retry" if failures else "schedule")
             if offered is not None:

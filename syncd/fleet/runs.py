@@ -315,6 +315,15 @@ class FleetRunLog:
         self._created_one()
         return _record(rows[0])
 
+    def waiting_slot(self, job: str) -> bool:
+        """Whether a schedule slot of `job` is queued and no replica holds it yet."""
+        return bool(
+            self._value(
+                "SELECT EXISTS (SELECT 1 FROM fleet_runs WHERE job = %s AND outcome = 'queued' AND replica IS NULL AND due_at IS NOT NULL)",
+                (job,),
+            )
+        )
+
     def delay_scheduled(self, job: str, not_before: datetime) -> int:
         """Let none of the job's queued schedule slots start before `not_before` (a failure's
         backoff: slots offered while the failed run ran knew one failure fewer); how many moved."""
