@@ -1,12 +1,19 @@
 """The daemon in-process against the in-process emulator: coalescing, failures and backoff,
 reloads, shutdown, the control API and restarts, driven through `Daemon`'s methods and its
-control API over loopback. (tests/test_daemon.py runs `syncd serve` as a process.)"""
+control API over loopback. (tests/test_daemon.py runs `syncd serve` as a process.)
+
+The tests that keep state (runs, their history, the state mirror) run on both backends
+(`state_url`): one `Daemon` with its history in `state/daemon.db`, then a `FleetDaemon` alone on a
+PostgreSQL schema of its own, as `syncd serve` picks them (`daemon_for`). What one daemon keeps
+only in memory (its `JobTimer`s, `JobState.queued`) is checked on SQLite; the fleet keeps those
+in PostgreSQL, where the same behaviour is read through the run history and the control API."""
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-import sqlite3
+import json
+import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -20,11 +27,14 @@ import pytest
 from syncd.config import Settings
 from syncd.daemon.runs import RunRecord
 from syncd.daemon.schedule import failure_backoff
+from syncd.daemon.fleet import daemon_for
 from syncd.daemon.service import Daemon, DaemonBusyError
 from syncd.emulator.server import RunningEmulator
 from syncd.errors import ConfigError
+from syncd.mirror import Mirror
 from tests.conftest import ALL_TOKEN
 from tests.daemon_support import daemon_json_token, metric_value
+from tests.state_support import count_rows, sqlite_only
 
 BAD_TOKEN = "wrong-token-5f3a9c"
 CONTROL_TOKEN = "control-secret-8842"
@@ -32,9 +42,19 @@ TIMEOUT = 15.0
 """Safety timeout of every wait: generous, never reached when things work."""
 
 
-def make_settings(emulator: RunningEmulator, state_dir: Path, jobs: list[dict[str, Any]], **daemon: Any) -> Settings:
+@pytest.fixture
+def state_url(backend: str, request: pytest.FixtureRequest) -> str | None:
+    """None: one daemon, its state in the state directory; else a PostgreSQL schema of the test's own."""
+    return None if backend == "sqlite" else str(request.getfixturevalue("pg_url"))
+
+
+def make_settings(
+    emulator: RunningEmulator, state_dir: Path, jobs: list[dict[str, Any]], state_url: str | None = None, **daemon: Any
+) -> Settings:
+    fleet = {} if state_url is None else {"state_url": state_url, "fleet": {"replica": "r1", "poll": "0.2s"}}
     return Settings.model_validate(
         {
+            **fleet,
             "tenants": {
                 "src": {"base_url": emulator.url, "token": ALL_TOKEN},
                 "bad": {"base_url": emulator.url, "token": BAD_TOKEN},
@@ -149,24 +169,26 @@ async def control(url: str, token: str | None = None) -> AsyncIterator[Control]:
         yield Control(session, url, token)
 
 
-def mirror_run_statuses(state_dir: Path) -> list[str]:
-    """The statuses of the state mirror's runs (`state/syncd.db`), [] while it has none."""
-    path = state_dir / "syncd.db"
-    if not path.exists():
+def state_of(settings: Settings) -> Path | str:
+    """Where the daemon keeps its state mirror: `state_dir/syncd.db`, or the PostgreSQL URL."""
+    return settings.state_url.get_secret_value() if settings.state_url is not None else settings.state_dir / "syncd.db"
+
+
+def mirror_run_statuses(settings: Settings) -> list[str]:
+    """The statuses of the state mirror's runs, oldest first; [] while it has none."""
+    where = state_of(settings)
+    if isinstance(where, Path) and not where.exists():
         return []
-    try:
-        with contextlib.closing(sqlite3.connect(path)) as db:
-            return [row[0] for row in db.execute("SELECT status FROM runs ORDER BY id")]
-    except sqlite3.OperationalError:  # being created right now
-        return []
+    with Mirror(where, readonly=True) as mirror:
+        return [run["status"] for run in sorted(mirror.runs(), key=lambda run: run["id"])]
 
 
 # --------------------------------------------------------------------------- 1. coalescing
 
 
-async def test_triggers_during_a_run_coalesce_into_one_follow_up_run(emulator: RunningEmulator, tmp_path: Path) -> None:
-    settings = make_settings(emulator, tmp_path / "state", [{"name": "sync", "kind": "sync", "source": "src"}])
-    daemon = Daemon(settings, reload=lambda: settings)
+async def test_triggers_during_a_run_coalesce_into_one_follow_up_run(emulator: RunningEmulator, tmp_path: Path, state_url: str | None) -> None:
+    settings = make_settings(emulator, tmp_path / "state", [{"name": "sync", "kind": "sync", "source": "src"}], state_url)
+    daemon = daemon_for(settings, reload=lambda: settings)
     async with serving(daemon) as url, control(url, daemon_json_token(tmp_path / "state")) as api:
         set_latency(emulator, 200)
         status, answer = await api.post("/jobs/sync/run")
@@ -197,18 +219,22 @@ async def test_triggers_during_a_run_coalesce_into_one_follow_up_run(emulator: R
         await a_scheduler_pass(daemon)
         state = daemon.jobs["sync"]
         assert state.current is None and state.queued is None
-        assert state.timer.next_due is None and not state.timer.pending_trigger
+        if state_url is None:  # one daemon's timer (a fleet's waiting trigger would be a queued run)
+            assert state.timer.next_due is None and not state.timer.pending_trigger
         assert [r.id for r in job_runs(daemon, "sync")] == [first, follow_up]
         status, job = await api.get("/jobs/sync")
         assert job["state"] == "idle" and [run["id"] for run in job["runs"]] == [follow_up, first]
+        assert (job["current_run"], job["queued_run"], job["next_run_at"]) == (None, None, None)
 
 
-async def test_trigger_between_run_end_and_follow_up_start_joins_the_queued_run(emulator: RunningEmulator, tmp_path: Path) -> None:
+async def test_trigger_between_run_end_and_follow_up_start_joins_the_queued_run(
+    emulator: RunningEmulator, tmp_path: Path, state_url: str | None
+) -> None:
     """A trigger that lands after a run ended but before the scheduler started its coalesced
     follow-up must start that follow-up, not a new run beside it (which would leave the
     follow-up `queued` forever, and the callers who were promised it waiting for nothing)."""
-    settings = make_settings(emulator, tmp_path / "state", [{"name": "sync", "kind": "sync", "source": "src"}])
-    daemon = Daemon(settings)
+    settings = make_settings(emulator, tmp_path / "state", [{"name": "sync", "kind": "sync", "source": "src"}], state_url)
+    daemon = daemon_for(settings)
     late: list[Any] = []
     async with serving(daemon):
         set_latency(emulator, 200)
@@ -240,23 +266,28 @@ async def test_trigger_between_run_end_and_follow_up_start_joins_the_queued_run(
 # --------------------------------------------------------------------------- 2. failures
 
 
-async def test_failing_job_backs_off_and_does_not_disturb_the_good_one(emulator: RunningEmulator, tmp_path: Path) -> None:
+async def test_failing_job_backs_off_and_does_not_disturb_the_good_one(emulator: RunningEmulator, tmp_path: Path, state_url: str | None) -> None:
     every = {"every": "0.3s"}
     jobs = [
         {"name": "good", "kind": "sync", "source": "src", "schedule": every},
         {"name": "bad", "kind": "backup", "source": "bad", "schedule": every},
     ]
-    daemon = Daemon(make_settings(emulator, tmp_path / "state", jobs))
+    daemon = daemon_for(make_settings(emulator, tmp_path / "state", jobs, state_url))
     seen: dict[int, tuple[Any, Any]] = {}  # consecutive failures -> (next_due, the failed run's end)
+
+    def consecutive_failures(job: str) -> int:
+        """Failed runs since the job's last success, as its history says (both backends)."""
+        ended = [r.outcome for r in reversed(job_runs(daemon, job)) if r.finished and r.outcome != "cancelled"]
+        return next((n for n, outcome in enumerate(ended) if outcome != "failed"), len(ended))
 
     def observe_bad() -> bool:
         state = daemon.jobs["bad"]
-        timer = state.timer
-        if state.current is None and timer.consecutive_failures and timer.next_due is not None:
+        timer = state.timer  # one daemon's: its next due time is checked against the backoff
+        if state_url is None and state.current is None and timer.consecutive_failures and timer.next_due is not None:
             last = job_runs(daemon, "bad")[-1]
             seen.setdefault(timer.consecutive_failures, (timer.next_due, last.ended_at))
         good = [r for r in job_runs(daemon, "good") if r.outcome == "succeeded"]
-        return timer.consecutive_failures >= 3 and len(good) >= 2
+        return consecutive_failures("bad") >= 3 and len(good) >= 2
 
     async with serving(daemon) as url, control(url, daemon_json_token(tmp_path / "state")) as api:
         await wait_until("three failures of bad and two successes of good", observe_bad)
@@ -275,9 +306,13 @@ async def test_failing_job_backs_off_and_does_not_disturb_the_good_one(emulator:
             assert BAD_TOKEN not in record.error
         # Each retry waited at least the backoff after the failure before it: 0.2 s, 0.4 s, 0.8 s.
         for failures, (before, after) in enumerate(itertools.pairwise(bad_runs), start=1):
-            assert before.ended_at is not None
-            assert after.queued_at - before.ended_at >= timedelta(seconds=failure_backoff(failures, 0.2)), (failures, before, after)
-        assert seen, "never saw the bad job idle between failures"
+            backoff = timedelta(seconds=failure_backoff(failures, 0.2))
+            assert before.ended_at is not None and after.started_at is not None
+            assert after.started_at - before.ended_at >= backoff, (failures, before, after)
+            if state_url is None:  # one daemon queues a retry when it starts it (a fleet offers its slot early, startable later)
+                assert after.queued_at - before.ended_at >= backoff, (failures, before, after)
+        if state_url is None:
+            assert seen, "never saw the bad job idle between failures"
         for failures, (next_due, ended_at) in seen.items():
             backoff = timedelta(seconds=failure_backoff(failures, 0.2))
             assert next_due - ended_at >= backoff, (failures, next_due, ended_at)
@@ -292,6 +327,8 @@ async def test_failing_job_backs_off_and_does_not_disturb_the_good_one(emulator:
         assert metric_value(text, "syncd_job_runs_total", job="good", outcome="failed") is None
         assert (metric_value(text, "syncd_api_requests_total", tenant="bad", method="GET", status="401") or 0) >= 3
         assert BAD_TOKEN not in text
+    if state_url is not None:  # nothing the fleet stored quotes the token
+        assert count_rows(state_url, "fleet_runs", "error LIKE ? OR summary::text LIKE ?", (f"%{BAD_TOKEN}%",) * 2) == 0
     for path in (tmp_path / "state").glob("daemon.db*"):
         assert BAD_TOKEN.encode() not in path.read_bytes(), path
 
@@ -299,7 +336,9 @@ async def test_failing_job_backs_off_and_does_not_disturb_the_good_one(emulator:
 # --------------------------------------------------------------------------- 3. reload
 
 
-async def test_reload_removes_reschedules_and_rejects(emulator: RunningEmulator, tmp_path: Path) -> None:
+async def test_reload_removes_reschedules_and_rejects(emulator: RunningEmulator, tmp_path: Path, state_url: str | None) -> None:
+    """(The cron job's next time is one daemon's timer, checked on SQLite; a fleet offers a slot
+    when it comes due and shows no next time: there, that the job did not run is what shows.)"""
     state_dir = tmp_path / "state"
     slow = {"name": "slow", "kind": "sync", "source": "src"}
     keep = {"name": "keep", "kind": "backup", "source": "src", "schedule": {"cron": "0 3 1 1 *"}}
@@ -311,19 +350,21 @@ async def test_reload_removes_reschedules_and_rejects(emulator: RunningEmulator,
             raise value
         return value
 
-    daemon = Daemon(make_settings(emulator, state_dir, [slow, keep]), reload=reload)
+    one_daemon = state_url is None
+    daemon = daemon_for(make_settings(emulator, state_dir, [slow, keep], state_url), reload=reload)
     async with serving(daemon) as url, control(url, daemon_json_token(state_dir)) as api:
         before = daemon.jobs["keep"].timer.next_due
-        assert before is not None and (before.month, before.day, before.hour, before.minute) == (1, 1, 3, 0)
+        assert not one_daemon or before is not None and (before.month, before.day, before.hour, before.minute) == (1, 1, 3, 0)
         set_latency(emulator, 200)
         run = daemon.trigger("slow").run
         await wait_running(daemon, run.id)
 
         # -- remove the running job, reschedule the other
         rescheduled = {**keep, "schedule": {"cron": "30 4 2 2 *"}}
-        next_config.append(make_settings(emulator, state_dir, [rescheduled]))
+        next_config.append(make_settings(emulator, state_dir, [rescheduled], state_url))
         assert daemon.reload() is True
-        assert daemon.jobs["slow"].removed and daemon.jobs["slow"].current is run  # still running
+        current = daemon.jobs["slow"].current
+        assert daemon.jobs["slow"].removed and current is not None and current.id == run.id and current.outcome == "running"  # still running
         status, listing = await api.get("/jobs")
         assert [job["name"] for job in listing["jobs"]] == ["keep"]
         assert (await api.get("/jobs/slow"))[0] == 404
@@ -331,9 +372,11 @@ async def test_reload_removes_reschedules_and_rejects(emulator: RunningEmulator,
         with pytest.raises(KeyError):
             daemon.trigger("slow")
         after = daemon.jobs["keep"].timer.next_due
-        assert after is not None and (after.month, after.day, after.hour, after.minute) == (2, 2, 4, 30)
         status, view = await api.get("/jobs/keep")
-        assert view["schedule"] == "cron 30 4 2 2 * in UTC" and view["next_run_at"] == after.isoformat().replace("+00:00", "Z")
+        assert view["schedule"] == "cron 30 4 2 2 * in UTC"
+        if one_daemon:
+            assert after is not None and (after.month, after.day, after.hour, after.minute) == (2, 2, 4, 30)
+            assert view["next_run_at"] == after.isoformat().replace("+00:00", "Z")
 
         set_latency(emulator, 0)
         ended = await wait_finished(daemon, run.id)
@@ -346,16 +389,18 @@ async def test_reload_removes_reschedules_and_rejects(emulator: RunningEmulator,
         # -- a broken configuration is rejected; the running one stays
         next_config.append(ConfigError("syncd.toml: jobs[1].kind: is required"))
         assert daemon.reload() is False
-        assert sorted(daemon.jobs) == ["keep"] and daemon.jobs["keep"].timer.next_due == after
+        assert sorted(daemon.jobs) == ["keep"] and (not one_daemon or daemon.jobs["keep"].timer.next_due == after)
         assert daemon.settings.jobs[0].schedule is not None and daemon.settings.jobs[0].schedule.cron == "30 4 2 2 *"
+        assert (await api.get("/jobs/keep"))[1]["schedule"] == "cron 30 4 2 2 * in UTC"
 
         # -- a new job with an interval schedule that never ran: it runs at once
         fresh = {"name": "fresh", "kind": "sync", "source": "src", "schedule": {"every": "1h"}}
-        next_config.append(make_settings(emulator, state_dir, [rescheduled, fresh]))
+        next_config.append(make_settings(emulator, state_dir, [rescheduled, fresh], state_url))
         assert daemon.reload() is True
         (first,) = await wait_until("the new job's first run", lambda: job_runs(daemon, "fresh"))
         assert (await wait_finished(daemon, first.id)).outcome == "succeeded"
         assert first.reason == "schedule"
+        assert job_runs(daemon, "keep") == []  # its new cron time is far away too
 
         text = daemon.metrics.render().decode()
         assert metric_value(text, "syncd_config_reloads_total", outcome="rejected") == 1
@@ -365,10 +410,14 @@ async def test_reload_removes_reschedules_and_rejects(emulator: RunningEmulator,
 # --------------------------------------------------------------------------- 4. shutdown
 
 
-async def test_stop_cancels_a_run_past_the_deadline_and_its_queued_follow_up(emulator: RunningEmulator, tmp_path: Path) -> None:
+async def test_stop_cancels_a_run_past_the_deadline_and_its_queued_follow_up(
+    emulator: RunningEmulator, tmp_path: Path, state_url: str | None
+) -> None:
+    """One daemon cancels the follow-up it queued; a fleet replica leaves it queued, since it was
+    promised to the fleet (whichever replica is free next runs it), not to this replica."""
     state_dir = tmp_path / "state"
-    settings = make_settings(emulator, state_dir, [{"name": "sync", "kind": "sync", "source": "src"}], shutdown_deadline="0.5s")
-    daemon = Daemon(settings)
+    settings = make_settings(emulator, state_dir, [{"name": "sync", "kind": "sync", "source": "src"}], state_url, shutdown_deadline="0.5s")
+    daemon = daemon_for(settings)
     set_latency(emulator, 300)  # a sync takes many round trips: far beyond the deadline
     with anyio.fail_after(TIMEOUT):
         async with anyio.create_task_group() as group:
@@ -376,7 +425,7 @@ async def test_stop_cancels_a_run_past_the_deadline_and_its_queued_follow_up(emu
             async with control(url, daemon_json_token(state_dir)) as api:
                 running = daemon.trigger("sync").run
                 await wait_running(daemon, running.id)
-                await wait_until("the crawl's mirror run", lambda: "running" in mirror_run_statuses(state_dir))
+                await wait_until("the crawl's mirror run", lambda: "running" in mirror_run_statuses(settings))
                 queued = daemon.trigger("sync")
                 assert queued.status == "coalesced"
 
@@ -393,11 +442,15 @@ async def test_stop_cancels_a_run_past_the_deadline_and_its_queued_follow_up(emu
     cancelled = run_of(daemon, running.id)
     assert cancelled.outcome == "cancelled" and cancelled.error and "stopped" in cancelled.error
     follow_up = run_of(daemon, queued.run.id)
-    assert follow_up.outcome == "cancelled" and follow_up.started_at is None
-    with contextlib.closing(sqlite3.connect(state_dir / "daemon.db")) as db:
-        outcomes = dict(db.execute("SELECT id, outcome FROM runs").fetchall())
-    assert outcomes == {running.id: "cancelled", queued.run.id: "cancelled"}
-    statuses = mirror_run_statuses(state_dir)
+    left = "cancelled" if state_url is None else "queued"
+    assert follow_up.outcome == left and follow_up.started_at is None
+    history, table = (state_dir / "daemon.db", "runs") if state_url is None else (state_url, "fleet_runs")
+    assert count_rows(history, table) == 2  # as another process reads the history
+    assert count_rows(history, table, "id = ? AND outcome = 'cancelled'", (running.id,)) == 1
+    assert count_rows(history, table, "id = ? AND outcome = ? AND started_at IS NULL", (queued.run.id, left)) == 1
+    if state_url is not None:  # and no replica holds it: the next one free claims it
+        assert count_rows(state_url, "fleet_runs", "id = ? AND replica IS NULL", (queued.run.id,)) == 1
+    statuses = mirror_run_statuses(settings)
     assert statuses and "running" not in statuses and "complete" not in statuses
     assert not (state_dir / "daemon.json").exists() and not (state_dir / "daemon.lock").exists()
     text = daemon.metrics.render().decode()
@@ -408,9 +461,9 @@ async def test_stop_cancels_a_run_past_the_deadline_and_its_queued_follow_up(emu
 # --------------------------------------------------------------------------- 5. control API
 
 
-async def test_control_api_errors_and_authentication(emulator: RunningEmulator, tmp_path: Path) -> None:
-    settings = make_settings(emulator, tmp_path / "state", [{"name": "sync", "kind": "sync", "source": "src"}], token=CONTROL_TOKEN)
-    daemon = Daemon(settings)
+async def test_control_api_errors_and_authentication(emulator: RunningEmulator, tmp_path: Path, state_url: str | None) -> None:
+    settings = make_settings(emulator, tmp_path / "state", [{"name": "sync", "kind": "sync", "source": "src"}], state_url, token=CONTROL_TOKEN)
+    daemon = daemon_for(settings)
     async with serving(daemon) as url, control(url) as anonymous:
         api = Control(anonymous.session, url, CONTROL_TOKEN)
         assert await anonymous.get("/healthz") == (200, {"status": "ok"})
@@ -452,21 +505,27 @@ async def test_control_api_errors_and_authentication(emulator: RunningEmulator, 
 # --------------------------------------------------------------------------- 6. restart
 
 
-async def test_second_daemon_is_refused_and_a_restart_does_not_rerun_a_fresh_job(emulator: RunningEmulator, tmp_path: Path) -> None:
+async def test_second_daemon_is_refused_and_a_restart_does_not_rerun_a_fresh_job(
+    emulator: RunningEmulator, tmp_path: Path, state_url: str | None
+) -> None:
+    """A second daemon on the same state directory is refused on both backends (a fleet's replicas
+    each have their own). After a restart, one daemon's timer measures `every` from the last start;
+    a fleet's slot lies on the `every` grid and, once due, is queued for the fleet with a
+    `not_before` the server's clock holds (a set clock does not make it startable)."""
     state_dir = tmp_path / "state"
     jobs = [
         {"name": "hourly", "kind": "sync", "source": "src", "schedule": {"every": "1h"}},
         {"name": "manual", "kind": "backup", "source": "src"},
     ]
-    settings = make_settings(emulator, state_dir, jobs)
-    first = Daemon(settings)
+    settings = make_settings(emulator, state_dir, jobs, state_url)
+    first = daemon_for(settings)
     async with serving(first) as url:
         (run,) = await wait_until("the hourly job's first run", lambda: job_runs(first, "hourly"))
         ran = await wait_finished(first, run.id)
         assert ran.outcome == "succeeded" and ran.reason == "schedule"
         info = (state_dir / "daemon.json").read_text()
 
-        second = Daemon(make_settings(emulator, state_dir, jobs))
+        second = daemon_for(make_settings(emulator, state_dir, jobs, state_url))
         with pytest.raises(DaemonBusyError) as refused:
             await second.serve()
         assert str(state_dir) in str(refused.value)
@@ -474,48 +533,58 @@ async def test_second_daemon_is_refused_and_a_restart_does_not_rerun_a_fresh_job
         assert second.runs is None
     assert not (state_dir / "daemon.json").exists()
 
-    settings = make_settings(emulator, state_dir, jobs)
+    settings = make_settings(emulator, state_dir, jobs, state_url)
     clock = SetClock(datetime.now(UTC))
-    third = Daemon(settings, reload=lambda: settings, clock=clock)
+    third = daemon_for(settings, reload=lambda: settings, clock=clock)
+    fleet = state_url is not None
     async with serving(third):
         assert third.runs is not None
         timer = third.jobs["hourly"].timer
         last_start = third.runs.last_start("hourly")
         assert last_start is not None and ran.started_at is not None
         assert abs(last_start - ran.started_at) < timedelta(milliseconds=1)  # persisted (to the ms)
-        assert timer.next_due == last_start + timedelta(hours=1)
-        assert timer.next_due > third.clock() and not timer.running
+        if fleet:
+            last_slot = third.runs.last_slot("hourly")  # type: ignore[attr-defined]
+            assert last_slot is not None and last_slot <= ran.started_at
+            due = last_slot + timedelta(hours=1)
+        else:
+            due = last_start + timedelta(hours=1)
+            assert timer.next_due == due
+            assert timer.next_due > third.clock() and not timer.running
         triggered = third.trigger("manual")
-        assert triggered.status == "started" and triggered.run.id == ran.id + 1  # ids continue
+        assert triggered.status == "started"
+        assert triggered.run.id == ran.id + 1 if not fleet else triggered.run.id > ran.id  # ids continue (a fleet's sequence may skip)
         backup = await wait_finished(third, triggered.run.id)
         assert backup.outcome == "succeeded", backup.error
         # A second before it is due, the scheduler looks and leaves the hourly job alone ...
-        due = last_start + timedelta(hours=1)
         clock.now = due - timedelta(seconds=1)
         await a_scheduler_pass(third)
         assert [r.id for r in job_runs(third, "hourly")] == [ran.id]
-        assert third.jobs["hourly"].timer.next_due == due
+        assert fleet or third.jobs["hourly"].timer.next_due == due
         # ... and once it is due, starts it (on schedule, not because something woke it).
         clock.now = due
         await a_scheduler_pass(third)
         runs = job_runs(third, "hourly")
         assert [r.id for r in runs[:-1]] == [ran.id] and runs[-1].reason == "schedule"
-        assert abs(runs[-1].queued_at - due) < timedelta(milliseconds=1)  # queued by the pass at `due` (stored to the ms)
-        assert (await wait_finished(third, runs[-1].id)).outcome == "succeeded"
+        if fleet:  # the slot `due`, queued for the fleet, startable once the server's clock reaches it
+            assert state_url is not None and runs[-1].outcome == "queued"
+            assert count_rows(state_url, "fleet_runs", "id = ? AND due_at = ? AND not_before = ?", (runs[-1].id, due, due)) == 1
+        else:
+            assert abs(runs[-1].queued_at - due) < timedelta(milliseconds=1)  # queued by the pass at `due` (stored to the ms)
+            assert (await wait_finished(third, runs[-1].id)).outcome == "succeeded"
 
 
-async def test_full_reads_catch_edits_no_change_token_shows(emulator: RunningEmulator, tmp_path: Path) -> None:
+async def test_full_reads_catch_edits_no_change_token_shows(emulator: RunningEmulator, tmp_path: Path, state_url: str | None) -> None:
     """A custom field value set in place moves no change token: incremental runs carry the old
     value, the periodic full read (`full_every`) brings the new one."""
     org = emulator.generated.org_ids[0]
     jobs = [{"name": "sync", "kind": "sync", "source": f"src:{org}", "full_every": "1h"}]
-    daemon = Daemon(make_settings(emulator, tmp_path, jobs))
-    db = tmp_path / "syncd.db"
+    settings = make_settings(emulator, tmp_path, jobs, state_url)
+    daemon = daemon_for(settings)
 
-    def values() -> dict[str, Any]:
-        with sqlite3.connect(db) as conn:
-            rows = conn.execute("SELECT data FROM resources WHERE kind = 'space-custom-field-value' AND deleted_run IS NULL")
-            return {row[0] for row in rows}  # type: ignore[return-value]
+    def values() -> set[str]:
+        with Mirror(state_of(settings), readonly=True) as mirror:
+            return {json.dumps(row["data"], sort_keys=True) for row in mirror.current("src", "space-custom-field-value")}
 
     async with serving(daemon), aiohttp.ClientSession() as session:
         first = await wait_finished(daemon, daemon.trigger("sync").run.id)
@@ -536,7 +605,7 @@ async def test_full_reads_catch_edits_no_change_token_shows(emulator: RunningEmu
         assert second.outcome == "succeeded" and second.summary["full"] is False
         assert values() == before  # the incremental read could not know
 
-        new = make_settings(emulator, tmp_path, [{**jobs[0], "full_every": "0.01s"}])
+        new = make_settings(emulator, tmp_path, [{**jobs[0], "full_every": "0.01s"}], state_url)
         daemon._reload_settings = lambda: new
         assert daemon.reload()
         third = await wait_finished(daemon, daemon.trigger("sync").run.id)
@@ -544,7 +613,8 @@ async def test_full_reads_catch_edits_no_change_token_shows(emulator: RunningEmu
         assert values() != before
 
 
-async def test_a_run_that_finds_the_state_mirror_busy_fails_and_is_retried(emulator: RunningEmulator, tmp_path: Path) -> None:
+@sqlite_only  # one writer per file; PostgreSQL has one per tenant, and waits for it: the next test
+async def test_a_run_that_finds_the_state_mirror_busy_fails_and_is_retried(emulator: RunningEmulator, tmp_path: Path, backend: str) -> None:
     """`syncd sync` writing the state mirror while a job wants it: the job's run fails with a
     clear reason, and a later run succeeds once the file is free."""
     from syncd.mirror.lock import WriterLock
@@ -562,6 +632,33 @@ async def test_a_run_that_finds_the_state_mirror_busy_fails_and_is_retried(emula
         assert busy.error is not None and "being written by another syncd process" in busy.error
         later = await wait_finished(daemon, daemon.trigger("sync").run.id)
         assert later.outcome == "succeeded"
+
+
+async def test_a_run_waits_for_another_writer_of_its_tenant_on_postgresql(emulator: RunningEmulator, tmp_path: Path, pg_url: str) -> None:
+    """Another process (a replica's run, `syncd sync`) writing the tenant in the PostgreSQL state
+    while a job wants it: the run waits for it (bounded, `Mirror.lock_wait`) instead of failing,
+    and goes on once the writer lets go."""
+    org = emulator.generated.org_ids[0]
+    settings = make_settings(emulator, tmp_path, [{"name": "sync", "kind": "sync", "source": f"src:{org}"}], pg_url)
+    daemon = daemon_for(settings)
+    with Mirror(pg_url) as other:
+        other.hold(["src"])  # what another syncd process holds while it writes tenant src
+        holder = other.db.conn.info.backend_pid
+        waiting = (
+            "application_name LIKE ? AND pid != ? AND state = 'idle' AND query LIKE 'SELECT pg_try_advisory_lock%%'",
+            (f"syncd mirror pid {os.getpid()} %", holder),
+        )
+        async with serving(daemon):
+            run = daemon.trigger("sync").run
+            try:
+                await wait_until("the run to wait for the tenant", lambda: count_rows(pg_url, "pg_stat_activity", *waiting) > 0)
+                assert run_of(daemon, run.id).outcome == "running"
+                assert mirror_run_statuses(settings) == []  # it opened no run of the tenant meanwhile
+            finally:
+                other.unhold(["src"])
+            ended = await wait_finished(daemon, run.id)
+    assert ended.outcome == "succeeded", ended.error
+    assert mirror_run_statuses(settings) == ["complete"]
 
 
 async def test_reload_rejects_a_job_whose_token_cannot_be_read(emulator: RunningEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
