@@ -2,12 +2,13 @@
 consistent, says so in one line and exits 143 / 130.
 
 The installed console script runs against an emulator slowed by its latency fault; the
-signal goes once the run is under way, seen in the state file (never after a fixed sleep)."""
+signal goes once the run is under way, seen in the state (never after a fixed sleep). The
+commands that keep state run on both backends (`backend`); a backup and an export write
+files, not state, and run once."""
 
 from __future__ import annotations
 
 import signal
-import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,8 +17,10 @@ from typing import Any
 import pytest
 
 from syncd.cli import main
+from syncd.mirror import Mirror
 from tests.hostile.cli_support import clean_env
 from tests.loopback import wait_for
+from tests.state_support import count_rows, is_pg, use_backend
 from tests.terminal import SYNCD
 from tests.thread_emulator import TOKEN, ThreadEmulator, module_thread_emulator, use_tenants
 
@@ -37,23 +40,31 @@ def slow(emulator: ThreadEmulator) -> Iterator[ThreadEmulator]:
         emulator.admin("PUT", "/faults", {"reset": True})
 
 
-def _runs(db: Path) -> list[dict[str, Any]]:
-    if not db.exists():
+def _runs(state: Path | str) -> list[dict[str, Any]]:
+    """The state mirror's runs (id, job, status, reason), oldest first; [] before it has any."""
+    if not is_pg(state) and not Path(state).exists():
         return []
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        conn.row_factory = sqlite3.Row
-        try:
-            return [dict(row) for row in conn.execute("SELECT id, job, status, reason FROM runs ORDER BY id")]
-        except sqlite3.OperationalError:  # not made yet
-            return []
+    if is_pg(state) and not count_rows(state, "information_schema.tables", "table_schema = current_schema() AND table_name = 'runs'"):
+        return []  # not made yet
+    with Mirror(state, readonly=True) as mirror:
+        runs = sorted(mirror.runs(), key=lambda run: run["id"])
+    return [{key: run[key] for key in ("id", "job", "status", "reason")} for run in runs]
 
 
-def _stopped(args: list[str], state: Path, url: str, signum: int, started: Any) -> tuple[int, str, list[dict[str, Any]]]:
+@pytest.fixture
+def state(backend: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path | str:
+    """Where the commands keep their state: `tmp_path/state/syncd.db`, or a PostgreSQL schema."""
+    return use_backend(backend, request, monkeypatch, tmp_path / "state")
+
+
+def _stopped(args: list[str], state_dir: Path, state: Path | str, url: str, signum: int, started: Any) -> tuple[int, str, list[dict[str, Any]]]:
     """Run `syncd ARGS`, send `signum` once `started(runs)` holds; (exit code, stderr, runs)."""
-    env = clean_env(SYNCD_TENANTS__SRC__BASE_URL=url, SYNCD_TENANTS__SRC__TOKEN=TOKEN, SYNCD_STATE_DIR=str(state))
+    env = clean_env(SYNCD_TENANTS__SRC__BASE_URL=url, SYNCD_TENANTS__SRC__TOKEN=TOKEN, SYNCD_STATE_DIR=str(state_dir))
+    if is_pg(state):
+        env["SYNCD_STATE_URL"] = str(state)
     proc = subprocess.Popen([str(SYNCD), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for("the run to start", lambda: proc.poll() is not None or started(_runs(state / "syncd.db")), timeout=60, interval=0.05)
+        wait_for("the run to start", lambda: proc.poll() is not None or started(_runs(state)), timeout=60, interval=0.05)
         assert proc.poll() is None, proc.communicate()
         proc.send_signal(signum)
         _, err = proc.communicate(timeout=60)
@@ -61,7 +72,7 @@ def _stopped(args: list[str], state: Path, url: str, signum: int, started: Any) 
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    return proc.returncode, err, _runs(state / "syncd.db")
+    return proc.returncode, err, _runs(state)
 
 
 def _said(err: str) -> list[str]:
@@ -69,20 +80,19 @@ def _said(err: str) -> list[str]:
     return [line for line in err.splitlines() if line.strip() and not line[:2].isdigit()]
 
 
-def test_sigterm_cancels_a_sync_run_and_exits_143(slow: ThreadEmulator, tmp_path: Path) -> None:
-    code, err, runs = _stopped(["sync", "src"], tmp_path / "state", slow.url, signal.SIGTERM,
+def test_sigterm_cancels_a_sync_run_and_exits_143(slow: ThreadEmulator, tmp_path: Path, state: Path | str) -> None:
+    code, err, runs = _stopped(["sync", "src"], tmp_path / "state", state, slow.url, signal.SIGTERM,
                                lambda runs: any(r["status"] == "running" for r in runs))  # fmt: skip
     assert code == 143, err
     assert _said(err) == ["syncd: interrupted by SIGTERM: the run is marked cancelled, what it had finished is kept"], err
     assert [(r["job"], r["status"]) for r in runs] == [("sync", "cancelled")]
-    with sqlite3.connect(tmp_path / "state" / "syncd.db") as conn:  # nothing of the run is left staged
-        assert conn.execute("SELECT count(*) FROM staged").fetchone() == (0,)
-        assert conn.execute("SELECT count(*) FROM resources").fetchone() == (0,)
+    assert count_rows(state, "staged") == 0  # nothing of the run is left staged
+    assert count_rows(state, "resources") == 0
 
 
-def test_sigint_cancels_a_mirror_apply_run_and_exits_130(slow: ThreadEmulator, tmp_path: Path) -> None:
+def test_sigint_cancels_a_mirror_apply_run_and_exits_130(slow: ThreadEmulator, tmp_path: Path, state: Path | str) -> None:
     source, target = slow.org_ids[0], slow.org_ids[-1]
-    code, err, runs = _stopped(["mirror", "apply", f"src:{source}", f"src:{target}"], tmp_path / "state", slow.url, signal.SIGINT,
+    code, err, runs = _stopped(["mirror", "apply", f"src:{source}", f"src:{target}"], tmp_path / "state", state, slow.url, signal.SIGINT,
                                lambda runs: any(r["job"] == "apply" and r["status"] == "running" for r in runs))  # fmt: skip
     assert code == 130, err
     assert _said(err) == ["syncd: interrupted by SIGINT: the run is marked cancelled, what it had finished is kept"], err
