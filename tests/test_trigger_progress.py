@@ -1,14 +1,20 @@
 """A daemon run says where it is (`progress` in `GET /runs/{id}`), and `syncd trigger --wait`
-shows it on stderr while it waits."""
+shows it on stderr while it waits: one daemon, then a fleet replica alone on a PostgreSQL
+schema (`state_url` in its configuration file), whose runs' progress lives in its memory beside
+the fleet's history."""
 
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 
 from tests.daemon_support import DaemonProcess, daemon_config
+from tests.pg_support import with_search_path
+from tests.state_support import BACKENDS
 from tests.hostile.cli_support import clean_env
 from tests.loopback import wait_for
 from tests.terminal import on_a_terminal
@@ -24,8 +30,25 @@ def emulator() -> Iterator[ThreadEmulator]:
         yield running
 
 
+@pytest.fixture(scope="module", params=BACKENDS)
+def state_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """None (the state in the state directory), or a PostgreSQL schema for this module's daemon."""
+    if request.param == "sqlite":
+        yield None
+        return
+    server = str(request.getfixturevalue("pg_server"))
+    schema = f"t_{secrets.token_hex(6)}"
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield with_search_path(server, schema)
+    finally:
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
 @pytest.fixture(scope="module")
-def daemon(emulator: ThreadEmulator, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
+def daemon(emulator: ThreadEmulator, state_url: str | None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
     tmp_path = tmp_path_factory.mktemp("daemon")
     config = daemon_config(
         tmp_path, emulator.url, TOKEN,
@@ -33,11 +56,15 @@ def daemon(emulator: ThreadEmulator, tmp_path_factory: pytest.TempPathFactory) -
         daemon={"port": 0, "token": CONTROL_TOKEN, "shutdown_deadline": "10s"},
         jobs=[{"name": "sync", "kind": "sync", "source": "src", "schedule": {"cron": "0 3 1 1 *"}}],
     )  # fmt: skip
+    if state_url is not None:
+        config.write_text(f'state_url = "{state_url}"\n' + config.read_text())
     running = DaemonProcess.start(config, tmp_path / "state", token=CONTROL_TOKEN)
     try:
         yield running
     finally:
-        running.stop()
+        assert running.stop() == 0, running.log()[-2000:]
+    made = [name for name in ("syncd.db", "daemon.db") if (tmp_path / "state" / name).exists()]
+    assert state_url is None or not made, made  # its mirror and history are in PostgreSQL
 
 
 def test_a_running_run_reports_its_progress(daemon: DaemonProcess) -> None:
