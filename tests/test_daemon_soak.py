@@ -10,15 +10,19 @@ phase has something to copy. A fault stays on until the daemon has retried a few
 it, and a phase lasts until a few runs of each job queued after it began are over: events,
 whatever the machine's speed, never a number of seconds. The checks are about what the runs
 did, read from the daemon's own records.
+
+Both backends (`backend`): the state and run history in the state directory, then in
+PostgreSQL (a fleet replica alone on its schema), where the soak is the same work.
 """
 
 from __future__ import annotations
 
 import signal
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from syncd.daemon.runs import OUTCOMES
 from syncd.emulator.process import emulator_process
@@ -31,6 +35,7 @@ from tests.daemon_support import (
 )
 from tests.loopback import EmulatorClient
 from tests.oracle import copied_view, mirror_mismatches
+from tests.state_support import count_rows, is_pg, use_backend
 
 TOKEN = "soak-token"
 SPEC = "orgs=1,empty_orgs=1,collections=3,spaces=6,pages=4,sites=1,sections=2,teams=1,custom_fields=1,comments=1"
@@ -111,14 +116,22 @@ class Soak:
         return mark, wait_for(f"{RUNS_PER_PHASE} runs {what}", over, PHASE_DEADLINE)
 
 
-def _daemon_runs(state: Path) -> list[dict[str, Any]]:
-    """Every run the daemon recorded (`state/daemon.db`), oldest first."""
-    with sqlite3.connect(f"file:{state / 'daemon.db'}?mode=ro", uri=True) as conn:
-        conn.row_factory = sqlite3.Row
-        return [dict(row) for row in conn.execute("SELECT id, job, outcome, started_at, ended_at, error FROM runs ORDER BY id")]
+class History:
+    """The daemon's run history as another process reads it once the daemon stopped (nothing
+    that opens it as a daemon would, which would close what it left open): `count` of the rows
+    matching a condition, in `state_dir/daemon.db` or the fleet's PostgreSQL."""
+
+    def __init__(self, state: Path | str, state_dir: Path) -> None:
+        self.where, self.table = (state, "fleet_runs") if is_pg(state) else (state_dir / "daemon.db", "runs")
+
+    def count(self, where: str = "", params: Any = ()) -> int:
+        return count_rows(self.where, self.table, where, params)
 
 
-def test_daemon_survives_faults_and_outages_and_converges(tmp_path: Path) -> None:
+def test_daemon_survives_faults_and_outages_and_converges(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = use_backend(backend, request, monkeypatch, tmp_path / "state")  # (the daemon inherits the environment)
     with emulator_process(token=TOKEN, spec=SPEC, rate=300, seed=5) as emulator:
         source, target = (org["id"] for org in emulator.report["organizations"])
         daemon = DaemonProcess.start(_config(tmp_path, emulator.url, source, target), tmp_path / "state")
@@ -170,9 +183,8 @@ def test_daemon_survives_faults_and_outages_and_converges(tmp_path: Path) -> Non
         # The mirror equals the canonical dump, for the source and for the copy.
         source_dump = emu.admin("GET", f"/_emulator/orgs/{source}/dump")
         target_dump = emu.admin("GET", f"/_emulator/orgs/{target}/dump")
-        db = tmp_path / "state" / "syncd.db"
-        assert mirror_mismatches(db, "src", source_dump, org=source) == []
-        assert mirror_mismatches(db, "dst", target_dump, org=target) == []
+        assert mirror_mismatches(state, "src", source_dump, org=source) == []
+        assert mirror_mismatches(state, "dst", target_dump, org=target) == []
 
         # The target equals the source: same paths, same writable content, nothing twice.
         source_view, target_view = copied_view(source_dump), copied_view(target_dump)
@@ -186,16 +198,17 @@ def test_daemon_survives_faults_and_outages_and_converges(tmp_path: Path) -> Non
     # ended, a failure says why in one line without the token; the runs of the calm phases all
     # succeeded; the metric counted every run that had ended when it was read (the five first
     # sync runs and those of the six phases at least), and no run twice.
-    runs = _daemon_runs(tmp_path / "state")
-    for run in runs:
-        assert run["outcome"] in OUTCOMES, run
-        assert run["outcome"] == "cancelled" or run["started_at"] <= run["ended_at"], run
-        assert run["outcome"] != "failed" or (run["error"] and "\n" not in run["error"]), run
-        assert TOKEN not in (run["error"] or ""), run
-    assert {run["outcome"] for run in runs if run["id"] in calm_runs} == {"succeeded"}, [r for r in runs if r["id"] in calm_runs]
+    history = History(state, tmp_path / "state")
+    assert history.count() >= len(set(calm_runs))
+    assert history.count("outcome NOT IN (?, ?, ?, ?)", OUTCOMES) == 0
+    assert history.count("outcome != 'cancelled' AND (started_at IS NULL OR ended_at IS NULL OR started_at > ended_at)") == 0
+    assert history.count("outcome = 'failed' AND (error IS NULL OR error = '' OR error LIKE ?)", ("%\n%",)) == 0
+    assert history.count("error LIKE ?", (f"%{TOKEN}%",)) == 0
+    calm = sorted(set(calm_runs))
+    assert history.count(f"outcome = 'succeeded' AND id IN ({', '.join('?' * len(calm))})", calm) == len(calm), calm
     least = {"sync": 5 + 6 * RUNS_PER_PHASE["sync"], "mirror": 6 * RUNS_PER_PHASE["mirror"]}
     for job, n in counted.items():
-        assert least[job] <= n <= len([run for run in runs if run["job"] == job]), (job, n, runs)
+        assert least[job] <= n <= history.count("job = ?", (job,)), (job, n, history.count("job = ?", (job,)))
 
     # Memory after the last runs is within MEMORY_TOLERANCE of memory after the first ones.
     final = soak.rss[-1][1]
