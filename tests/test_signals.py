@@ -9,6 +9,7 @@ files, not state, and run once."""
 from __future__ import annotations
 
 import signal
+import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 
 from syncd.cli import main
 from syncd.mirror import Mirror
+from syncd.mirror.errors import MirrorError
 from tests.hostile.cli_support import clean_env
 from tests.loopback import wait_for
 from tests.state_support import count_rows, is_pg, use_backend
@@ -46,8 +48,11 @@ def _runs(state: Path | str) -> list[dict[str, Any]]:
         return []
     if is_pg(state) and not count_rows(state, "information_schema.tables", "table_schema = current_schema() AND table_name = 'runs'"):
         return []  # not made yet
-    with Mirror(state, readonly=True) as mirror:
-        runs = sorted(mirror.runs(), key=lambda run: run["id"])
+    try:
+        with Mirror(state, readonly=True) as mirror:
+            runs = sorted(mirror.runs(), key=lambda run: run["id"])
+    except (MirrorError, sqlite3.OperationalError):  # the file is there, its tables are being made
+        return []
     return [{key: run[key] for key in ("id", "job", "status", "reason")} for run in runs]
 
 
