@@ -1,5 +1,6 @@
 """Helpers of the write-side tests: organizations built call by call through the emulator's
-API, settings pointing at it, and snapshots read by the real crawler."""
+API, settings pointing at it, and snapshots read by the real crawler. `blank` keeps syncd's
+state on both backends (`tests.state_support.state`): a SQLite file, then PostgreSQL."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from syncd.mirror import Mirror
 from syncd.emulator.generate import generate, parse_spec
 from syncd.emulator.server import RunningEmulator, serve_emulator
 from syncd.emulator.store import Store
-from syncd.sync import sync_into
+from syncd.sync import StateLocation, sync_into
 from tests.conftest import ALL_TOKEN, Api
+from tests.state_support import is_pg
 
 MOVE_REF = {
     "collection": ("space", "space"),
@@ -104,9 +106,12 @@ class Org:
         await self.call("POST", f"{base}/{item}/move", body)
 
 
-def settings_for(url: str, state: Path, **tokens: str) -> Settings:
-    """Settings with one tenant per keyword (name=token) on the emulator at `url`."""
+def settings_for(url: str, state: Path, state_url: str | None = None, **tokens: str) -> Settings:
+    """Settings with one tenant per keyword (name=token) on the emulator at `url`; the mirror
+    in `state/syncd.db`, or in the PostgreSQL at `state_url` (`state` then holds the rest)."""
     env = {"SYNCD_STATE_DIR": str(state), "SYNCD_LOG_LEVEL": "error"}
+    if state_url is not None:
+        env["SYNCD_STATE_URL"] = state_url
     for name, token in tokens.items():
         env[f"SYNCD_TENANTS__{name.upper()}__BASE_URL"] = url
         env[f"SYNCD_TENANTS__{name.upper()}__TOKEN"] = token
@@ -116,14 +121,31 @@ def settings_for(url: str, state: Path, **tokens: str) -> Settings:
     return load_settings(empty, env)
 
 
-async def read(settings: Settings, ref: TargetRef, db: Path) -> Snapshot:
+def settings_at(url: str, state_dir: Path, location: StateLocation, **tokens: str) -> Settings:
+    """settings_for whose mirror is `location` (`tests.state_support.state`): a SQLite file
+    (which must be `state_dir/syncd.db`, where syncd looks), or a PostgreSQL URL."""
+    if not is_pg(location):
+        assert location == state_dir / "syncd.db", (location, state_dir)
+        return settings_for(url, state_dir, **tokens)
+    return settings_for(url, state_dir, str(location), **tokens)
+
+
+def assert_no_state_file(location: StateLocation, state_dir: Path) -> None:
+    """With the state in PostgreSQL, syncd made no SQLite state in `state_dir` (a code path that
+    ignored state_url would otherwise pass unseen)."""
+    if is_pg(location):
+        files = [name for name in ("syncd.db", "daemon.db") if (state_dir / name).exists()]
+        assert not files, f"{state_dir}: {', '.join(files)} made although the state is in PostgreSQL"
+
+
+async def read(settings: Settings, ref: TargetRef, db: StateLocation) -> Snapshot:
     """What the crawler records of an organization, as the planner sees it."""
     await sync_into(settings, ref, db)
     with Mirror(db) as mirror:
         return Snapshot.from_mirror(mirror, settings.tenant(ref.tenant).name, str(ref.org))
 
 
-async def plan_between(settings: Settings, src: TargetRef, dst: TargetRef, db: Path, **options: Any) -> tuple[Plan, Snapshot, Snapshot, IdMap]:
+async def plan_between(settings: Settings, src: TargetRef, dst: TargetRef, db: StateLocation, **options: Any) -> tuple[Plan, Snapshot, Snapshot, IdMap]:
     """Read both organizations and plan (content: same credentials unless told)."""
     source, target = await read(settings, src, db), await read(settings, dst, db)
     with Mirror(db) as mirror:
@@ -144,7 +166,8 @@ class Blank:
     api: Api
     orgs: list[str]
     settings: Settings
-    db: Path
+    db: StateLocation
+    """Where syncd's state is: `state_dir/syncd.db`, or a PostgreSQL URL (settings' state_url)."""
 
     @property
     def source(self) -> Org:
@@ -167,12 +190,15 @@ class Blank:
 
 
 @pytest.fixture
-async def blank(tmp_path: Path) -> AsyncIterator[Blank]:
+async def blank(state: StateLocation, tmp_path: Path) -> AsyncIterator[Blank]:
+    """Three empty organizations; syncd's state on `state`'s backend (a test runs on both)."""
     store = Store(seed=11)
     generated = generate(store, parse_spec("orgs=0,empty_orgs=3"), seed=11, all_token=ALL_TOKEN)
+    state_dir = tmp_path / "state"  # where `state` puts its SQLite file
     async with serve_emulator(store) as running, aiohttp.ClientSession() as session:
-        settings = settings_for(running.url, tmp_path / "state", src=ALL_TOKEN, dst=ALL_TOKEN)
-        yield Blank(running, Api(session, running.url, ALL_TOKEN), generated.org_ids, settings, tmp_path / "state" / "syncd.db")
+        settings = settings_at(running.url, state_dir, state, src=ALL_TOKEN, dst=ALL_TOKEN)
+        yield Blank(running, Api(session, running.url, ALL_TOKEN), generated.org_ids, settings, state)
+    assert_no_state_file(state, state_dir)
 
 
 async def rich_source(org: Org) -> dict[str, str]:
