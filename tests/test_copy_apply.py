@@ -1,6 +1,8 @@
 """Applying: lost answers found by what appeared, never created twice; the source never left
 changed; interrupted runs settled by the next; dry runs send nothing. In-process emulator over
-loopback, both behaviour profiles where the service's choices matter."""
+loopback, both behaviour profiles where the service's choices matter. syncd's state (journal,
+id map, mirror) in a SQLite file under both profiles, and in PostgreSQL under the default one:
+the profile is the service's behaviour, the backend syncd's own (as in test_copy_e2e)."""
 
 from __future__ import annotations
 
@@ -25,8 +27,9 @@ from syncd.emulator.generate import generate, parse_spec
 from syncd.emulator.server import RunningEmulator, serve_emulator
 from syncd.emulator.store import Store
 from syncd.mirror import Mirror
+from syncd.sync import StateLocation
 from tests.conftest import ALL_TOKEN, Api
-from tests.copy_support import Org, read, settings_for
+from tests.copy_support import Org, assert_no_state_file, read, settings_at
 from tests.oracle import copied_view
 
 SPEC = "orgs=1,empty_orgs=2,collections=3,spaces=6,pages=2,files=1,sites=1,sections=2,members=1,teams=1,saml=0,openapi=1,translations=1,custom_fields=1,comments=0,change_requests=0,integrations=0"
@@ -38,7 +41,7 @@ class World:
     api: Api
     orgs: list[str]
     settings: Settings
-    db: Path
+    db: StateLocation
 
     def dump(self, org: int) -> dict[str, Any]:
         return dump_org(self.running.store, self.orgs[org])
@@ -58,13 +61,18 @@ class World:
         return await copy_org(self.settings, TargetRef("src", self.orgs[source]), TargetRef("dst", self.orgs[target]), db=self.db, **options)
 
 
-@pytest.fixture(params=["default", "divergent"])
+@pytest.fixture(params=[("default", "sqlite"), ("divergent", "sqlite"), ("default", "postgresql")], ids=["default-sqlite", "divergent-sqlite", "default-postgresql"])
 async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[World]:
+    """The emulator under a profile, syncd's state on a backend (a test's own PostgreSQL schema)."""
+    profile, backend = request.param
+    state_dir = tmp_path / "state"
+    location: StateLocation = state_dir / "syncd.db" if backend == "sqlite" else str(request.getfixturevalue("pg_url"))
     store = Store(seed=5)
     generated = generate(store, parse_spec(SPEC), seed=5, all_token=ALL_TOKEN)
-    async with serve_emulator(store, profile=request.param, fault_seed=7) as running, aiohttp.ClientSession() as session:
-        settings = settings_for(running.url, tmp_path / "state", src=ALL_TOKEN, dst=ALL_TOKEN)
-        yield World(running, Api(session, running.url, ALL_TOKEN), generated.org_ids, settings, tmp_path / "state" / "syncd.db")
+    async with serve_emulator(store, profile=profile, fault_seed=7) as running, aiohttp.ClientSession() as session:
+        settings = settings_at(running.url, state_dir, location, src=ALL_TOKEN, dst=ALL_TOKEN)
+        yield World(running, Api(session, running.url, ALL_TOKEN), generated.org_ids, settings, location)
+    assert_no_state_file(location, state_dir)
 
 
 def no_duplicates(dump: dict[str, Any]) -> bool:
