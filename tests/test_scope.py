@@ -1,6 +1,8 @@
 """Scoping (`--include` / `--exclude`, a job's `include` / `exclude`): the glob matcher, the
 selection over an organization, and scoped sync, backup, export, mirror and restore against
-an emulator on loopback (organizations built through its API, the CLI run in-process)."""
+an emulator on loopback (organizations built through its API, the CLI run in-process). What
+keeps syncd's state (scoped syncs, mirrors, a job) runs on both backends: a SQLite file, then
+PostgreSQL; backups (always a SQLite file: the artifact, not the state) on one."""
 
 from __future__ import annotations
 
@@ -29,11 +31,12 @@ from syncd.export import export_mirror
 from syncd.mirror import Mirror
 from syncd.scope import Pattern, Scope, ScopeError
 from syncd.selection import Item, content_dependencies, select
-from syncd.sync import sync_into
+from syncd.sync import StateLocation, sync_into
 from tests.conftest import ALL_TOKEN, Api
 from tests.copy_support import Blank, Org, blank, rich_source  # noqa: F401 - `blank` is a fixture
 from tests.loopback import http
 from tests.schema_support import assert_valid
+from tests.state_support import is_pg, use_backend
 
 # ----- the glob matcher ---------------------------------------------------------------------------
 
@@ -201,7 +204,7 @@ async def _source(blank: Blank) -> dict[str, str]:
     return await _source_org(blank.source)
 
 
-def _titles(db: Path, tenant: str = "src") -> dict[str, list[str]]:
+def _titles(db: StateLocation, tenant: str = "src") -> dict[str, list[str]]:
     with Mirror(db, readonly=True) as mirror:
         rows = list(mirror.current(tenant))
     out: dict[str, list[str]] = {}
@@ -211,10 +214,10 @@ def _titles(db: Path, tenant: str = "src") -> dict[str, list[str]]:
     return {kind: sorted(titles) for kind, titles in out.items()}
 
 
-async def test_a_scoped_sync_records_only_its_scope_and_never_deletes_what_it_left_out(blank: Blank, tmp_path: Path) -> None:
+async def test_a_scoped_sync_records_only_its_scope_and_never_deletes_what_it_left_out(blank: Blank, other_state: StateLocation) -> None:
     ids = await _source(blank)
     src = TargetRef("src", blank.orgs[0])
-    fresh = tmp_path / "fresh.db"
+    fresh = blank.db
     result, _ = await sync_into(blank.settings, src, fresh, scope=Scope.parse(["Beta"]))
     assert _titles(fresh) == {"collection": ["Guides", "Inner"], "space": ["Beta"]}
     assert result.scope.left_out > 0 and result.status == "complete"
@@ -222,7 +225,7 @@ async def test_a_scoped_sync_records_only_its_scope_and_never_deletes_what_it_le
     with Mirror(fresh, readonly=True) as mirror:
         assert [run["scope_ref"] for run in mirror.runs()] == [f"src:{blank.orgs[0]} [include Beta]"]
 
-    full = tmp_path / "full.db"
+    full = other_state
     await sync_into(blank.settings, src, full)
     everything = _titles(full)
     assert everything["space"] == ["Alpha", "Beta", "Gamma", "Old"]
@@ -238,6 +241,7 @@ async def test_a_scoped_sync_records_only_its_scope_and_never_deletes_what_it_le
     assert _titles(full)["space"] == ["Alpha", "Renamed"]
 
 
+@pytest.mark.parametrize("state", ["sqlite"], indirect=True)  # what is checked is the backup file, never syncd's state
 async def test_a_scoped_backup_holds_only_the_chosen_site_and_reports_what_it_publishes(blank: Blank, tmp_path: Path) -> None:
     await _source(blank)
     out = tmp_path / "site.db"
@@ -321,7 +325,8 @@ async def test_a_job_with_include_and_exclude_in_its_configuration(blank: Blank,
     config = tmp_path / "syncd.toml"
     config.write_text(
         f'state_dir = "{tmp_path / "state"}"\n'
-        f'[tenants.src]\nbase_url = "{blank.running.url}"\ntoken = "{ALL_TOKEN}"\n'
+        + (f'state_url = "{blank.db}"\n' if is_pg(blank.db) else "")
+        + f'[tenants.src]\nbase_url = "{blank.running.url}"\ntoken = "{ALL_TOKEN}"\n'
         f'[[jobs]]\nname = "guides"\nkind = "sync"\nsource = "src:{blank.orgs[0]}"\ninclude = ["/Guides"]\nexclude = ["Beta"]\n'
         f'[[jobs]]\nname = "nightly"\nkind = "backup"\nsource = "src:{blank.orgs[0]}"\nexclude = ["/Guides", "/Archive"]\n'
     )
@@ -329,7 +334,7 @@ async def test_a_job_with_include_and_exclude_in_its_configuration(blank: Blank,
     assert [job.scope.describe() for job in settings.jobs] == ["include /Guides; exclude Beta", "exclude /Guides, /Archive"]
     outcome = await execute_job(settings, settings.jobs[0], DaemonMetrics())
     assert outcome.outcome == "succeeded" and outcome.summary["include"] == ["/Guides"]
-    assert _titles(settings.state_dir / "syncd.db") == {"collection": ["Guides", "Inner"], "space": ["Alpha"]}
+    assert _titles(blank.db) == {"collection": ["Guides", "Inner"], "space": ["Alpha"]}
     outcome = await execute_job(settings, settings.jobs[1], DaemonMetrics())
     assert outcome.outcome == "succeeded", outcome.summary
     assert _titles(Path(outcome.summary["file"])) == {"site": ["Docs site"], "space": ["Gamma"], "team": ["Writers"]}
@@ -389,7 +394,8 @@ class Served:
 
 
 @pytest.fixture
-def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
+def served(backend: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
+    """The emulator; the CLI's tenants on it, its state on `backend`."""
     store = Store(seed=11)
     generated = generate(store, parse_spec("orgs=0,empty_orgs=3"), seed=11, all_token=ALL_TOKEN)
     ready, found = threading.Event(), {}
@@ -408,6 +414,7 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
         monkeypatch.setenv(f"SYNCD_TENANTS__{name}__BASE_URL", found["url"])
         monkeypatch.setenv(f"SYNCD_TENANTS__{name}__TOKEN", ALL_TOKEN)
     monkeypatch.setenv("SYNCD_STATE_DIR", str(tmp_path / "state"))
+    use_backend(backend, request, monkeypatch, tmp_path / "state")
     monkeypatch.chdir(tmp_path)
     try:
         yield Served(found["url"], list(generated.org_ids))
