@@ -1,6 +1,7 @@
 """`syncd orgs TENANT`, and organizations addressed by their exact title (`src:Organization 1`)
 where unambiguous: an id always wins, a shared title is refused with the candidates' ids.
-The CLI in-process against an emulator served by a thread."""
+The CLI in-process against an emulator served by a thread. The tests whose commands keep
+syncd's state (`stored`) run on both backends: a SQLite file, then PostgreSQL."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from syncd.cli import main
 from syncd.mirror import Mirror
+from tests.state_support import use_backend
 from tests.thread_emulator import ThreadEmulator, module_thread_emulator, use_tenants
 
 SPEC = "orgs=2,empty_orgs=1,collections=1,spaces=2,pages=1"
@@ -28,6 +30,12 @@ def env(emulator: ThreadEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     return tmp_path
 
 
+@pytest.fixture
+def stored(env: Path, backend: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Path | str:
+    """Where the commands keep syncd's state, on `backend`."""
+    return use_backend(backend, request, monkeypatch, env / "state")
+
+
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     capsys.readouterr()
     code = main(list(args))
@@ -35,7 +43,7 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def scope_refs(db: Path) -> list[str]:
+def scope_refs(db: Path | str) -> list[str]:
     with Mirror(db, readonly=True) as mirror:
         return [run["scope_ref"] for run in mirror.runs()]
 
@@ -56,11 +64,11 @@ def test_orgs_lists_what_the_token_sees(env: Path, emulator: ThreadEmulator, cap
     assert code == 2 and "syncd orgs TENANT" in err
 
 
-def test_a_title_addresses_its_organization(env: Path, emulator: ThreadEmulator, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_title_addresses_its_organization(env: Path, stored: Path | str, emulator: ThreadEmulator, capsys: pytest.CaptureFixture[str]) -> None:
     first, second, _ = emulator.org_ids
     assert run(capsys, "sync", "src:Organization 1")[0] == 0
     assert run(capsys, "sync", f"src:{first}")[0] == 0  # the same scope: an unchanged re-sync of it
-    assert scope_refs(env / "state" / "syncd.db") == [f"src:{first}", f"src:{first}"]
+    assert scope_refs(stored) == [f"src:{first}", f"src:{first}"]
     code, out, err = run(capsys, "backup", "src:Organization 2", "--out", "two.db", "--json")
     assert code == 0, err
     assert json.loads(out)["scope"] == f"src:{second}" and scope_refs(env / "two.db") == [f"src:{second}"]
@@ -70,6 +78,7 @@ def test_a_title_addresses_its_organization(env: Path, emulator: ThreadEmulator,
     ]
 
 
+# One backend: its one sync goes to a SQLite file of its own (--db), not to syncd's state.
 def test_a_shared_title_is_refused_and_an_id_wins(env: Path, emulator: ThreadEmulator, capsys: pytest.CaptureFixture[str]) -> None:
     first, second, empty = emulator.org_ids
     emulator.api("PATCH", f"/v1/orgs/{empty}", {"title": "Organization 2"})
@@ -86,6 +95,7 @@ def test_a_shared_title_is_refused_and_an_id_wins(env: Path, emulator: ThreadEmu
         emulator.api("PATCH", f"/v1/orgs/{empty}", {"title": "Organization 3"})
 
 
+@pytest.mark.usefixtures("stored")  # the plan reads both sides into the state
 def test_mirror_sides_are_addressed_by_title(env: Path, emulator: ThreadEmulator, capsys: pytest.CaptureFixture[str]) -> None:
     first, _, empty = emulator.org_ids
     code, out, err = run(capsys, "mirror", "plan", "src:Organization 1", "dst:Organization 3", "--json")
