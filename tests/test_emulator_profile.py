@@ -3,7 +3,7 @@ every point the spec leaves open, and `default` keeps its behaviour at each of t
 
 Each test runs against both profiles (the same seed, so the same organizations) and says
 what each answers; the last ones run the real `syncd sync` and `syncd backup` against
-`divergent` in a process of its own.
+`divergent` in a process of its own (syncd's state in a SQLite file, then in PostgreSQL).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from syncd.emulator.store import Store
 from syncd.mirror import Mirror
 from tests.conftest import ALL_TOKEN, Api
 from tests.oracle import mirror_mismatches
+from tests.state_support import use_backend
 
 SPEC = (
     "orgs=2,collections=4,spaces=8,pages=3,files=3,sites=3,sections=3,members=4,teams=3,saml=2,openapi=3,"
@@ -441,13 +442,17 @@ def divergent_process() -> Iterator[EmulatorProcess]:
         yield proc
 
 
-def test_sync_and_backup_against_divergent(divergent_process: EmulatorProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_sync_and_backup_against_divergent(
+    divergent_process: EmulatorProcess, backend: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The syncs keep syncd's state on `backend`; the backup is a SQLite file either way."""
     assert divergent_process.report["profile"] == "divergent"
     url = divergent_process.url
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SYNCD_TENANTS__SRC__BASE_URL", url)
     monkeypatch.setenv("SYNCD_TENANTS__SRC__TOKEN", SYNC_TOKEN)
     monkeypatch.setenv("SYNCD_STATE_DIR", str(tmp_path / "state"))
+    state = use_backend(backend, request, monkeypatch, tmp_path / "state")
     assert main(["sync", "src"]) == 0
     assert main(["sync", "src"]) == 0
     capsys.readouterr()
@@ -462,7 +467,7 @@ def test_sync_and_backup_against_divergent(divergent_process: EmulatorProcess, t
     for org in divergent_process.report["organizations"]:
         with urllib.request.urlopen(f"{url}/_emulator/orgs/{org['id']}/dump") as resp:
             dump = json.load(resp)
-        for db in (tmp_path / "state" / "syncd.db", out):
+        for db in (state, out):
             assert mirror_mismatches(db, "src", dump, org=org["id"]) == [], (db, org)
     with Mirror(out) as mirror:
         assert [r["status"] for r in mirror.runs("src")] == ["complete"]
