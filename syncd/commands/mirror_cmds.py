@@ -284,7 +284,7 @@ def run_dry(
     return EXIT_PENDING if the_plan.ops else 0
 
 
-def dry_run_saved(saved: SavedPlan, plan_file: Path, db: Path, as_json: bool) -> int:
+def dry_run_saved(saved: SavedPlan, plan_file: Path, db: StateLocation, as_json: bool) -> int:
     """The calls of a saved plan, resolved through the id map as it is now (nothing is read)."""
     from syncd.copy import dry_run_lines
     from syncd.copy.journal import load_idmap
@@ -292,7 +292,7 @@ def dry_run_saved(saved: SavedPlan, plan_file: Path, db: Path, as_json: bool) ->
     from syncd.mirror import Mirror
 
     idmap = IdMap()
-    if db.exists():
+    if not isinstance(db, Path) or db.exists():  # no state file made by a dry run; a state_url's state is the server's
         with Mirror(db) as mirror:
             idmap = load_idmap(mirror, saved.pair)
     lines = dry_run_lines(saved.plan, idmap)
