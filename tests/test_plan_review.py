@@ -9,6 +9,10 @@ names, places and orders things otherwise wherever the spec is silent): the gold
 the exact calls of a saved plan are checked under both; every test takes a fresh pair of
 empty organizations, and the CLI runs in-process (`syncd.cli.main`), except one check through
 the installed console script.
+
+syncd's state is on both backends (`backend`): a SQLite file, then PostgreSQL. The golden plan
+and the saved plan's calls run in a SQLite file under both profiles and in PostgreSQL under
+the default one (the profile is the service's behaviour, the backend syncd's own).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from tests.console_script import run_installed
 from tests.hostile.cli_support import clean_env
 from tests.loopback import EmulatorClient
 from tests.schema_support import check_output
+from tests.state_support import use_backend
 
 TOKEN = "review-token"
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
@@ -56,7 +61,7 @@ class Emulator(EmulatorClient):
 
 @pytest.fixture(scope="module", params=["default", "divergent"])
 def emulator(request: pytest.FixtureRequest) -> Iterator[Emulator]:
-    with emulator_process(token=TOKEN, spec="orgs=0,empty_orgs=20", seed=4, profile=request.param) as running:
+    with emulator_process(token=TOKEN, spec="orgs=0,empty_orgs=40", seed=4, profile=request.param) as running:
         yield Emulator(running.url, running.report, TOKEN)
 
 
@@ -64,9 +69,16 @@ DEFAULT_ONLY = pytest.mark.parametrize("emulator", ["default"], indirect=True)
 """For what does not depend on the service's choices (refusals, questions, JSON shapes): the
 golden plan and the exact calls of a saved plan run under both profiles."""
 
+BOTH_PROFILES = pytest.mark.parametrize(
+    ("emulator", "backend"), [("default", "sqlite"), ("divergent", "sqlite"), ("default", "postgresql")],
+    indirect=["emulator"], scope="module", ids=["default-sqlite", "divergent-sqlite", "default-postgresql"],
+)
+"""The golden plan and the exact calls of a saved plan: each profile, each backend (not every pair)."""
+
 
 @pytest.fixture
-def env(emulator: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def env(emulator: Emulator, backend: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """syncd's environment (also for a process of its own): the tenants, the state on `backend`."""
     monkeypatch.chdir(tmp_path)
     values = {"SYNCD_STATE_DIR": str(tmp_path / "state"), "SYNCD_LOG_LEVEL": "warning", "COLUMNS": "100"}
     for name in ("SRC", "DST"):
@@ -74,6 +86,9 @@ def env(emulator: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         values[f"SYNCD_TENANTS__{name}__TOKEN"] = TOKEN
     for key, value in values.items():
         monkeypatch.setenv(key, value)
+    state = use_backend(backend, request, monkeypatch, tmp_path / "state")
+    if backend == "postgresql":
+        values["SYNCD_STATE_URL"] = str(state)
     return values
 
 
@@ -148,6 +163,7 @@ def lines(text: str) -> list[str]:
     return [line.rstrip() for line in text.splitlines() if line.strip()]
 
 
+@BOTH_PROFILES
 def test_golden_plan_lists_every_operation_with_titles_paths_and_before_after(emulator: Emulator, env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
     src, dst, _ = copied_and_changed(emulator, capsys)
     code, out, err = run(capsys, "mirror", "plan", f"src:{src}", f"dst:{dst}", "--mode", "mirror")
@@ -160,6 +176,7 @@ def test_golden_plan_lists_every_operation_with_titles_paths_and_before_after(em
     assert re.search(r"^  ~ update space 'Alpha, renamed': PATCH /v1/spaces/\S+ \{\"title\": \"Alpha, renamed\"\}$", out, re.M), out
 
 
+@BOTH_PROFILES
 def test_a_saved_plan_applied_on_unchanged_sides_sends_exactly_its_operations(emulator: Emulator, env: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     src, dst, _ = copied_and_changed(emulator, capsys)
     plan_file = tmp_path / "reviewed.json"
