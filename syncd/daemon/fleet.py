@@ -165,7 +165,9 @@ class FleetDaemon(Daemon):
         assert self.runs is not None
         state = self._triggerable(name)
         offered = self.runs.offer_trigger(name, state.config.kind)
-        running = any(r.outcome == "running" for r in self.runs.of_job(name, 5))
+        # Another run of the job running makes this one its follow-up; the offered run itself may
+        # already be running (this replica's scheduler claims in a worker thread meanwhile).
+        running = any(r.outcome == "running" and r.id != offered.run.id for r in self.runs.of_job(name, 5))
         self._wake.set()
         return TriggerResult("coalesced" if running or not offered.new else "started", offered.run)
 
