@@ -36,7 +36,7 @@ from syncd.copy.journal import Pair
 from syncd.copy.model import IdMap, Snapshot
 from syncd.copy.ops import PATH_REF, Op, Plan, Ref, Skip
 from syncd.copy.plan import plan_copy
-from syncd.copy.planfile import SavedPlan, check_fresh, restrict, sides_fingerprints
+from syncd.copy.planfile import SavedPlan, StalePlan, check_fresh, restrict, sides_fingerprints
 from syncd.copy.recover import UnsettledError, settle_leftovers
 from syncd.copy.scoping import scope_sides
 from syncd.copy.review import SYMBOLS, Item, review
@@ -46,6 +46,7 @@ from syncd.copy.verify import Entry, Verification, compare, excuse, residue
 from syncd.copy.writer import Writer
 from syncd.errors import SyncdError
 from syncd.mirror import Mirror
+from syncd.mirror.errors import MirrorBusyError
 from syncd.scope import EVERYTHING, Scope
 from syncd.selection import Dependency
 from syncd.sync import Progress, StateLocation, default_db
@@ -53,6 +54,11 @@ from syncd.sync import Progress, StateLocation, default_db
 __all__ = ["CopyReport", "PlanRefused", "Reading", "RoundReport", "copy_org", "dry_run_lines", "fingerprints", "plan_org", "verify_org"]
 
 MAX_ROUNDS = 3
+STALE = "another run wrote the target after this one read it: read again"
+
+
+class _TargetChanged(Exception):
+    """The apply run found the target written by another run since its read (`_apply`)."""
 
 
 class PlanRefused(SyncdError):
@@ -77,6 +83,8 @@ class Reading:
     dependencies: list[Dependency] = field(default_factory=list)
     """What the source's objects in scope need outside the scope (`syncd.copy.scoping`)."""
     scope_warnings: list[str] = field(default_factory=list)
+    target_writes: int = -1
+    """`journal.target_writes` when the read began: an apply checks it once it holds the target."""
 
     @property
     def complete(self) -> bool:
@@ -178,6 +186,11 @@ async def _pair(ends: Endpoints) -> tuple[Pair, Side | None]:
 async def _read(
     ends: Endpoints, pair: Pair, backup: Side | None, content: ContentStrategy, progress: Progress | None, full: bool, scope: Scope = EVERYTHING
 ) -> Reading:
+    def writes() -> int:
+        with Mirror(ends.db) as mirror:
+            return journal.target_writes(mirror, pair)
+
+    written = await anyio.to_thread.run_sync(writes)  # before reading: a run ending while we read counts
     source, target = await read_sides(ends, backup, progress, full)
 
     def load() -> tuple[IdMap, list[str], int]:
@@ -190,7 +203,7 @@ async def _read(
     source = Side(source.tenant, source.org, as_read.without("space", leftovers), source.crawl, source.label)
     scoped = scope_sides(source.snapshot, target.snapshot, idmap, scope)  # both sides cut to the scope, before any plan
     source, target = replace(source, snapshot=scoped.source), replace(target, snapshot=scoped.target)
-    return Reading(pair, source, target, idmap, content, as_read, pending, scoped.dependencies, scoped.warnings)
+    return Reading(pair, source, target, idmap, content, as_read, pending, scoped.dependencies, scoped.warnings, written)
 
 
 def _blobs(ends: Endpoints, pair: Pair) -> BlobStore:
@@ -292,6 +305,11 @@ async def _apply(
         run = await _begin(mirror, reading.pair)
         status, reason, result = "failed", "apply stopped on an error", None
         try:
+            if journal.target_writes(mirror, reading.pair) != reading.target_writes:
+                # We may have waited for the target's writer (PostgreSQL) while another copy
+                # of it applied: what we read is not what is there. Nothing is written.
+                status, reason = "cancelled", STALE
+                raise _TargetChanged(STALE)
             writer = Writer(mirror=mirror, pair=reading.pair, run=run, idmap=reading.idmap, target=ends.target, source=ends.source, publisher=publisher)
             result = await apply_plan(plan, writer, concurrency=ends.settings.tenant(ends.target_ref.tenant).concurrency, on_progress=on_progress)
             status, reason = ("complete", "") if result.ok else ("partial", "some operations failed or were skipped")
@@ -368,11 +386,23 @@ class _Copy:
     content: ContentStrategy
     served: ContentSource | None
     options: _Options
+    rereads: int = 0
 
     async def read(self, full: bool = False) -> Reading:
         reading = await _read(self.ends, self.pair, self.backup, self.content, self.options.on_read, full, self.options.scope)
         reading.content = replace(self.content, restorable=await _restorable(self.ends, reading))
         return reading
+
+    async def reread(self, report: CopyReport, stale: Plan) -> Reading:
+        """Read again after another run wrote the target between our read and our apply; the
+        stale plan is dropped. Bounded: a target other runs keep writing is busy."""
+        if self.options.saved is not None and not report.rounds:
+            raise StalePlan("the target changed since the plan was made (another run wrote it): make a new plan")
+        report.plans.remove(stale)
+        self.rereads += 1
+        if self.rereads > self.options.max_rounds:
+            raise MirrorBusyError(f"other runs wrote {self.ends.target_ref} {self.rereads} times while this copy read it: try again later")
+        return await self.read()
 
     async def plan(self, reading: Reading) -> Plan:
         # Planning takes a while on a large organization: off the event loop, so a daemon's
@@ -401,13 +431,17 @@ class _Copy:
                     raise PlanRefused(f"the plan must not be applied: {plan.refused}")
                 report.warnings.append(f"round {len(report.rounds) + 1} not applied: {plan.refused}")
                 break
-            if report.rounds:
+            if report.rounds and report.rounds[-1].left is None:
                 report.rounds[-1].left = (await anyio.to_thread.run_sync(_verify, reading, plan)).counts()
                 if self.options.on_round is not None:
                     self.options.on_round(report.rounds[-1])
             if not plan.ops or len(report.rounds) >= self.options.max_rounds:
                 break
-            result = await _apply(self.ends, reading, plan, self.served, self.options.on_apply)
+            try:
+                result = await _apply(self.ends, reading, plan, self.served, self.options.on_apply)
+            except _TargetChanged:
+                reading = await self.reread(report, plan)
+                continue
             report.rounds.append(RoundReport(len(report.rounds) + 1, len(plan.ops), {k: dict(v) for k, v in plan.counts().items()}, result))
             reading = await self.read()
         try:  # what a round could not settle (a duplicate it could not remove, say)

@@ -48,6 +48,7 @@ __all__ = [
     "record_mappings",
     "resend",
     "seen_before",
+    "target_writes",
 ]
 
 APPLY_JOB = "apply"
@@ -121,6 +122,19 @@ def begin(mirror: Mirror, pair: Pair, on_wait: Callable[[], object] | None = Non
     run = mirror.start_run(APPLY_JOB, pair.target_tenant, f"{pair.target_tenant}:{pair.target_org}", on_wait=on_wait)
     mirror.set_run_stats(run, {"pair": asdict(pair)})
     return run
+
+
+def target_writes(mirror: Mirror, pair: Pair) -> int:
+    """How many apply runs into the pair's target organization have ended. A plan made from a
+    read taken while this was N is stale once it is more: another run (a replica's job, an
+    operator's copy) wrote the target meanwhile, and applying the plan would make again what
+    that run made."""
+    with mirror.reading() as db:
+        row = db.execute(
+            "SELECT count(*) FROM runs WHERE tenant = ? AND job = ? AND scope_ref = ? AND status <> 'running'",
+            [pair.target_tenant, APPLY_JOB, f"{pair.target_tenant}:{pair.target_org}"],
+        ).fetchone()
+    return int(row[0])
 
 
 def finish(mirror: Mirror, run: int, status: str, stats: Mapping[str, Any] | None = None, reason: str = "") -> None:
