@@ -136,3 +136,13 @@ def test_jobs_table_fits_80_columns_without_cutting_times_or_outcomes() -> None:
         assert "…" not in text, text
         words = text.split()
         assert {"succeeded", "failed", "cancelled", "running", "in", "4m30s", "#1233", "(123.4s)"} <= set(words), (width, text)
+
+
+@pytest.mark.parametrize("args", [["check", "{url}"], ["export", "{url}", "{dir}"], ["restore", "{url}", "local:o1"]])
+def test_a_postgresql_url_where_a_backup_file_goes_is_one_clear_line(args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The PostgreSQL state is no file: say what to give instead, not "postgresql:/host: no such file"."""
+    url = "postgresql://syncd@127.0.0.1/fleet"
+    assert main([a.format(url=url, dir=tmp_path / "out") for a in args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"syncd {args[0]} reads a backup file" in err and "syncd backup" in err, err
+    assert not (tmp_path / "out").exists()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import typer
 
+from syncd.commands.file_args import backup_file
 from syncd.check import CheckReport, check_backup
 from syncd.machine_output import emit, human_console
 from syncd.safe_text import markup
@@ -51,7 +52,7 @@ def check(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (schemas/check.json); the lines go to stderr."),
 ) -> None:
     """Verify a backup, reading only: SQLite integrity, every blob's hash, every file's blob present."""
-    report = check_backup(backup)
+    report = check_backup(backup_file(backup, "check"))
     shown = human_console(as_json)
     for problem in report.problems:
         shown.print(f"[red]{markup(problem.kind)}[/red]: {markup(problem.subject)}: {markup(problem.message)}", soft_wrap=True)

@@ -34,6 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from syncd import interrupt
+from syncd.commands.file_args import backup_file
 from syncd.commands.read_cmds import ConfigOption, DbOption
 from syncd.commands.scope_options import ExcludeOption, IncludeOption, scope_from
 from syncd.config import Settings, TargetRef, load_settings, parse_target_ref
@@ -456,6 +457,7 @@ def restore(
     """Restore a backup into an organization with the same engine as `mirror apply` (copy mode)."""
     from syncd.copy import BackupSource
 
+    backup = backup_file(backup, "restore")
     scope = scope_from(include, exclude)
     settings = load_settings(config)
     dst = parse_target_ref(target, settings)

@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from syncd import interrupt
+from syncd.commands.file_args import backup_file
 from syncd.change_lines import change_lines
 from syncd.commands.scope_options import ExcludeOption, IncludeOption, print_scope, scope_json, scope_from
 from syncd.config import Settings, TargetRef, load_settings, parse_target_ref
@@ -333,6 +334,7 @@ def export(
 
     from syncd.export import export_mirror
 
+    source = backup_file(source, "export")
     scope = scope_from(include, exclude)
     stopping = interrupt.stoppable(f"the export stopped between two spaces (every file in {out_dir} is whole); run it again")
     with stopping as stop, ExportProgress(f"export {source.name}") as progress:
