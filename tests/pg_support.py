@@ -9,6 +9,7 @@ A server that cannot be reached fails the test with the reason: a skipped test w
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import psycopg
 import pytest
 
-__all__ = ["DEFAULT_SERVER", "pg_server", "pg_url", "with_search_path"]
+__all__ = ["DEFAULT_SERVER", "fresh_schema", "pg_server", "pg_url", "with_search_path"]
 
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -58,14 +59,21 @@ def pg_server() -> Iterator[str]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.fixture
-def pg_url(pg_server: str) -> Iterator[str]:
-    """A schema of this test's own in the run's database, as a URL whose `search_path` is it."""
+@contextlib.contextmanager
+def fresh_schema(server: str) -> Iterator[str]:
+    """A new schema in `server`'s database, as a URL whose `search_path` is it; dropped after."""
     schema = f"t_{secrets.token_hex(6)}"
-    with _connect(pg_server) as conn:
+    with _connect(server) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
     try:
-        yield with_search_path(pg_server, schema)
+        yield with_search_path(server, schema)
     finally:
-        with _connect(pg_server) as conn:
+        with _connect(server) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> Iterator[str]:
+    """A schema of this test's own in the run's database."""
+    with fresh_schema(pg_server) as url:
+        yield url

@@ -10,7 +10,6 @@ their state). `@sqlite_only` keeps one test on SQLite, with a comment saying why
 from __future__ import annotations
 
 import contextlib
-import secrets
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.pg_support import with_search_path
+from tests.pg_support import fresh_schema
 
 __all__ = ["BACKENDS", "backend", "count_rows", "is_pg", "other_state", "sqlite_only", "state", "use_backend"]
 
@@ -85,12 +84,5 @@ def other_state(state: Path | str, request: pytest.FixtureRequest, tmp_path: Pat
     if not is_pg(state):
         yield tmp_path / "other" / "syncd.db"
         return
-    server = str(request.getfixturevalue("pg_server"))
-    schema = f"t_{secrets.token_hex(6)}"
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        yield with_search_path(server, schema)
-    finally:
-        with psycopg.connect(server, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    with fresh_schema(str(request.getfixturevalue("pg_server"))) as url:
+        yield url

@@ -6,14 +6,12 @@ the fleet's history."""
 from __future__ import annotations
 
 import re
-import secrets
 from collections.abc import Iterator
 
-import psycopg
 import pytest
 
 from tests.daemon_support import DaemonProcess, daemon_config
-from tests.pg_support import with_search_path
+from tests.pg_support import fresh_schema
 from tests.state_support import BACKENDS
 from tests.hostile.cli_support import clean_env
 from tests.loopback import wait_for
@@ -36,15 +34,8 @@ def state_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
     if request.param == "sqlite":
         yield None
         return
-    server = str(request.getfixturevalue("pg_server"))
-    schema = f"t_{secrets.token_hex(6)}"
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        yield with_search_path(server, schema)
-    finally:
-        with psycopg.connect(server, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    with fresh_schema(str(request.getfixturevalue("pg_server"))) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
