@@ -4,8 +4,8 @@
 as one clean line (control characters and escape sequences of server text removed, secrets
 masked) with its exit code; so are the failures the world causes rather than syncd, even
 when they arrive raw or inside an exception group: a file system that is full (exit 1) or
-read-only / not writable (exit 2), a damaged state file (exit 2), input nested too deeply to
-parse (exit 1). Anything else is a bug and keeps its traceback. Everything the command
+read-only / not writable (exit 2), a damaged state file (exit 2), a PostgreSQL state that fails
+mid-command (exit 1), input nested too deeply to parse (exit 1). Anything else is a bug and keeps its traceback. Everything the command
 creates is private (umask 077 while it runs, see `syncd.files`).
 """
 
@@ -127,6 +127,11 @@ def known_failure(exc: BaseException) -> SyncdError | None:
         return storage_error(exc)
     if isinstance(exc, sqlite3.DatabaseError):
         return database_failure("a state file", exc)
+    psycopg = sys.modules.get("psycopg")  # loaded when the state is in PostgreSQL, not before
+    if psycopg is not None and isinstance(exc, psycopg.Error):
+        from syncd.fleet.connect import state_failure
+
+        return state_failure(exc)
     return None
 
 

@@ -13,6 +13,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from syncd.cli import main
@@ -184,3 +185,16 @@ def test_ctrl_c_during_sync_keeps_the_previous_snapshot(env: Path, state_at: Pat
     assert [r["status"] for r in runs] == ["complete", "cancelled"]
     assert main(["sync", "src"]) == 0
     assert "no changes" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("backend", ["postgresql"])
+def test_a_postgresql_state_that_fails_mid_command_is_one_line(env: Path, state_at: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A table gone from under syncd (a server that went away, a statement timeout: any
+    psycopg error after connecting) ends the command in one line, exit 1, not a traceback."""
+    assert main(["sync", "src"]) == 0
+    with psycopg.connect(state_at, autocommit=True) as conn:
+        conn.execute("ALTER TABLE changes RENAME TO changes_gone")
+    capsys.readouterr()
+    assert main(["sync", "src"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("syncd: error: the PostgreSQL state failed: ") and '"changes" does not exist' in err and err.count("\n") == 1, err

@@ -15,7 +15,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from syncd.errors import SyncdError
 
-__all__ = ["CONNECT_TIMEOUT", "FleetError", "connect", "display_url", "is_state_url"]
+__all__ = ["CONNECT_TIMEOUT", "FleetError", "connect", "display_url", "is_state_url", "state_failure"]
 
 CONNECT_TIMEOUT = 5
 """Seconds to reach the server and log in."""
@@ -51,6 +51,13 @@ def _reason(exc: BaseException, url: str) -> str:
     if password:
         text = text.replace(password, "***")
     return re.sub(r"\s+", " ", text)
+
+
+def state_failure(exc: BaseException) -> FleetError:
+    """The one-line error for a PostgreSQL error met while using the state (the server went
+    away, a statement timed out, a table is missing): every step commits on its own, so what
+    was written before it stays whole."""
+    return FleetError(f"the PostgreSQL state failed: {_reason(exc, '')}: check the server, then run again")
 
 
 def connect(url: str, *, application_name: str = "syncd", autocommit: bool = True) -> psycopg.Connection:
