@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from syncd.config import Schedule
-from syncd.daemon.slots import due_slot, jitter_for, not_before
+from syncd.daemon.slots import due_slot, jitter_for, next_slot, not_before
 
 T0 = datetime(2026, 11, 26, 12, 0, 0, tzinfo=UTC)
 
@@ -32,6 +32,16 @@ def test_a_new_cron_job_waits_for_its_first_time_after_the_replica_started() -> 
     started = T0 + timedelta(minutes=10)
     assert due_slot(hourly, None, started + timedelta(minutes=49), started) is None
     assert due_slot(hourly, None, T0 + timedelta(hours=1, seconds=1), started) == T0 + timedelta(hours=1)
+
+
+def test_the_next_slot_is_the_due_one_else_the_first_after_the_last_offered() -> None:
+    """What /jobs shows as a fleet job's next run (before jitter and backoff)."""
+    every, hourly = Schedule(every=60), Schedule(cron="0 * * * *")
+    assert next_slot(every, None, T0 + timedelta(seconds=42), T0) == T0  # due now
+    assert next_slot(every, T0, T0 + timedelta(seconds=42), T0) == T0 + timedelta(seconds=60)
+    assert next_slot(hourly, T0, T0 + timedelta(minutes=10), T0) == T0 + timedelta(hours=1)
+    assert next_slot(hourly, None, T0 + timedelta(minutes=10), T0 + timedelta(minutes=5)) == T0 + timedelta(hours=1)
+    assert next_slot(hourly, T0, T0 + timedelta(hours=2, minutes=1), T0) == T0 + timedelta(hours=2)  # missed: the latest, due
 
 
 @given(st.integers(0, 10**6), st.integers(0, 10**6), st.integers(1, 7200))

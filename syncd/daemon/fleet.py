@@ -34,10 +34,10 @@ from typing import Any
 import anyio
 
 from syncd.config import Settings
-from syncd.daemon.runs import RunRecord
+from syncd.daemon.runs import RunRecord, iso_utc
 from syncd.daemon.schedule import failure_backoff
 from syncd.daemon.service import Daemon, JobState, TriggerResult, log, log_run_end
-from syncd.daemon.slots import due_slot, not_before
+from syncd.daemon.slots import due_slot, next_slot, not_before
 from syncd.fleet.connect import display_url
 from syncd.fleet.runs import FleetRunLog, FleetRunRecord
 
@@ -231,12 +231,25 @@ class FleetDaemon(Daemon):
         recent = self.runs.of_job(state.config.name, 10)
         running = next((r for r in recent if r.outcome == "running"), None)
         queued = next((r for r in recent if r.outcome == "queued"), None)
+        failures, last_failure = self._failures(state.config.name)
         view.update(
             state="running" if running else "due" if queued else "idle",
             current_run=running.id if running else None,
             current_replica=getattr(running, "replica", None) if running else None,
             queued_run=queued.id if queued else None,
-            next_run_at=None,
-            consecutive_failures=self._failures(state.config.name)[0],
+            next_run_at=None if running else iso_utc(self._next_start(state, queued is not None, failures, last_failure)),
+            consecutive_failures=failures,
         )
         return view
+
+    def _next_start(self, state: JobState, queued: bool, failures: int, last_failure: datetime | None) -> datetime | None:
+        """When the job runs next anywhere in the fleet: its queued run's start, else its next
+        slot's (with the slot's jitter and the backoff of its failures); None: on trigger only."""
+        assert self.runs is not None
+        name, schedule = state.config.name, state.config.schedule
+        if queued:
+            return self.runs.next_start(name)
+        if schedule is None:
+            return None
+        slot = next_slot(schedule, self.runs.last_slot(name), self.clock(), self.started_at)
+        return not_before(name, schedule, slot, failures, last_failure, self.settings.daemon.failure_backoff)

@@ -22,7 +22,7 @@ import sqlite_utils
 from syncd.files import create_private
 from syncd.logging import get_logger
 
-__all__ = ["OUTCOMES", "Outcome", "RunLog", "RunRecord"]
+__all__ = ["OUTCOMES", "Outcome", "RunLog", "RunRecord", "iso_utc"]
 
 Outcome = Literal["queued", "running", "succeeded", "partial", "failed", "cancelled"]
 OUTCOMES: tuple[Outcome, ...] = ("succeeded", "partial", "failed", "cancelled")
@@ -35,7 +35,7 @@ _PRUNE_EVERY = 500
 DIED = "the daemon process ended during the run"
 
 
-def _iso(dt: datetime | None) -> str | None:
+def iso_utc(dt: datetime | None) -> str | None:
     return dt.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z") if dt is not None else None
 
 
@@ -79,9 +79,9 @@ class RunRecord:
             "kind": self.kind,
             "reason": self.reason,
             "outcome": self.outcome,
-            "queued_at": _iso(self.queued_at),
-            "started_at": _iso(self.started_at),
-            "ended_at": _iso(self.ended_at),
+            "queued_at": iso_utc(self.queued_at),
+            "started_at": iso_utc(self.started_at),
+            "ended_at": iso_utc(self.ended_at),
             "seconds": None if self.seconds is None else round(self.seconds, 3),
             "error": self.error,
             "summary": self.summary,

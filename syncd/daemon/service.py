@@ -48,7 +48,7 @@ from syncd.daemon.jobs import execute_job, state_files
 from syncd.daemon.progress import reporting
 from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.remote import local_url
-from syncd.daemon.runs import RunLog, RunRecord
+from syncd.daemon.runs import RunLog, RunRecord, iso_utc
 from syncd.daemon.schedule import JobTimer
 from syncd.errors import ConfigError, SyncdError
 from syncd.files import private_dir
@@ -538,10 +538,10 @@ class Daemon:
             "state": self._state_word(state),
             "current_run": state.current.id if state.current else None,
             "queued_run": state.queued.id if state.queued else None,
-            "next_run_at": timer.next_due.isoformat().replace("+00:00", "Z") if timer.next_due and not state.current else None,
+            "next_run_at": iso_utc(timer.next_due) if not state.current else None,
             "consecutive_failures": timer.consecutive_failures,
             "last_run": last.as_dict() if last else None,
-            "last_success_at": success.isoformat().replace("+00:00", "Z") if success else None,
+            "last_success_at": iso_utc(success),
         }
 
     @contextlib.asynccontextmanager

@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from syncd.config import Schedule
 from syncd.daemon.schedule import _parse_cached, failure_backoff
 
-__all__ = ["MAX_CATCH_UP", "due_slot", "jitter_for", "not_before"]
+__all__ = ["MAX_CATCH_UP", "due_slot", "jitter_for", "next_slot", "not_before"]
 
 MAX_CATCH_UP = 100_000
 """Cron times walked to find the latest missed one (a minutely cron down for ~69 days)."""
@@ -58,6 +58,18 @@ def due_slot(schedule: Schedule, last_slot: datetime | None, now: datetime, sinc
             return slot
         slot = following
     return slot
+
+
+def next_slot(schedule: Schedule, last_slot: datetime | None, now: datetime, since: datetime) -> datetime:
+    """The slot the fleet runs next: the due one (`due_slot`), else the first after `last_slot`
+    (what `/jobs` shows, before jitter and backoff: `not_before`)."""
+    due = due_slot(schedule, last_slot, now, since)
+    if due is not None:
+        return due
+    if schedule.every is not None:
+        return _grid(schedule.every, now) + timedelta(seconds=schedule.every)
+    assert schedule.cron is not None
+    return _parse_cached(schedule.cron, schedule.timezone).next_after(last_slot if last_slot is not None else since)
 
 
 def jitter_for(job: str, slot: datetime, jitter: float) -> timedelta:

@@ -296,6 +296,12 @@ class FleetRunLog:
         """The latest schedule slot offered for `job` by any replica (`syncd.daemon.slots`)."""
         return _utc(self._value("SELECT max(due_at) FROM fleet_runs WHERE job = %s AND due_at IS NOT NULL", (job,)))
 
+    def next_start(self, job: str) -> datetime | None:
+        """When the job's earliest queued run may start (its slot's jitter and backoff in)."""
+        return _utc(self._value(
+            "SELECT min(coalesce(not_before, due_at, queued_at)) FROM fleet_runs WHERE job = %s AND outcome = 'queued'", (job,)
+        ))
+
     def offer_scheduled(
         self, job: str, kind: str, due_at: datetime, not_before: datetime | None = None, reason: str = "schedule"
     ) -> FleetRunRecord | None:
