@@ -5,8 +5,8 @@ as one clean line (control characters and escape sequences of server text remove
 masked) with its exit code; so are the failures the world causes rather than syncd, even
 when they arrive raw or inside an exception group: a file system that is full (exit 1) or
 read-only / not writable (exit 2), a damaged state file (exit 2), a PostgreSQL state that fails
-mid-command (exit 1), input nested too deeply to parse (exit 1). Anything else is a bug and keeps its traceback. Everything the command
-creates is private (umask 077 while it runs, see `syncd.files`).
+mid-command (exit 1), input nested too deeply to parse (exit 1). Anything else is a bug and
+keeps its traceback. Everything the command creates is private (umask 077 while it runs, see `syncd.files`).
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import typer
 
-from syncd.commands.file_args import backup_file
 from syncd.check import CheckReport, check_backup
+from syncd.commands.file_args import backup_file
 from syncd.machine_output import emit, human_console
 from syncd.safe_text import markup
 

@@ -22,8 +22,8 @@ from rich.console import Console
 from rich.table import Table
 
 from syncd import interrupt
-from syncd.commands.file_args import backup_file
 from syncd.change_lines import change_lines
+from syncd.commands.file_args import backup_file
 from syncd.commands.scope_options import ExcludeOption, IncludeOption, print_scope, scope_json, scope_from
 from syncd.config import Settings, TargetRef, load_settings, parse_target_ref
 from syncd.crawl import CrawlResult
