@@ -10,6 +10,7 @@ its lease ends and another replica takes the run over and finishes it.
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -139,10 +140,14 @@ def test_a_replica_killed_mid_mirror_loses_nothing_and_duplicates_nothing(tmp_pa
             writes_before = emulator.writes()
             wait_for("the copy to have written", lambda: emulator.writes() >= writes_before + 15, 120)
             first.signal(signal.SIGKILL)
+            killed = time.monotonic()
             first.process.wait(30)
             others = _start(tmp_path, ["m2"], slow, pg_url, jobs)
             ended = others[0].wait_run(run_id, timeout=240)
+            took = time.monotonic() - killed
             assert ended["outcome"] == "succeeded" and ended["replica"] == "m2" and ended["attempt"] == 2, ended
+            # A figure, not an assertion (no timing in tests): the bound is lease + one run.
+            print(f"\ntakeover ({profile}): the run ended {took:.1f} s after the SIGKILL (lease {LEASE:g} s; replica m2 started then)")
             status, again = others[0].post("/jobs/copy/run")
             rerun = others[0].wait_run(again["run"]["id"], timeout=240)
         finally:
