@@ -35,7 +35,7 @@ def emulator() -> Iterator[EmulatorProcess]:
         yield running
 
 
-def _replica_config(tmp: Path, name: str, emulator: EmulatorProcess, pg_url: str, jobs: list[dict[str, Any]]) -> Path:
+def _replica_config(tmp: Path, name: str, emulator: EmulatorProcess, pg_url: str, jobs: list[dict[str, Any]], fleet: str = "") -> Path:
     folder = tmp / name
     folder.mkdir()
     path = daemon_config(
@@ -44,15 +44,18 @@ def _replica_config(tmp: Path, name: str, emulator: EmulatorProcess, pg_url: str
         daemon={"port": 0, "token": CONTROL, "shutdown_deadline": "5s", "failure_backoff": "1s"},
         jobs=jobs,
     )
-    fleet = f'[fleet]\nreplica = "{name}"\nlease = "{LEASE:g}s"\npoll = "0.2s"\n'
+    fleet = f'[fleet]\nreplica = "{name}"\nlease = "{LEASE:g}s"\npoll = "0.2s"\n{fleet}'
     path.write_text(f'state_url = "{pg_url}"\n' + path.read_text() + fleet)
     return path
 
 
-def _start(tmp: Path, names: list[str], emulator: EmulatorProcess, pg_url: str, jobs: list[dict[str, Any]]) -> list[DaemonProcess]:
+def _start(
+    tmp: Path, names: list[str], emulator: EmulatorProcess, pg_url: str, jobs: list[dict[str, Any]], fleet: str = ""
+) -> list[DaemonProcess]:
+    """Replicas `names` with `jobs`; `fleet`: more lines of their [fleet] table."""
     replicas = []
     for name in names:
-        config = _replica_config(tmp, name, emulator, pg_url, jobs)
+        config = _replica_config(tmp, name, emulator, pg_url, jobs, fleet)
         replicas.append(DaemonProcess.start(config, config.parent / "state", token=CONTROL))
     return replicas
 
@@ -63,7 +66,9 @@ def test_replicas_run_each_slot_once_and_share_triggers_and_history(tmp_path: Pa
         {"name": f"backup-{n}", "kind": "backup", "source": f"src:{orgs[n % 2]}", "retention": 2, "schedule": {"every": "2s"}}
         for n in range(6)
     ] + [{"name": "on-demand", "kind": "backup", "source": f"src:{orgs[0]}", "retention": 1}]
-    replicas = _start(tmp_path, ["r1", "r2", "r3"], emulator, pg_url, jobs)
+    # max_runs: the six slots due at once cannot all go to whichever replica looks first (without
+    # it one replica may, every time, and the last one started may never get a run).
+    replicas = _start(tmp_path, ["r1", "r2", "r3"], emulator, pg_url, jobs, fleet="max_runs = 2\n")
     try:
         wait_for("30 finished scheduled runs", lambda: len([r for r in fleet_runs(pg_url) if r["reason"] != "trigger" and r["ended_at"]]) >= 30, 120)
         status, answer = replicas[2].post("/jobs/on-demand/run")
@@ -165,12 +170,7 @@ def test_a_full_replica_leaves_due_runs_to_the_others(tmp_path: Path, emulator: 
     """`fleet.max_runs = 1`: while a replica runs one job, the other due jobs go to the other replica."""
     orgs = [org["id"] for org in emulator.report["organizations"]]
     jobs = [{"name": f"b{n}", "kind": "backup", "source": f"src:{orgs[n % 2]}", "retention": 1} for n in range(4)]
-    replicas = _start(tmp_path, ["f1", "f2"], emulator, pg_url, jobs)
-    for replica in replicas:
-        replica.config.write_text(replica.config.read_text() + "max_runs = 1\n")  # (read at the next start)
-    for replica in replicas:
-        assert replica.stop() == 0
-    replicas = [DaemonProcess.start(r.config, r.state_dir, token=CONTROL) for r in replicas]
+    replicas = _start(tmp_path, ["f1", "f2"], emulator, pg_url, jobs, fleet="max_runs = 1\n")
     try:
         started = [replicas[0].post(f"/jobs/{job['name']}/run")[1]["run"]["id"] for job in jobs]
         ended = [replicas[1].wait_run(run_id) for run_id in started]
