@@ -71,6 +71,7 @@ __all__ = [
     "TenantConfig",
     "format_duration",
     "load_settings",
+    "names_postgres",
     "parse_duration",
     "parse_target_ref",
     "validate_cron",
@@ -80,6 +81,7 @@ DEFAULT_CONFIG_PATH = Path("config/syncd.toml")
 ENV_PREFIX = "SYNCD_"
 ENV_NESTED_DELIMITER = "__"
 TOKEN_MASK = "********"
+POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _TOKEN_KEYS = ("token", "token_env", "token_file")
@@ -634,12 +636,19 @@ class FleetConfig(_Model):
     """Runs this replica takes at once; beyond it due runs wait for a free replica. Unset: no limit."""
 
 
+def names_postgres(text: str) -> bool:
+    """`text` is written as a PostgreSQL URL (by its scheme; `postgresql:/host/db` too, a URL
+    that became a path and lost a slash). Here, not beside psycopg: commands that only need to
+    tell a URL from a file must not import it."""
+    return urlsplit(text.strip()).scheme.lower() in POSTGRES_SCHEMES
+
+
 def _check_state_url(value: object) -> SecretStr | None:
     """A postgresql:// URL; its password (if any) is masked in every log line from now on."""
     if value is None:
         return None
     text = value.get_secret_value() if isinstance(value, SecretStr) else value
-    if not isinstance(text, str) or urlsplit(text.strip()).scheme not in ("postgresql", "postgres") or not urlsplit(text.strip()).hostname:
+    if not isinstance(text, str) or not names_postgres(text) or not urlsplit(text.strip()).hostname:
         raise ValueError("must be a postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE URL")
     password = urlsplit(text.strip()).password
     if password:

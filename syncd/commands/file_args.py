@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from syncd.config import names_postgres
 from syncd.errors import UsageError
-
-_URL_PREFIXES = ("postgresql:", "postgres:")
 
 
 def backup_file(path: Path, command: str) -> Path:
     """`path`, or a one-line UsageError when it is a PostgreSQL URL."""
-    if str(path).lower().startswith(_URL_PREFIXES):
+    if names_postgres(str(path)):
         raise UsageError(
             f"syncd {command} reads a backup file (FILE.db), not a PostgreSQL state: "
             "write one first with `syncd backup TENANT[:ORG] --out FILE.db`"

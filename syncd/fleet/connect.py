@@ -15,23 +15,18 @@ from psycopg.conninfo import conninfo_to_dict
 
 from syncd.errors import SyncdError
 
-__all__ = ["CONNECT_TIMEOUT", "FleetError", "connect", "display_url", "is_state_url", "state_failure"]
+__all__ = ["CONNECT_TIMEOUT", "FleetError", "connect", "display_url", "state_failure"]
 
 CONNECT_TIMEOUT = 5
 """Seconds to reach the server and log in."""
 STATEMENT_TIMEOUT_MS = 30_000
 """No statement of ours runs longer: a lock held by a stuck replica ends in an error, not a hang."""
-_SCHEMES = ("postgresql", "postgres")
 
 
 class FleetError(SyncdError):
     """The shared PostgreSQL state cannot be reached or used."""
 
     exit_code = 1
-
-
-def is_state_url(value: str) -> bool:
-    return urlsplit(value).scheme in _SCHEMES
 
 
 def display_url(url: str) -> str:

@@ -34,8 +34,9 @@ from pathlib import Path
 
 import psycopg
 
+from syncd.config import names_postgres
 from syncd.errors import UsageError
-from syncd.fleet.connect import FleetError, connect, display_url, is_state_url
+from syncd.fleet.connect import FleetError, connect, display_url
 from syncd.fleet.schema import migrate_fleet
 from syncd.fleet.state_copy import DAEMON_COLUMNS, MigrationMismatch, Progress, StateCopier, StateMigration, TableCount
 from syncd.mirror.errors import MirrorBusyError, MirrorError
@@ -114,7 +115,7 @@ def migrate_state(source: Path, url: str, *, with_open_runs: bool = False, progr
     PostgreSQL state at `url`, verified, in one transaction (module docstring). One-line
     errors: UsageError (not a URL), MirrorError (file missing or damaged, open runs, a live
     writer, a target in use), FleetError (server), MigrationMismatch (verification)."""
-    if not is_state_url(url):
+    if not names_postgres(url):
         raise UsageError("--to must be the URL of a PostgreSQL state (postgresql://USER@HOST/DB)")
     db_path, daemon_path = _source_files(source)
     holder = _lock_holder(db_path.with_name(db_path.name + ".lock"))
