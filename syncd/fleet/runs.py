@@ -297,9 +297,10 @@ class FleetRunLog:
         return _utc(self._value("SELECT max(due_at) FROM fleet_runs WHERE job = %s AND due_at IS NOT NULL", (job,)))
 
     def next_start(self, job: str) -> datetime | None:
-        """When the job's earliest queued run may start (its slot's jitter and backoff in)."""
+        """When the job's earliest queued run may start: its `not_before` (a slot's jitter and
+        backoff in), else from when it was queued, as `leases.claim_run` reads it."""
         return _utc(self._value(
-            "SELECT min(coalesce(not_before, due_at, queued_at)) FROM fleet_runs WHERE job = %s AND outcome = 'queued'", (job,)
+            "SELECT min(coalesce(not_before, queued_at)) FROM fleet_runs WHERE job = %s AND outcome = 'queued'", (job,)
         ))
 
     def offer_scheduled(
