@@ -130,6 +130,13 @@ class Api:
 
 
 @pytest.fixture
+def emulator_profile() -> str:
+    """The emulator's behaviour where the spec is silent (`syncd.emulator.profile`), for fixtures
+    that take it (`copy_support.blank`); a test parametrizes it to run against more than one."""
+    return "default"
+
+
+@pytest.fixture
 async def emulator() -> AsyncIterator[RunningEmulator]:
     """A generated two-organization emulator with no rate limit and no faults."""
     store = Store(seed=7)

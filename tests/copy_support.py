@@ -190,12 +190,12 @@ class Blank:
 
 
 @pytest.fixture
-async def blank(state: StateLocation, tmp_path: Path) -> AsyncIterator[Blank]:
+async def blank(state: StateLocation, emulator_profile: str, tmp_path: Path) -> AsyncIterator[Blank]:
     """Three empty organizations; syncd's state on `state`'s backend (a test runs on both)."""
     store = Store(seed=11)
     generated = generate(store, parse_spec("orgs=0,empty_orgs=3"), seed=11, all_token=ALL_TOKEN)
     state_dir = tmp_path / "state"  # where `state` puts its SQLite file
-    async with serve_emulator(store) as running, aiohttp.ClientSession() as session:
+    async with serve_emulator(store, profile=emulator_profile) as running, aiohttp.ClientSession() as session:
         settings = settings_at(running.url, state_dir, state, src=ALL_TOKEN, dst=ALL_TOKEN)
         yield Blank(running, Api(session, running.url, ALL_TOKEN), generated.org_ids, settings, state)
     assert_no_state_file(state, state_dir)

@@ -15,6 +15,10 @@ from syncd.copy.planfile import SavedPlan, StalePlan
 from syncd.mirror import Mirror
 from tests.copy_support import Blank, blank, rich_source  # noqa: F401 - `blank` is a fixture
 
+# The guard is syncd's own journal, not how the service names or places what it makes: both
+# behaviours of the emulator.
+pytestmark = pytest.mark.parametrize("emulator_profile", ["default", "divergent"])
+
 
 def _titles(items: list[dict[str, Any]]) -> list[str]:
     return sorted(str(item.get("title")) for item in items)
