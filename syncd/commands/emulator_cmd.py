@@ -25,7 +25,7 @@ def serve(
     page_cap: int | None = typer.Option(None, help="Largest page the server answers, whatever `limit` asks (default: the profile's, 1000 or 100)."),
     latency_ms: float = typer.Option(0.0, help="Added latency per request, in milliseconds."),
     faults: str = typer.Option("", help="Fault probabilities, e.g. 5xx=0.1,drop=0.05,lost=0.1,truncate=0.05,html502=0.02,jitter=5."),
-    profile: str = typer.Option("default", help="Behaviour at the points the spec leaves open: default or divergent."),
+    profile: str = typer.Option("default", help="Behaviour at the points the spec leaves open: default, divergent, or mixed:SEED (each open point drawn from SEED)."),
     print_json: bool = typer.Option(False, "--json", help="Print the start-up report as one JSON line."),
 ) -> None:
     """Serve generated organizations over HTTP until interrupted."""

@@ -3,9 +3,15 @@
 The spec does not say where a new object lands among its siblings, how a path is derived
 from a title, in what order a non-positional list comes, how large a page is, how long a
 page token lives, whether answers carry fields a client does not know, or what a create
-answers. `default` is one guess at each point (what the emulator always did); `divergent`
-guesses differently at every one of them, so that syncd can be tested against two
-implementations of the same spec and may depend on neither.
+answers, what an import does to the pages a space holds, what a lock refuses, which sibling a
+section's move may name, whether a deleted space is still listed, what deleting a collection
+does to what it holds, what a PATCH answers, or whether a transfer keeps the id. `default` is
+one guess at each point (what the emulator always did); `divergent` guesses differently at every
+one of them, and `mixed:SEED` picks each row's guess from the seed, independently, so that syncd
+can be tested against many implementations of the same spec and may depend on none.
+
+`ROWS` names the open points (the README's "Behaviour profiles" table, one row each) and the
+fields that play each one.
 
 The generator never reads a profile: model helpers default to `DEFAULT`, so a seed gives
 the same organizations whatever profile serves them. Handlers read the app's profile with
@@ -15,14 +21,18 @@ the same organizations whatever profile serves them. Handlers read the app's pro
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+import random
+from dataclasses import dataclass, replace
 from typing import Any
 
 from aiohttp import web
 
 from syncd.emulator.store import Record, Store
 
-__all__ = ["DEFAULT", "DIVERGENT", "PROFILE", "PROFILES", "Profile", "get_profile", "land", "profile_of", "unordered"]
+__all__ = [
+    "DEFAULT", "DIVERGENT", "MIXED_PREFIX", "PROFILE", "PROFILES", "ROWS", "Profile", "divergent_rows", "get_profile", "land", "mixed",
+    "profile_of", "unordered",
+]
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,23 @@ class Profile:
     """A site's first section takes over the site's root site-spaces."""
     minimal_create: bool
     """A create answers 200 with `{object, id}` plus the fields the request sent (else 201, whole)."""
+    import_adds: bool = False
+    """A content import adds its pages and files to what the space holds (else replaces them)."""
+    locked_refuses_import: bool = False
+    """A content import into a `locked` space is refused: 400 `The space is locked`."""
+    import_restyles: bool = False
+    """An import from a website writes the pages' markdown in the importer's own style."""
+    strict_section_refs: bool = False
+    """A section's move accepts only a section as its sibling reference (else a group too)."""
+    deleted_spaces_listed: bool = False
+    """Deleted spaces stay in the organization's space listing, with `deletedAt`, while they
+    can be restored (else they are left out)."""
+    collection_delete_refused: bool = False
+    """Deleting a collection that holds spaces or collections is refused (else they go with it)."""
+    minimal_patch: bool = False
+    """A PATCH answers `{object, id}` plus the fields the request sent (else the whole object)."""
+    transfer_new_id: bool = False
+    """A transferred space or collection gets a new id (else it keeps its id)."""
 
     def duplicate_title(self, title: str, limit: int) -> str:
         """The title of a duplicate: the original's, with the suffix kept whole within `limit`."""
@@ -87,18 +114,67 @@ DIVERGENT = Profile(
     unknown_fields=True,
     first_section_takes_root=False,
     minimal_create=True,
+    import_adds=True,
+    locked_refuses_import=True,
+    import_restyles=True,
+    strict_section_refs=True,
+    deleted_spaces_listed=True,
+    collection_delete_refused=True,
+    minimal_patch=True,
+    transfer_new_id=True,
 )
 PROFILES: dict[str, Profile] = {p.name: p for p in (DEFAULT, DIVERGENT)}
+
+ROWS: dict[str, tuple[str, ...]] = {
+    "duplicate": ("duplicate_suffix", "duplicate_first"),
+    "new-object-place": ("new_first",),
+    "derived-paths": ("slug_separator", "first_duplicate_suffix"),
+    "list-order": ("sort_unordered",),
+    "paging": ("page_cap", "page_token_ttl"),
+    "unknown-fields": ("unknown_fields",),
+    "first-section": ("first_section_takes_root",),
+    "create-answer": ("minimal_create",),
+    "import-existing-pages": ("import_adds",),
+    "locked-space": ("locked_refuses_import",),
+    "import-style": ("import_restyles",),
+    "section-move-reference": ("strict_section_refs",),
+    "deleted-space-listed": ("deleted_spaces_listed",),
+    "collection-delete": ("collection_delete_refused",),
+    "patch-answer": ("minimal_patch",),
+    "transfer-id": ("transfer_new_id",),
+}
+"""Open point -> the Profile fields that play it (one README row each, in the table's order)."""
+
+MIXED_PREFIX = "mixed:"
+
+
+def mixed(seed: int) -> Profile:
+    """A profile whose every row is `default`'s or `divergent`'s, drawn from `seed` alone
+    (the same seed, the same profile); named `mixed:SEED` so that a failure replays."""
+    rng = random.Random(f"syncd-emulator-mixed:{seed}")
+    fields: dict[str, Any] = {}
+    for names in ROWS.values():
+        chosen = DIVERGENT if rng.random() < 0.5 else DEFAULT
+        fields.update({name: getattr(chosen, name) for name in names})
+    return replace(DEFAULT, name=f"{MIXED_PREFIX}{seed}", **fields)
+
+
+def divergent_rows(profile: Profile) -> list[str]:
+    """The rows where `profile` plays `divergent`'s behaviour (for reports and test ids)."""
+    return [row for row, names in ROWS.items() if all(getattr(profile, n) == getattr(DIVERGENT, n) for n in names)]
 
 PROFILE: web.AppKey[Profile] = web.AppKey("profile", Profile)
 
 
 def get_profile(name: str) -> Profile:
-    """The profile called `name`; ValueError naming the known ones otherwise."""
+    """The profile called `name` (`default`, `divergent` or `mixed:SEED` with SEED a whole
+    number); ValueError naming the known ones otherwise."""
+    if name.startswith(MIXED_PREFIX) and name[len(MIXED_PREFIX):].isascii() and name[len(MIXED_PREFIX):].isdigit():
+        return mixed(int(name[len(MIXED_PREFIX):]))
     try:
         return PROFILES[name]
     except KeyError:
-        raise ValueError(f"unknown emulator profile {name!r} (known: {', '.join(PROFILES)})") from None
+        raise ValueError(f"unknown emulator profile {name!r} (known: {', '.join(PROFILES)}, {MIXED_PREFIX}SEED)") from None
 
 
 def profile_of(request: web.Request) -> Profile:
