@@ -89,7 +89,7 @@ def _folded(values: list[Any]) -> list[Any]:
 
 
 def test_unknown_profile_is_a_value_error_and_a_one_line_exit_2() -> None:
-    with pytest.raises(ValueError, match="unknown emulator profile 'nope' \\(known: default, divergent\\)"):
+    with pytest.raises(ValueError, match="unknown emulator profile 'nope' \\(known: default, divergent, mixed:SEED\\)"):
         create_app(Store(), profile="nope")
     done = subprocess.run(
         [sys.executable, "-m", "syncd.cli", "emulator", "serve", "--profile", "nope", "--port", "0"],
