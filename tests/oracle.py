@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from syncd.copy.meaning import meaning
 from syncd.mirror import Mirror
 
 COPIED = (
@@ -31,7 +32,14 @@ SAME_NAME = (
 
 
 def _copyable(kind: str, data: Any) -> Any:
-    return {k: v for k, v in data.items() if k not in NOT_WRITABLE.get(kind, set())} if isinstance(data, dict) else data
+    """The writable fields; a page's markdown as what it says: an importer may write it in its
+    own style (README, "Behaviour profiles", row `import-style`), and a copy promises the words."""
+    if not isinstance(data, dict):
+        return data
+    out = {k: v for k, v in data.items() if k not in NOT_WRITABLE.get(kind, set())}
+    if kind == "page" and isinstance(out.get("markdown"), str):
+        out["markdown"] = meaning(out["markdown"])
+    return out
 
 
 def copied_view(dump: Mapping[str, Any]) -> dict[str, list[tuple[str, Any]]]:

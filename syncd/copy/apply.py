@@ -24,7 +24,8 @@ import anyio
 from syncd.copy.observe import Outcome, Status, outcome, run_adopt, run_call
 from syncd.copy.ops import Op, Plan, consumed
 from syncd.copy.sites import create_section, settle_site
-from syncd.copy.tree import copy_by_duplicate, import_served, settle_tree, undelete
+from syncd.copy.content import bring_content
+from syncd.copy.tree import copy_by_duplicate, settle_tree, undelete
 from syncd.copy.writer import SERIAL, Serial, Writer
 
 __all__ = ["ApplyProgress", "ApplyResult", "RECIPES", "apply_plan", "dependencies"]
@@ -34,7 +35,8 @@ RECIPES: dict[str, Recipe] = {
     "call": run_call,
     "adopt": run_adopt,
     "duplicate-transfer": copy_by_duplicate,
-    "import-served": import_served,
+    "import": bring_content,
+    "import-served": bring_content,
     "undelete": undelete,
     "section": create_section,
     "settle-tree": settle_tree,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from syncd.catalog import segment, write_call, write_path
-from syncd.copy.model import IdMap, Node, Snapshot
+from syncd.copy.model import BOOKKEEPING, IdMap, Node, Snapshot
 from syncd.copy.ops import Expect, Op, Plan, Ref, Skip, path_ref
 from syncd.copy.rules import RULES, SHAREABLE, canonical, comparable, identity, title_of, unmapped
 
@@ -98,8 +98,9 @@ class PlanContext:
         for (kind, source_id), entry in idmap.entries.items():
             if target.get(kind, entry.target_id) is not None:
                 self.map(kind, source_id, entry.target_id)
-            elif kind != "space-duplicate":
+            elif kind not in BOOKKEEPING:
                 self.stale[(kind, source_id)] = entry.target_id
+        self.idmap = idmap
 
     # -- ids ---------------------------------------------------------------------------
 
@@ -114,6 +115,10 @@ class PlanContext:
         if kind == "organization":
             return self.org if source_id == self.source.org else None
         return self.existing.get((kind, source_id))
+
+    def idmap_target(self, kind: str, source_id: str) -> str | None:
+        """An id-map entry as recorded (bookkeeping kinds included), whether or not it is on the target."""
+        return self.idmap.target(kind, source_id)
 
     def exists(self, kind: str, source_id: str | None) -> bool:
         """On the target now, or made by this plan."""

@@ -46,9 +46,11 @@ __all__ = [
     "load_idmap",
     "open_intents",
     "record_mappings",
+    "remember_tenant_fact",
     "resend",
     "seen_before",
     "target_writes",
+    "tenant_fact",
 ]
 
 APPLY_JOB = "apply"
@@ -273,3 +275,25 @@ def made_in_source(mirror: Mirror, pair: Pair) -> list[str]:
             pair.values(),
         ).fetchall()
     return [row[0] for row in rows]
+
+
+# -- what syncd learned about a tenant -------------------------------------------------------
+
+_FACT_KIND = "tenant-fact"
+"""Facts about a target tenant's service, observed once and kept: rows of the id map whose
+source side is empty (no pair's id map loads them: `load_idmap` reads one pair), so both
+backends keep them with no table of their own and `state migrate` carries them along."""
+
+
+def tenant_fact(mirror: Mirror, tenant: str, name: str) -> str | None:
+    """What was observed of `tenant` for `name` (e.g. "content-import": "replaces"/"adds")."""
+    with mirror.reading() as db:
+        row = db.execute(
+            f"SELECT target_id FROM idmap WHERE {_PAIR_WHERE} AND kind = ? AND source_id = ?", ["", "", tenant, "", _FACT_KIND, name]
+        ).fetchone()
+    return str(row[0]) if row else None
+
+
+def remember_tenant_fact(mirror: Mirror, run: int, tenant: str, name: str, value: str) -> None:
+    with mirror.transaction() as db:
+        _write_mappings(db, run, Pair("", "", tenant, ""), [(_FACT_KIND, name, value, "adopted")], ())

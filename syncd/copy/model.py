@@ -13,6 +13,10 @@ from typing import Any, Literal
 
 Origin = Literal["created", "adopted"]
 
+BOOKKEEPING: frozenset[str] = frozenset({"space-duplicate", "space-fresh", "space-import"})
+"""Id-map kinds that are syncd's own records, not target objects: a duplicate on its way to
+the target, a fresh space being filled, the last import of a space (`copy.content`)."""
+
 _LAST = 1 << 30
 
 

@@ -21,7 +21,7 @@ from typing import Any, Literal
 Action = Literal["adopt", "create", "patch", "content", "move", "settle", "delete"]
 ACTIONS: tuple[str, ...] = ("adopt", "create", "patch", "content", "move", "settle", "delete")
 Side = Literal["target", "source"]
-Recipe = Literal["call", "adopt", "duplicate-transfer", "import-served", "undelete", "section", "settle-tree", "settle-site"]
+Recipe = Literal["call", "adopt", "duplicate-transfer", "import", "import-served", "undelete", "section", "settle-tree", "settle-site"]
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from functools import cached_property
 from typing import Any, Literal
 
 from syncd.catalog import BY_NAME, dotted
+from syncd.copy.meaning import meaning
 from syncd.copy.model import Node, Snapshot
 
 COPIED_KINDS: tuple[str, ...] = (
@@ -410,14 +411,20 @@ def container_site_spaces(view: Snapshot, site_id: str, section_id: str | None) 
 PageTree = tuple[tuple[Any, ...], ...]
 
 
-def page_tree(view: Snapshot, space_id: str) -> PageTree:
-    """A space's pages as nested tuples (PAGE_FIELDS..., children), in document order."""
+def page_tree(view: Snapshot, space_id: str, *, exact: bool = False) -> PageTree:
+    """A space's pages as nested tuples (PAGE_FIELDS..., children), in document order; the
+    markdown as what it says (`meaning`), or byte for byte when `exact`."""
+
+    def field(page: Node, name: str) -> Any:
+        if name == "hidden":
+            return bool(page.data.get(name))
+        if name == "markdown" and not exact:
+            value = page.data.get(name)
+            return meaning(value) if isinstance(value, str) else plain(value)
+        return plain(page.data.get(name))
 
     def below(parent: tuple[str, str]) -> PageTree:
-        return tuple(
-            (*(plain(page.data.get(f)) if f != "hidden" else bool(page.data.get(f)) for f in PAGE_FIELDS), below(("page", page.id)))
-            for page in view.children("page", parent)
-        )
+        return tuple((*(field(page, f) for f in PAGE_FIELDS), below(("page", page.id))) for page in view.children("page", parent))
 
     return below(("space", space_id))
 
@@ -427,8 +434,10 @@ def file_list(view: Snapshot, space_id: str) -> tuple[tuple[Any, ...], ...]:
     return tuple(sorted(tuple(str(f.data.get(k)) for k in FILE_FIELDS) for f in view.children("file", ("space", space_id))))
 
 
-def space_content(view: Snapshot, space_id: str) -> tuple[PageTree, tuple[tuple[Any, ...], ...]]:
-    return page_tree(view, space_id), file_list(view, space_id)
+def space_content(view: Snapshot, space_id: str, *, exact: bool = False) -> tuple[PageTree, tuple[tuple[Any, ...], ...]]:
+    """A space's pages and files as compared: what the pages say, not how their markdown is
+    written (an importer may write it in its own style), unless `exact`."""
+    return page_tree(view, space_id, exact=exact), file_list(view, space_id)
 
 
 def page_paths(tree: PageTree, prefix: str = "") -> dict[str, tuple[Any, ...]]:

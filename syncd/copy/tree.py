@@ -20,6 +20,7 @@ import anyio
 
 from syncd.api import ApiError, NotFound
 from syncd.catalog import BY_NAME, write_path
+from syncd.copy.content import IMPORTED, count_pages, imported_mark, outline_digest
 from syncd.copy.context import PlanContext, seg
 from syncd.copy.model import Node
 from syncd.copy.observe import Outcome, check_answer, outcome
@@ -163,7 +164,8 @@ def plan_values(ctx: PlanContext) -> None:
 
 def plan_content(ctx: PlanContext) -> None:
     """Content of spaces that differ (or are new): imported from the source space's URL, or
-    from the site syncd serves of it (see `ContentStrategy`)."""
+    from the site syncd serves of it (see `ContentStrategy`); run by `content.bring_content`.
+    Compared by what the pages say (`rules.space_content`); one import per source revision."""
     for node in ctx.source.of_kind("space"):
         if not ctx.exists("space", node.id):
             continue
@@ -174,41 +176,85 @@ def plan_content(ctx: PlanContext) -> None:
         if target_id is not None and wanted == space_content(ctx.target, target_id):
             continue
         title = ctx.title("space", node)
+        revision = node.data.get("revision")
+        if target_id is not None and ctx.idmap_target(IMPORTED, node.id) == imported_mark(target_id, revision):
+            if ctx.content.served(node) and report_unheld_files(ctx, node, title) and wanted[0] == space_content(ctx.target, target_id)[0]:
+                continue  # only the files the backup does not hold are missing: announced
+            ctx.skip("space", node.id, title, f"space {title!r}: its content was imported from source revision {revision} already and still "
+                     "differs; not imported again (see `mirror verify`)")
+            continue
         path = ctx.path("space", "import", id=ctx.seg("space", node.id))
+        tree = page_outline(ctx.source, node.id)
+        spec: dict[str, Any] = {
+            "org": ctx.org, "revision": revision, "outline": outline_digest(tree, with_text=False), "pages": count_pages(tree),
+            "lock": ctx.desired("space", node).get("editMode") == "locked",
+        }
         if ctx.content.served(node):
-            ctx.emit(Op(
+            op = Op(
                 key=f"content:space:{node.id}", action="content", kind="space", source_id=node.id, target_id=target_id, title=title,
-                recipe="import-served", method="POST", path=path, body={"url": SERVED_URL, "source": "website"},
+                recipe="import-served", method="POST", path=path, body={"url": SERVED_URL, "source": "website"}, spec=spec,
                 note="imports the space as syncd serves it (pages and files as read)",
-            ))
+            )
             report_unheld_files(ctx, node, title)
-            continue
-        url = ctx.content.import_url(node)
-        if url is None or not ctx.content.can_import(node):
-            why = "it has no URL" if url is None else f"the source space is {node.data.get('visibility') or 'not shareable'} and the target's token cannot read it"
-            state = "left with its current content" if target_id else "created empty"
-            ctx.skip("space", node.id, title, f"space {title!r} {state}: its content cannot be copied ({why}); copy it by hand or use one token for both", ("pages", "files"))
-            continue
-        ctx.emit(Op(
-            key=f"content:space:{node.id}", action="content", kind="space", source_id=node.id, target_id=target_id, title=title,
-            method="POST", path=path, body={"url": url, "source": "website"}, note="imports the source space's content from its URL",
-        ))
+        else:
+            url = ctx.content.import_url(node)
+            if url is None or not ctx.content.can_import(node):
+                why = "it has no URL" if url is None else f"the source space is {node.data.get('visibility') or 'not shareable'} and the target's token cannot read it"
+                state = "left with its current content" if target_id else "created empty"
+                ctx.skip("space", node.id, title, f"space {title!r} {state}: its content cannot be copied ({why}); copy it by hand or use one token for both", ("pages", "files"))
+                continue
+            op = Op(
+                key=f"content:space:{node.id}", action="content", kind="space", source_id=node.id, target_id=target_id, title=title,
+                recipe="import", method="POST", path=path, body={"url": url, "source": "website"}, spec=spec,
+                note="imports the source space's content from its URL",
+            )
+        if spec["lock"]:
+            lock_last(ctx, node.id)
+            op.note += "; locked once its content is in"
+        ctx.emit(op, after=[f"patch:space:{node.id}"])
+
+
+def lock_last(ctx: PlanContext, source_id: str) -> None:
+    """Content first, lock last: the create's check and the patch of a space that gets content
+    leave `editMode` to the content op, which locks the space once the import is done."""
+    create = ctx.keys.get(f"create:space:{source_id}")
+    if create is not None and create.want:
+        create.want.pop("editMode", None)
+    if create is not None and isinstance(create.body, dict):
+        create.body.pop("editMode", None)
+    patch = ctx.keys.get(f"patch:space:{source_id}")
+    if patch is not None and isinstance(patch.body, dict) and patch.body.get("editMode") == "locked":
+        del patch.body["editMode"]
+        if not patch.body:
+            ctx.plan.ops.remove(patch)
+            del ctx.keys[patch.key]
+
+
+def page_outline(view: Any, space_id: str) -> list[Any]:
+    """The source space's page tree as `content.outline` reads an answer (titles, text)."""
+
+    def below(parent: tuple[str, str]) -> list[Any]:
+        return [[str(p.data.get("title")), None, below(("page", p.id))] for p in view.children("page", parent)]
+
+    return below(("space", space_id))
 
 
 SERVED_URL = "<the space as syncd serves it>"
 """Stands for the import URL in a plan: the content source makes it when the op runs."""
 
 
-def report_unheld_files(ctx: PlanContext, node: Node, title: str) -> None:
-    """Files whose bytes a backup does not hold cannot travel: announced, not hidden."""
+def report_unheld_files(ctx: PlanContext, node: Node, title: str) -> bool:
+    """Files whose bytes a backup does not hold cannot travel: announced, not hidden. Whether
+    there are any."""
     held = ctx.content.files_held
     if held is None:
-        return
+        return False
     missing = [n for n in ctx.source.children("file", ("space", node.id)) if n.id not in held]
     if missing:
         names = ", ".join(str(n.data.get("name")) for n in missing[:5])
         ctx.skip("space", node.id, title, f"{len(missing)} file(s) of space {title!r} are not in the backup ({names}): "
                  "not restored (back up with --with-files)", ("files",))
+    return bool(missing)
 
 
 def plan_tree_settle(ctx: PlanContext, parents: list[str | None]) -> None:
@@ -289,27 +335,6 @@ async def copy_by_duplicate(op: Op, writer: Writer) -> Outcome:
         if transferred is None:
             with anyio.CancelScope(shield=True), anyio.move_on_after(30):
                 await settle_duplicate(writer, op.source_id, duplicate)
-
-
-async def import_served(op: Op, writer: Writer) -> Outcome:
-    """Import a space from the site syncd's content source serves of it."""
-    assert op.source_id is not None
-    if writer.publisher is None:
-        return outcome(op, "failed", "this run has no content source to serve the space from")
-    try:
-        path = writer.resolve_path(op.path)
-        url = await writer.publisher.publish(op.source_id)
-        await writer.call(op.key, "space", op.source_id, op.method, path, {**(op.body or {}), "url": url})
-    except Unresolved as exc:
-        return outcome(op, "failed", f"cannot send: {exc}")
-    except ApiError as exc:
-        return outcome(op, "failed", str(exc))
-    requests, size = writer.publisher.source.served.get(op.source_id, [0, 0])
-    log.info("content.imported", space=op.source_id, title=op.title, requests=requests, bytes=size)
-    missing = writer.publisher.missing.get(op.source_id) or []
-    if missing:
-        writer.counts.notes.append(f"space {op.title!r}: {len(missing)} file(s) not held, not imported: {', '.join(missing[:5])}")
-    return outcome(op, "done")
 
 
 async def undelete(op: Op, writer: Writer) -> Outcome:
@@ -424,7 +449,6 @@ async def settle_tree(op: Op, writer: Writer) -> Outcome:
 __all__ = [
     "SERVED_URL",
     "copy_by_duplicate",
-    "import_served",
     "plan_content",
     "plan_tree",
     "plan_tree_settle",

@@ -24,7 +24,7 @@ from typing import Any
 
 from syncd.ordering import moved_items
 from syncd.safe_text import clean
-from syncd.copy.model import IdMap, Node, Snapshot
+from syncd.copy.model import BOOKKEEPING, IdMap, Node, Snapshot
 from syncd.copy.ops import Skip
 from syncd.copy.rules import (
     COPIED_KINDS,
@@ -33,6 +33,7 @@ from syncd.copy.rules import (
     comparable,
     container_site_spaces,
     content_difference,
+    page_tree,
     site_of,
     space_content,
     title_of,
@@ -62,6 +63,9 @@ class Verification:
     errors: list[Entry] = field(default_factory=list)
     excused: list[Entry] = field(default_factory=list)
     """Differences the plan announced as skips (moved here by `excuse`)."""
+    formatting: list[Entry] = field(default_factory=list)
+    """Spaces counted identical whose pages say the same in markdown written differently
+    (an importer's own style): a count, not a difference."""
 
     @property
     def equal(self) -> bool:
@@ -76,6 +80,7 @@ class Verification:
             "different": len(self.different),
             "errors": len(self.errors),
             "excused": len(self.excused),
+            "formatting": len(self.formatting),
         }
 
 
@@ -92,7 +97,7 @@ def excuse(verification: Verification, skips: Iterable[Skip]) -> Verification:
     for skip in skips:
         if skip.source_id is not None:
             allowed[(skip.kind, skip.source_id)].update(skip.excuses)
-    out = Verification(identical=list(verification.identical), errors=list(verification.errors))
+    out = Verification(identical=list(verification.identical), errors=list(verification.errors), formatting=list(verification.formatting))
     for bucket in ("missing", "extra"):
         for entry in getattr(verification, bucket):
             excused = entry.source_id is not None and bucket in allowed.get((entry.kind, entry.source_id), set())
@@ -160,6 +165,7 @@ def render(verification: Verification, *, identical: bool = False, limit: int | 
         f"{c['identical']} identical, {c['missing']} missing on target, {c['extra']} extra on target, "
         f"{c['different']} different, {c['errors']} errors"
         + (f", {c['excused']} announced by the plan" if c["excused"] else "")
+        + (f", {c['formatting']} spaces whose pages differ in formatting only" if c["formatting"] else "")
         + (": equal" if verification.equal else "")
     )
     return lines
@@ -178,7 +184,7 @@ class _Comparer:
         self.rev: dict[str, dict[str, str]] = defaultdict(dict)
         self.duplicates = {m.target_id for (kind, _), m in idmap.entries.items() if kind == "space-duplicate"}
         for (kind, source_id), entry in idmap.entries.items():
-            if kind == "space-duplicate":
+            if kind in BOOKKEEPING:
                 continue
             other = self.rev[kind].get(entry.target_id)
             if other is not None:
@@ -265,9 +271,13 @@ class _Comparer:
             del fields["default"]  # no API call clears a default: only a source default is copied
         if (kind, node.id) in self.out_of_order:
             fields["position"] = self.out_of_order[(kind, node.id)]
+        entry_title = title or title_of(kind, node)
         if kind == "space":
-            fields.update(content_difference(space_content(self.src, node.id), space_content(self.tgt, other.id)))
-        entry = Entry(kind, node.id, other.id, title or title_of(kind, node), fields)
+            content = content_difference(space_content(self.src, node.id), space_content(self.tgt, other.id))
+            fields.update(content)
+            if not content and page_tree(self.src, node.id, exact=True) != page_tree(self.tgt, other.id, exact=True):
+                self.result.formatting.append(Entry(kind, node.id, other.id, entry_title))
+        entry = Entry(kind, node.id, other.id, entry_title, fields)
         (self.result.different if fields else self.result.identical).append(entry)
 
     def without_default(self, kind: str, node: Node) -> bool:

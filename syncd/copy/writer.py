@@ -23,7 +23,7 @@ this run SENT (never a name the service may have derived, like "Title (copy)").
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -217,6 +217,48 @@ class Writer:
         await self.db(journal.complete, self.run, seq, None, (), drops)
         self._drop(drops)
         return response.data
+
+    async def send_once(
+        self, key: str, kind: str, source_id: str | None, method: str, path: str, body: Any, applied: Callable[[], Awaitable[bool]],
+    ) -> Any:
+        """Send a target write that must not be repeated blindly (an import into a service that
+        may add what it imports to what is there): no retries by the client; when its answer
+        is lost, `applied()` looks at the target to tell whether it took effect, and only
+        when it did not is it sent once more. Returns the answer's JSON (None when the effect
+        was found instead); ApiError when refused, CallFailed when it cannot be told."""
+        client = self.client("target")
+        seq = await self.db(
+            journal.intend, self.run, self.pair, key=key, kind=kind, source_id=source_id, side="target",
+            method=method, path=path, body=body, intent={},
+        )
+        for attempt in (1, 2):
+            self.counts.writes += 1
+            try:
+                response = await client.request(method, path, json=body, idempotent=False)
+            except ApiError as exc:
+                if not exc.may_have_applied:
+                    await self.db(journal.fail, self.run, seq, str(exc), False)
+                    raise
+                lost = str(exc)
+            else:
+                await self.db(journal.complete, self.run, seq, None, (), ())
+                return response.data
+            try:
+                took = await applied()
+            except ApiError as exc:
+                reason = f"{lost}; whether it took effect could not be looked at ({exc})"
+                await self.db(journal.fail, self.run, seq, reason, True)
+                raise CallFailed(reason, open=True) from None
+            if took:
+                await self.db(journal.complete, self.run, seq, None, (), ())
+                self.counts.reconciled.append(key)
+                return None
+            if attempt == 2:
+                break
+            await self.db(journal.resend, self.run, seq)
+        reason = f"{lost}; it took no effect after 2 attempts"
+        await self.db(journal.fail, self.run, seq, reason, False)
+        raise CallFailed(reason)
 
     def _drop(self, drops: Sequence[tuple[str, str]]) -> None:
         for kind, source_id in drops:

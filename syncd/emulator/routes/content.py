@@ -28,6 +28,8 @@ from syncd.emulator import revisions, website_import
 from syncd.emulator.admin import ADMIN_PREFIX
 from syncd.emulator.canonical import DumpKind
 from syncd.emulator.errors import bad_request, not_found
+from syncd.emulator.profile import Profile, profile_of
+from syncd.emulator.restyle import restyle
 from syncd.emulator.routes.spaces import SPACE, live_space, org_spaces, set_space_content, space_urls
 from syncd.emulator.store import Record, Store
 
@@ -498,11 +500,12 @@ async def import_into(request: web.Request, holder_of: Callable[[web.Request], H
     space's (a URL of the emulator's own) or by the website at the URL (`website_import`).
 
     The holder is looked up again after the website is read, since that takes a while."""
-    store = h.store_of(request)
+    store, profile = h.store_of(request), profile_of(request)
     holder = holder_of(request)
     body = await h.json_body(request)
     url = _import_url(body)
     h.choice(body, "source", IMPORT_SOURCES, required=True)
+    _refuse_if_locked(holder, profile)
     if _same_server(url, request):
         source = import_source(request, url)
         pages, files = copy_content(store, revisions.get(store, source["revision"]))
@@ -512,14 +515,32 @@ async def import_into(request: web.Request, holder_of: Callable[[web.Request], H
         except website_import.ImportFailed as exc:
             raise bad_request(str(exc)) from None
         holder = holder_of(request)
+        _refuse_if_locked(holder, profile)
+        if profile.import_restyles:
+            for page in site.pages:
+                page.markdown = restyle(page.markdown)
         pages, held = website_import.build_content(store, site)
         for file, data in held:
             register_blob(store, file, data)
         files = [file for file, _ in held]
+    imported = len(locate_all(pages)) + len(files)
+    if profile.import_adds:  # the spec does not say an import replaces what the space holds
+        pages, files = _kept_and_added(store, holder, pages, files)
     revision = revisions.commit(store, pages, files, parents=[holder.revision_id])
     holder.commit(revision["id"])
-    total = len(locate_all(pages)) + len(files)
-    return h.json_answer({"revision": revision["id"], "importedResources": total, "totalResources": total})
+    return h.json_answer({"revision": revision["id"], "importedResources": imported, "totalResources": imported})
+
+
+def _refuse_if_locked(holder: Holder, profile: Profile) -> None:
+    """`locked` means "all edits locked" (spec, Space): a profile may count an import as one."""
+    if profile.locked_refuses_import and holder.space.get("editMode") == "locked":
+        raise bad_request("The space is locked")
+
+
+def _kept_and_added(store: Store, holder: Holder, pages: list[Record], files: list[Record]) -> tuple[list[Record], list[Record]]:
+    """The holder's pages and files (fresh ids in the new revision), then the imported ones."""
+    kept_pages, kept_files = copy_content(store, holder.revision(store))
+    return kept_pages + pages, kept_files + files
 
 
 # ----- shared answers (space and change request content) -----------------------------------

@@ -1,0 +1,273 @@
+"""How a space's content reaches the target by an import, right at every open point the spec
+leaves about imports (README, "Behaviour profiles": import-existing-pages, locked-space,
+import-style).
+
+- Content first, lock last: a space that must end `locked` gets its content while `live`;
+  a target space found locked is unlocked for the import and locked again (the run says so).
+- Once per space and source revision: a done import is remembered in the id map
+  (`space-import`: source space -> "target@revision"); the planner does not import the same
+  revision into the same space again, and content is compared by what pages say
+  (`meaning`), so an importer's own markdown style is no reason to import again.
+- Never stack imports: the spec does not say that an import replaces what a space holds. An
+  import goes into a space holding pages only where the tenant is known to replace them
+  (observed once, kept per tenant: `journal.tenant_fact`). Elsewhere the content comes by a
+  fresh space: create it, import into it, learn from it what the tenant does (a second
+  import of the same content: same page count, it replaces; more, it adds and the fresh
+  space is made again), check its page tree, move it into the old space's place, repoint the
+  old space's site-spaces, map it, and only then delete the old space.
+- An import is sent once (`Writer.send_once`): after a lost answer, whether it took effect
+  is read from the space's revision, never assumed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from syncd.api import ApiError
+from syncd.catalog import BY_NAME, write_path
+from syncd.copy import journal
+from syncd.copy.context import seg
+from syncd.copy.meaning import meaning
+from syncd.copy.observe import Outcome, outcome
+from syncd.copy.ops import Expect, Op
+from syncd.copy.rules import ref_id
+from syncd.copy.writer import CallFailed, Unresolved, Writer
+from syncd.logging import get_logger
+
+log = get_logger("syncd.copy")
+
+IMPORT_FACT = "content-import"
+"""Tenant fact: what an import does to the pages a space holds ("replaces" or "adds")."""
+IMPORTED = "space-import"
+"""Id-map kind: source space -> "target space@source revision" of the last import done."""
+FRESH = "space-fresh"
+"""Id-map kind: source space -> a fresh target space being filled (not yet swapped in)."""
+
+__all__ = ["FRESH", "IMPORTED", "IMPORT_FACT", "bring_content", "imported_mark", "outline_digest"]
+
+
+def imported_mark(target_id: str, revision: Any) -> str:
+    return f"{target_id}@{revision}"
+
+
+def outline(pages: Any) -> list[Any]:
+    """A page tree as (title, what it says, children), from a `{pages}` answer or a list."""
+    out: list[Any] = []
+    for page in pages if isinstance(pages, list) else []:
+        if isinstance(page, dict):
+            text = page.get("markdown")
+            out.append([str(page.get("title")), meaning(text) if isinstance(text, str) else None, outline(page.get("pages"))])
+    return out
+
+
+def outline_digest(tree: list[Any], with_text: bool) -> str:
+    """A short digest of a page tree's titles (and text, when the answer carries it)."""
+
+    def strip(nodes: list[Any]) -> list[Any]:
+        return [[n[0], n[1] if with_text else None, strip(n[2])] for n in nodes]
+
+    return hashlib.sha256(json.dumps(strip(tree), ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+def count_pages(tree: list[Any]) -> int:
+    return sum(1 + count_pages(node[2]) for node in tree)
+
+
+class _Space:
+    """Reads of one target space (its record and its page tree) through the writer."""
+
+    def __init__(self, writer: Writer, space_id: str) -> None:
+        self.writer, self.id = writer, space_id
+
+    async def record(self) -> dict[str, Any]:
+        data = await self.writer.read("target", write_path("space", "get", {"id": seg(self.id)}))
+        return data if isinstance(data, dict) else {}
+
+    async def pages(self) -> list[Any]:
+        data = await self.writer.read("target", f"/v1/spaces/{seg(self.id)}/content/pages")
+        return outline(data.get("pages") if isinstance(data, dict) else None)
+
+    async def set_mode(self, key: str, source_id: str | None, mode: str) -> None:
+        await self.writer.call(key, "space", source_id, "PATCH", write_path("space", "patch", {"id": seg(self.id)}), {"editMode": mode})
+
+
+async def _import(writer: Writer, key: str, source_id: str | None, space: _Space, body: dict[str, Any]) -> None:
+    """One import into `space`, sent once: a lost answer is settled by the space's revision."""
+    before = (await space.record()).get("revision")
+
+    async def applied() -> bool:
+        return (await space.record()).get("revision") != before
+
+    await writer.send_once(key, "space", source_id, "POST", f"/v1/spaces/{seg(space.id)}/content/import", body, applied)
+
+
+async def _import_url(op: Op, writer: Writer) -> str:
+    if op.recipe == "import-served":
+        if writer.publisher is None:
+            raise CallFailed("this run has no content source to serve the space from")
+        assert op.source_id is not None
+        return await writer.publisher.publish(op.source_id)
+    return str((op.body or {}).get("url"))
+
+
+async def bring_content(op: Op, writer: Writer) -> Outcome:
+    """Import the source space's content into its target space (see the module docstring)."""
+    assert op.source_id is not None
+    spec = op.spec or {}
+    try:
+        target_id = writer.resolve_path("{ref:space:" + op.source_id + "}") if op.target_id is None else op.target_id
+        target_id = writer.idmap.target("space", op.source_id) or target_id
+        url = await _import_url(op, writer)
+    except Unresolved as exc:
+        return outcome(op, "failed", f"cannot send: {exc}")
+    except (ApiError, CallFailed) as exc:
+        return outcome(op, "failed", str(exc))
+    body = {**(op.body or {}), "url": url}
+    revision = spec.get("revision")
+    notes: list[str] = []
+    try:
+        space = _Space(writer, target_id)
+        record = await space.record()
+        current = await space.pages()
+        behaviour = await writer.db(journal.tenant_fact, writer.pair.target_tenant, IMPORT_FACT)
+        if current and behaviour != "replaces":
+            target_id = await _by_fresh_space(op, writer, space, record, body, notes)
+        else:
+            await _in_place(op, writer, space, record, body, bool(current), notes)
+            target_id = space.id
+        await writer.record([(IMPORTED, op.source_id, imported_mark(target_id, revision), "created")])
+        if spec.get("lock"):
+            await _Space(writer, target_id).set_mode(f"{op.key}:lock", op.source_id, "locked")
+    except (ApiError, CallFailed) as exc:
+        return outcome(op, "failed", "; ".join([*notes, str(exc)]))
+    finally:
+        writer.counts.notes.extend(f"space {op.title!r}: {note}" for note in notes)
+    _log_served(op, writer)
+    return outcome(op, "done", result_id=target_id, fixes=len(notes))
+
+
+async def _in_place(op: Op, writer: Writer, space: _Space, record: dict[str, Any], body: dict[str, Any], held: bool, notes: list[str]) -> None:
+    """Import into the space itself: it is empty, or the tenant replaces what is there."""
+    locked = record.get("editMode") == "locked"
+    if locked:
+        await space.set_mode(f"{op.key}:unlock", op.source_id, "live")
+        notes.append("was locked: unlocked for its content import")
+    await _import(writer, op.key, op.source_id, space, body)
+    if held:
+        after = await space.pages()
+        expected = (op.spec or {}).get("pages")
+        if isinstance(expected, int) and count_pages(after) > expected:
+            await writer.db(journal.remember_tenant_fact, writer.run, writer.pair.target_tenant, IMPORT_FACT, "adds")
+            raise CallFailed(f"the import added to the {count_pages(after) - expected} pages already there: the next round replaces the space")
+    if locked:
+        notes.append("locked again after its import" if (op.spec or {}).get("lock") else "left live, as in the source")
+
+
+async def _fresh(op: Op, writer: Writer, record: dict[str, Any], parent: str | None) -> _Space:
+    """A new empty space beside the old one (a fresh space left by an earlier run goes first)."""
+    assert op.source_id is not None
+    left = writer.idmap.target(FRESH, op.source_id)
+    if left is not None:
+        await writer.call(f"{op.key}:fresh-leftover", FRESH, op.source_id, "DELETE", write_path("space", "delete", {"id": seg(left)}), drops=[(FRESH, op.source_id)])
+    org = str((op.spec or {}).get("org"))
+    title = str(record.get("title") or op.title)[:50]
+    create: dict[str, Any] = {"title": title}
+    if parent:
+        create["parent"] = parent
+    path = BY_NAME["space"].path.replace("{org}", seg(org))
+    expect = Expect(path, parent_field="parent", parent=parent)
+    new_id, _ = await writer.create(f"{op.key}:fresh", (FRESH, op.source_id), "POST", path, create, expect)
+    writer.done_creating()
+    return _Space(writer, new_id)
+
+
+async def _by_fresh_space(op: Op, writer: Writer, old: _Space, record: dict[str, Any], body: dict[str, Any], notes: list[str]) -> str:
+    """New content by a fresh space that takes the old one's place (see the module docstring)."""
+    assert op.source_id is not None
+    parent = ref_id(record.get("parent"))
+    fresh = await _fresh(op, writer, record, parent)
+    await _import(writer, f"{op.key}:fresh-import", op.source_id, fresh, body)
+    pages = await fresh.pages()
+    behaviour = await writer.db(journal.tenant_fact, writer.pair.target_tenant, IMPORT_FACT)
+    if behaviour is None and pages:
+        await _import(writer, f"{op.key}:probe", op.source_id, fresh, body)
+        again = await fresh.pages()
+        behaviour = "replaces" if count_pages(again) == count_pages(pages) else "adds"
+        await writer.db(journal.remember_tenant_fact, writer.run, writer.pair.target_tenant, IMPORT_FACT, behaviour)
+        notes.append(f"the service {'replaces' if behaviour == 'replaces' else 'adds to'} a space's pages on import (observed, remembered for this tenant)")
+        if behaviour == "adds":
+            await writer.call(f"{op.key}:fresh-probe-delete", FRESH, op.source_id, "DELETE", write_path("space", "delete", {"id": seg(fresh.id)}), drops=[(FRESH, op.source_id)])
+            fresh = await _fresh(op, writer, record, parent)
+            await _import(writer, f"{op.key}:fresh-import-2", op.source_id, fresh, body)
+            pages = await fresh.pages()
+    expected = (op.spec or {}).get("outline")
+    if expected is not None and outline_digest(pages, with_text=False) != expected:
+        raise CallFailed(f"the fresh space {fresh.id} does not hold the source's pages after its import: the old space is kept")
+    await _swap(op, writer, old, fresh, record, parent)
+    notes.append(f"its content came by a fresh space ({fresh.id}) that took the place of {old.id}")
+    return fresh.id
+
+
+async def _swap(op: Op, writer: Writer, old: _Space, fresh: _Space, record: dict[str, Any], parent: str | None) -> None:
+    """The fresh space where the old one is, with its settings and site-spaces; then mapped,
+    and the old one deleted."""
+    assert op.source_id is not None
+    move: dict[str, Any] = {"parent": parent, "position": {"before": {"type": "space", "space": old.id}}}
+    await writer.call(f"{op.key}:fresh-move", FRESH, op.source_id, "POST", write_path("space", "move", {"id": seg(fresh.id)}), move)
+    settings = {k: record[k] for k in ("emoji", "defaultLevel") if isinstance(record.get(k), str) and record.get(k)}
+    if settings:
+        await writer.call(f"{op.key}:fresh-settings", FRESH, op.source_id, "PATCH", write_path("space", "patch", {"id": seg(fresh.id)}), settings)
+    await _repoint_site_spaces(op, writer, old.id, fresh.id)
+    await writer.record([("space", op.source_id, fresh.id, "created")], drops=[(FRESH, op.source_id)])
+    if record.get("editMode") == "locked":
+        await old.set_mode(f"{op.key}:old-unlock", None, "live")
+    await writer.call(f"{op.key}:old-delete", "space", None, "DELETE", write_path("space", "delete", {"id": seg(old.id)}))
+
+
+async def _repoint_site_spaces(op: Op, writer: Writer, old: str, fresh: str) -> None:
+    """Every site-space of the old space gets a twin of the fresh one in the same section and
+    place, with its path and condition; the old one goes, and the id map follows."""
+    org = str((op.spec or {}).get("org"))
+    sites = await writer.listing("target", BY_NAME["site"].path.replace("{org}", seg(org)))
+    sources = writer.idmap.sources_of("site-space")
+    for site in sites:
+        site_id = site.get("id") if isinstance(site, dict) else None
+        if not isinstance(site_id, str):
+            continue
+        base = BY_NAME["site-space"].path.replace("{org}", seg(org)).replace("{site}", seg(site_id))
+        for item in await writer.listing("target", base):
+            if not isinstance(item, dict) or ref_id(item.get("space")) != old or not isinstance(item.get("id"), str):
+                continue
+            old_ss = item["id"]
+            add: dict[str, Any] = {"spaceId": fresh}
+            if ref_id(item.get("section")):
+                add["sectionId"] = ref_id(item.get("section"))
+            answer = await writer.call(f"{op.key}:site-space:{old_ss}", "site-space", sources.get(old_ss), "POST", base, add)
+            new_ss = answer.get("id") if isinstance(answer, dict) else None
+            if not isinstance(new_ss, str):
+                listed = [i for i in await writer.listing("target", base) if isinstance(i, dict) and ref_id(i.get("space")) == fresh]
+                new_ss = str(listed[0]["id"]) if listed else None
+            if new_ss is None:
+                raise CallFailed(f"the site-space of the fresh space in site {site_id} was not found")
+            one = {"org": seg(org), "site": seg(site_id)}
+            await writer.call(f"{op.key}:site-space-move:{old_ss}", "site-space", None, "POST",
+                              write_path("site-space", "move", {**one, "id": seg(new_ss)}), {"position": {"before": {"type": "site-space", "siteSpace": old_ss}}})
+            await writer.call(f"{op.key}:site-space-delete:{old_ss}", "site-space", None, "DELETE", write_path("site-space", "delete", {**one, "id": seg(old_ss)}))
+            fields = {k: item[k] for k in ("path", "condition") if isinstance(item.get(k), str) and item.get(k)}
+            if fields:
+                await writer.call(f"{op.key}:site-space-patch:{old_ss}", "site-space", None, "PATCH", write_path("site-space", "patch", {**one, "id": seg(new_ss)}), fields)
+            if old_ss in sources:
+                await writer.record([("site-space", sources[old_ss], new_ss, "created")])
+
+
+def _log_served(op: Op, writer: Writer) -> None:
+    if op.recipe != "import-served" or writer.publisher is None:
+        return
+    requests, size = writer.publisher.source.served.get(op.source_id, [0, 0])
+    log.info("content.imported", space=op.source_id, title=op.title, requests=requests, bytes=size)
+    missing = writer.publisher.missing.get(op.source_id) or []
+    if missing:
+        writer.counts.notes.append(f"space {op.title!r}: {len(missing)} file(s) not held, not imported: {', '.join(missing[:5])}")
+
