@@ -68,6 +68,13 @@ class EmulatorClient:
         """The copied view of the organization's canonical dump (see `tests.oracle`)."""
         return copied_view(self.admin("GET", f"/_emulator/orgs/{org}/dump"))
 
+    def profile_row(self, row: str) -> str:
+        """Which behaviour the serving profile plays at open point `row`: default or divergent."""
+        from syncd.emulator.profile import divergent_rows, get_profile
+
+        profile = get_profile(self.admin("GET", "/_emulator/info")["profile"])
+        return "divergent" if row in divergent_rows(profile) else "default"
+
     def writes(self) -> int:
         stats = self.admin("GET", "/_emulator/stats")
         return sum(r["count"] for r in stats["routes"] if r["method"] in ("POST", "PUT", "PATCH", "DELETE"))

@@ -241,16 +241,15 @@ async def _repoint_site_spaces(op: Op, writer: Writer, old: str, fresh: str) -> 
             if not isinstance(item, dict) or ref_id(item.get("space")) != old or not isinstance(item.get("id"), str):
                 continue
             old_ss = item["id"]
+            source_ss = sources.get(old_ss)
+            if source_ss is None:
+                continue  # not syncd's: it goes with the old space, and the next round plans what the source has
             add: dict[str, Any] = {"spaceId": fresh}
             if ref_id(item.get("section")):
                 add["sectionId"] = ref_id(item.get("section"))
-            answer = await writer.call(f"{op.key}:site-space:{old_ss}", "site-space", sources.get(old_ss), "POST", base, add)
-            new_ss = answer.get("id") if isinstance(answer, dict) else None
-            if not isinstance(new_ss, str):
-                listed = [i for i in await writer.listing("target", base) if isinstance(i, dict) and ref_id(i.get("space")) == fresh]
-                new_ss = str(listed[0]["id"]) if listed else None
-            if new_ss is None:
-                raise CallFailed(f"the site-space of the fresh space in site {site_id} was not found")
+            new_ss, _ = await writer.create(f"{op.key}:site-space:{old_ss}", ("site-space", source_ss), "POST", base, add,
+                                            Expect(base, parent_field="space", parent=fresh))
+            writer.done_creating()
             one = {"org": seg(org), "site": seg(site_id)}
             await writer.call(f"{op.key}:site-space-move:{old_ss}", "site-space", None, "POST",
                               write_path("site-space", "move", {**one, "id": seg(new_ss)}), {"position": {"before": {"type": "site-space", "siteSpace": old_ss}}})
@@ -258,8 +257,6 @@ async def _repoint_site_spaces(op: Op, writer: Writer, old: str, fresh: str) -> 
             fields = {k: item[k] for k in ("path", "condition") if isinstance(item.get(k), str) and item.get(k)}
             if fields:
                 await writer.call(f"{op.key}:site-space-patch:{old_ss}", "site-space", None, "PATCH", write_path("site-space", "patch", {**one, "id": seg(new_ss)}), fields)
-            if old_ss in sources:
-                await writer.record([("site-space", sources[old_ss], new_ss, "created")])
 
 
 def _log_served(op: Op, writer: Writer) -> None:

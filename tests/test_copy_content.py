@@ -1,0 +1,105 @@
+"""Content across tenants at the open points of imports (README, "Behaviour profiles": rows
+import-existing-pages, locked-space, import-style): a locked space gets its content, a changed
+source space is brought over without stacking imports, and a service that adds what it imports
+is found out and remembered. Runs the real CLI against an emulator process under `default`,
+`divergent` and a `mixed` profile, with lost answers and server errors on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from syncd.cli import main
+from syncd.emulator.process import emulator_process
+from tests.test_copy_e2e import FAULTS, Emulator, no_duplicates
+
+SPEC = "orgs=2,empty_orgs=1,collections=2,spaces=4,pages=3,sites=1,sections=2"
+
+pytestmark = pytest.mark.parametrize("profile", ["default", "divergent", "mixed:5"])
+
+
+@pytest.fixture
+def emulator(profile: str) -> Iterator[Emulator]:
+    with emulator_process(token="all", spec=SPEC, seed=11, rate=0, profile=profile) as running:
+        yield Emulator(running.url, running.report, "all")
+
+
+@pytest.fixture
+def env(emulator: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    for name, token in (("ONE", "org1-token"), ("THREE", "org3-token")):
+        monkeypatch.setenv(f"SYNCD_TENANTS__{name}__BASE_URL", emulator.url)
+        monkeypatch.setenv(f"SYNCD_TENANTS__{name}__TOKEN", token)
+    monkeypatch.setenv("SYNCD_STATE_DIR", str(tmp_path / "state"))
+    return tmp_path
+
+
+def spaces(emulator: Emulator, org: str, token: str) -> list[dict[str, Any]]:
+    return emulator.api("GET", f"/v1/orgs/{org}/spaces?limit=1000", token=token)["items"]
+
+
+def pages(emulator: Emulator, space: str, token: str) -> list[str]:
+    def titles(items: list[dict[str, Any]]) -> list[str]:
+        return [t for p in items for t in [p["title"], *titles(p.get("pages") or [])]]
+
+    return titles(emulator.api("GET", f"/v1/spaces/{space}/content/pages", token=token)["pages"])
+
+
+def apply(emulator: Emulator, src: str, dst: str, capsys: pytest.CaptureFixture[str]) -> str:
+    emulator.faults(**FAULTS)
+    code = main(["mirror", "apply", f"one:{src}", f"three:{dst}"])
+    emulator.faults()
+    out = capsys.readouterr().out
+    assert code == 0, out
+    return out
+
+
+def assert_equal_once(emulator: Emulator, src: str, dst: str) -> None:
+    target = emulator.dump(dst)
+    assert target == emulator.dump(src), [k for k in target if target[k] != emulator.dump(src)[k]]
+    assert no_duplicates(target)
+    for space in spaces(emulator, dst, "org3-token"):
+        titles = pages(emulator, space["id"], "org3-token")
+        assert len(titles) == len(set(titles)), (space["title"], titles)  # no page twice
+
+
+def test_locked_space_and_changed_content_converge_without_stacking(emulator: Emulator, env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src, dst = emulator.orgs[0], emulator.orgs[2]
+    listed = spaces(emulator, src, "org1-token")
+    locked, changing, other = listed[0], listed[1], listed[2]
+    emulator.api("PATCH", f"/v1/spaces/{locked['id']}", {"editMode": "locked"}, token="org1-token")
+    before = emulator.raw_dump(src)
+
+    out = apply(emulator, src, dst, capsys)
+    assert_equal_once(emulator, src, dst)
+    assert emulator.raw_dump(src) == before  # the source is never changed
+    copied = {s["title"]: s for s in spaces(emulator, dst, "org3-token")}
+    assert copied[locked["title"]]["editMode"] == "locked" and pages(emulator, copied[locked["title"]]["id"], "org3-token")
+
+    # The source space's content changes (imported from another space): the target follows,
+    # by a fresh space the first time (the service's import behaviour is not known yet).
+    for round_ in range(2):
+        emulator.api("POST", f"/v1/spaces/{changing['id']}/content/import",
+                     {"url": (other if round_ == 0 else locked)["urls"]["app"], "source": "website"}, token="org1-token")
+        out = apply(emulator, src, dst, capsys)
+        assert_equal_once(emulator, src, dst)
+        if round_ == 0:
+            assert "on import (observed, remembered for this tenant)" in out, out
+    # Once the tenant is known to replace, a content change is imported in place.
+    replaces = emulator.profile_row("import-existing-pages") == "default"
+    assert ("came by a fresh space" in out) != replaces, out
+
+    # The locked target space's content changes too: unlocked, imported, locked again.
+    emulator.api("PATCH", f"/v1/spaces/{locked['id']}", {"editMode": "live"}, token="org1-token")
+    emulator.api("POST", f"/v1/spaces/{locked['id']}/content/import", {"url": other["urls"]["app"], "source": "website"}, token="org1-token")
+    emulator.api("PATCH", f"/v1/spaces/{locked['id']}", {"editMode": "locked"}, token="org1-token")
+    apply(emulator, src, dst, capsys)
+    assert_equal_once(emulator, src, dst)
+
+    writes = emulator.writes()
+    assert main(["mirror", "apply", f"one:{src}", f"three:{dst}"]) == 0
+    assert emulator.writes() == writes  # a second apply sends nothing
