@@ -19,6 +19,7 @@ import pytest
 from syncd.emulator.generate import generate, parse_spec
 from syncd.emulator.server import serve_emulator
 from syncd.emulator.store import Store
+from tests.copy_support import blank  # noqa: F401 - a fixture
 
 PROBE_SPEC = "orgs=1,collections=2,spaces=4,pages=2,sites=1,empty_orgs=1"
 TOKEN = "rows-tree-token"
@@ -117,8 +118,8 @@ PROBES: dict[str, Probe] = {
 
 
 class Served:
-    def __init__(self, session: aiohttp.ClientSession, base: str, profile: str) -> None:
-        self.session, self.base, self.profile = session, base, profile
+    def __init__(self, session: aiohttp.ClientSession, base: str, profile: str, store: Store) -> None:
+        self.session, self.base, self.profile, self.store = session, base, profile, store
 
     @property
     def divergent(self) -> bool:
@@ -135,16 +136,6 @@ class Served:
 
     async def create(self, path: str, body: Any = None) -> str:
         return await _create(self.session, self.base, TOKEN, path, body)
-
-
-@pytest.fixture
-async def emulator(request: pytest.FixtureRequest) -> AsyncIterator[tuple[aiohttp.ClientSession, str]]:
-    """A fresh emulator of `PROBE_SPEC` (plus `spec_extra`) in the profile `profile`."""
-    profile, extra = request.param if isinstance(request.param, tuple) else (request.param, "")
-    store = Store(seed=11)
-    generate(store, parse_spec(PROBE_SPEC + extra), seed=11, all_token=TOKEN)
-    async with serve_emulator(store, profile=profile) as running, aiohttp.ClientSession() as session:
-        yield session, running.url
 
 
 PROFILES = ("default", "divergent")
@@ -167,7 +158,7 @@ async def served(request: pytest.FixtureRequest) -> AsyncIterator[Served]:
     store = Store(seed=11)
     generate(store, parse_spec(PROBE_SPEC + ",comments=2,change_requests=1,sections=2"), seed=11, all_token=TOKEN)
     async with serve_emulator(store, profile=request.param) as running, aiohttp.ClientSession() as session:
-        yield Served(session, running.url, request.param)
+        yield Served(session, running.url, request.param, store)
 
 
 # ----- deleted-space-listed ---------------------------------------------------------------------
@@ -313,3 +304,90 @@ async def test_a_transferred_collection_and_what_it_holds(served: Served) -> Non
             assert (await served.call("GET", path))[0] == 404
     else:
         assert (answer["id"], collections["Sub"]["id"], spaces["Deep"]["id"]) == (box, sub, space)
+
+
+# ----- what syncd reads of them ----------------------------------------------------------------
+
+
+async def test_a_crawl_records_no_deleted_space_whether_or_not_it_is_listed(served: Served, state: Any) -> None:
+    """A listed space with `deletedAt` is read as absent: no row of the space (nor of its place
+    in its collection), and the mirror equals the emulator's dump (which holds live spaces)."""
+    from syncd.api import TenantClient
+    from syncd.crawl import Crawler
+    from syncd.emulator.canonical import dump_org
+    from syncd.mirror import Mirror
+    from tests.oracle import mirror_mismatches
+
+    org, _ = await _orgs(served.session, served.base, TOKEN)
+    box = await served.create(f"/v1/orgs/{org}/collections", {"title": "Box"})
+    gone = await served.create(f"/v1/orgs/{org}/spaces", {"title": "Gone", "parent": box})
+    kept = await served.create(f"/v1/orgs/{org}/spaces", {"title": "Kept", "parent": box})
+
+    async def crawl() -> Any:
+        async with TenantClient("src", served.base, TOKEN, concurrency=4) as client:
+            with Mirror(state) as mirror:
+                return await Crawler(client, mirror, "src", workers=4).crawl(org)
+
+    first = await crawl()
+    assert first.status == "complete", first.stats.errors
+    assert (await served.call("DELETE", f"/v1/spaces/{gone}"))[0] == 204
+    listed = await served.ids(f"/v1/orgs/{org}/spaces")
+    assert (gone in listed) == served.divergent
+    second = await crawl()
+    assert second.status == "complete" and second.stats.errors == []
+    with Mirror(state) as mirror:
+        ids = {(row["kind"], row["id"].rsplit("/", 1)[-1]) for row in mirror.current("src")}
+        changes = {(c["op"], c["kind"], c["id"].rsplit("/", 1)[-1]) for c in mirror.changes(second.run)}
+    assert ("space", kept) in ids and ("collection-space", kept) in ids
+    assert ("space", gone) not in ids and ("collection-space", gone) not in ids
+    assert ("deleted", "space", gone) in changes
+    store = served.store
+    assert mirror_mismatches(state, "src", dump_org(store, org)) == []
+
+
+# ----- mirror-mode deletes under both collection-delete answers -----------------------------------
+
+
+@pytest.mark.parametrize("emulator_profile", ["default", "divergent"])
+async def test_mirror_deletes_children_first_and_a_refused_delete_is_reported_then_finished(blank: Any) -> None:
+    """What syncd made and the source no longer has goes, children first (so a service that
+    refuses to delete a collection holding something still deletes it); a delete refused
+    because the collection still holds a space (its own delete refused) is reported, not
+    fatal, and the next run finishes it; a collection holding what syncd did not make stays."""
+    from tests.copy_support import Org
+
+    source, target = blank.source, blank.target
+    outer = await source.collection("Outer")
+    inner = await source.collection("Inner", outer)
+    deep = await source.space("Deep", inner)
+    held = await source.collection("Held")
+    await source.space("Mine", held)
+    await source.space("Stays")
+    first = await blank.copy()
+    assert first.equal and not first.failed, first.failed
+
+    async def target_ids(kind: str) -> dict[str, str]:
+        items = await blank.api.all_items(f"/v1/orgs/{blank.orgs[1]}/{kind}")
+        return {item["title"]: item["id"] for item in items if not item.get("deletedAt")}
+
+    made = await target_ids("collections") | await target_ids("spaces")
+    foreign = await Org(blank.api, blank.orgs[1]).space("Not by syncd", made["Held"])
+    for path in (f"/v1/spaces/{deep}", f"/v1/collections/{inner}", f"/v1/collections/{outer}"):  # children first: both answers
+        await source.call("DELETE", path)
+    for title in ("Mine",):
+        mine = next(s["id"] for s in await blank.api.all_items(f"/v1/orgs/{blank.orgs[0]}/spaces") if s["title"] == title)
+        await source.call("DELETE", f"/v1/spaces/{mine}")
+    await source.call("DELETE", f"/v1/collections/{held}")
+
+    # the delete of "Deep" is refused once: its collections' deletes are refused too, or take it along
+    blank.running.emulator.forbidden[:] = [rf"^DELETE /v1/spaces/{made['Deep']}$"]
+    second = await blank.copy(mode="mirror", max_delete=10)
+    blank.running.emulator.forbidden[:] = []
+    assert any("Held" in s.title and "did not create" in s.reason for s in second.skips)
+    assert any("Deep" in line or made["Deep"] in line for line in second.failed)
+    third = await blank.copy(mode="mirror", max_delete=10)
+    assert not third.failed, third.failed
+    collections, spaces = await target_ids("collections"), await target_ids("spaces")
+    assert set(collections) == {"Held"} and set(spaces) == {"Stays", "Not by syncd"}
+    assert spaces["Not by syncd"] == foreign
+    assert any("Held" in s.title and "did not create" in s.reason for s in third.skips)
