@@ -105,6 +105,9 @@ class Kind:
     from the changes of the rows it derives from."""
     writes: Writes | None = None
     note: str = ""
+    deleted_field: str | None = None
+    """Dotted field that marks a listed item as deleted (a space in its restore window): such
+    an item is not there (`present`)."""
 
     def list_paths(self, context: Mapping[str, str]) -> Iterator[tuple[str, dict[str, str]]]:
         """(path, query) of each listing of this kind under `context`."""
@@ -183,6 +186,27 @@ def dotted(data: Mapping[str, Any], path: str) -> Any:
     return value
 
 
+DELETED_FIELD = "deletedAt"
+
+
+def deleted(item: Any, field: str = DELETED_FIELD) -> bool:
+    """Whether a listed item says it is deleted (a value in its `field`)."""
+    return isinstance(item, Mapping) and bool(dotted(item, field))
+
+
+def present(kind: Kind, items: list[Any]) -> list[Any]:
+    """The items of one page of a `kind` listing that are there: an item marked deleted is
+    dropped (anything that is not an object is kept, for the caller to find malformed).
+
+    Why: the spec leaves open whether a deleted space is still listed (with `deletedAt`)
+    during the 7 days it can be restored. syncd takes the listing as the truth either way, so
+    a listed deleted space is read as absent, here, once: the crawl does not record it (nor
+    a sync, a backup, a copy's plan or `mirror verify`, which all read what it recorded)."""
+    if kind.deleted_field is None:
+        return items
+    return [item for item in items if not deleted(item, kind.deleted_field)]
+
+
 def content_id(data: Any) -> str:
     """A stable id for rows the API gives none (links, backlinks): a hash of the row."""
     raw = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -233,6 +257,7 @@ KINDS: tuple[Kind, ...] = (
         id_field="space.id",
         id_is_local=True,
         volatile=frozenset({"space"}),
+        deleted_field="space.deletedAt",
         title_field="space.title",
     ),
     Kind(
@@ -388,10 +413,12 @@ KINDS: tuple[Kind, ...] = (
         ordered=True,
         volatile=frozenset({"urls", "permissions", "revision", "updatedAt", "comments", "changeRequests", "changeRequestsOpen", "changeRequestsDraft", "mergeRules"}),
         note="The spaces of one collection in their order; the space itself is the `space` row.",
+        deleted_field=DELETED_FIELD,
     ),
     Kind(
         name="space",
         path="/v1/orgs/{org}/spaces",
+        deleted_field=DELETED_FIELD,
         parent="organization",
         binds="space",
         parent_field="parent",

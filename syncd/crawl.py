@@ -341,6 +341,7 @@ class Crawler:
             positions, malformed = state.positions, state.malformed
             try:
                 async for page in self._items(kind, path, query, on_restart=state.restart):
+                    page = catalog.present(kind, page)  # a listed deleted space is not there
                     if kind.name in catalog.PAGE_BODY_PATH:
                         page = await self._with_bodies(kind, page, context)
                     rows = self._rows(kind, page, context, job.parent, key, positions, malformed, scope)

@@ -106,7 +106,7 @@ async def _count_spaces(client: TenantClient, org: dict[str, Any]) -> OrgSummary
     try:
         spaces = 0
         async for page in client.paginate(path):
-            spaces += len(page)
+            spaces += len(catalog.present(catalog.BY_NAME["space"], page))
     except ApiError as exc:
         return OrgSummary(org["id"], title, None, str(exc))
     return OrgSummary(org["id"], title, spaces)

@@ -160,12 +160,13 @@ async def test_created_and_transferred_objects_land_first_or_last(served: Served
     root_order = served.store.ordered(("tree", org, ""))
     assert root_order[at] == root_space
 
-    status, _ = await served.api.post(f"/v1/spaces/{space}/transfer", {"organization": other})
+    # a transfer may give a new id (the transfer-id row): where it lands, by the id it answers
+    status, moved = await served.api.post(f"/v1/spaces/{space}/transfer", {"organization": other})
     assert status == 200
-    assert landed(await served.ids(f"/v1/orgs/{other}/spaces"), space)
-    status, _ = await served.api.post(f"/v1/collections/{collection}/transfer", {"organization": other})
+    assert landed(await served.ids(f"/v1/orgs/{other}/spaces"), moved["id"])
+    status, moved = await served.api.post(f"/v1/collections/{collection}/transfer", {"organization": other})
     assert status == 200
-    assert landed(await served.ids(f"/v1/orgs/{other}/collections", nested=False), collection)
+    assert landed(await served.ids(f"/v1/orgs/{other}/collections", nested=False), moved["id"])
 
     site = next(s for s in served.store.where("site", org=org) if served.store.ordered(("site", s["id"])))
     base = f"/v1/orgs/{org}/sites/{site['id']}"

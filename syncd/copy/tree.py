@@ -26,7 +26,7 @@ from syncd.copy.model import Node
 from syncd.copy.observe import Outcome, check_answer, outcome
 from syncd.copy.ops import Expect, Op, Ref, expect_from_json, expect_to_json, path_ref
 from syncd.copy.rules import ref_id, space_content, text, tree_parent
-from syncd.copy.writer import CallFailed, Unresolved, Writer
+from syncd.copy.writer import CallFailed, Unresolved, Writer, get_path
 from syncd.logging import get_logger
 from syncd.ordering import apply_move, moves_to_order
 
@@ -334,7 +334,7 @@ async def copy_by_duplicate(op: Op, writer: Writer) -> Outcome:
         writer.done_creating()
         if transferred is None:
             with anyio.CancelScope(shield=True), anyio.move_on_after(30):
-                await settle_duplicate(writer, op.source_id, duplicate)
+                await settle_duplicate(writer, op.source_id, duplicate, moved=target_expect)
 
 
 async def undelete(op: Op, writer: Writer) -> Outcome:
@@ -360,10 +360,16 @@ async def undelete(op: Op, writer: Writer) -> Outcome:
     return outcome(op, "done", result_id=space_id, fixes=fixes)
 
 
-async def settle_duplicate(writer: Writer, source_id: str, duplicate: str) -> str | None:
+async def settle_duplicate(writer: Writer, source_id: str, duplicate: str, moved: Expect | None = None) -> str | None:
     """Where a duplicate made for a transfer is now: in the target (its transfer went
     through: it is mapped), or in the source (it is deleted there). Returns the target id, or
-    None. Errors are noted, the duplicate entry stays for the next run to settle."""
+    None. Errors are noted, the duplicate entry stays for the next run to settle.
+
+    The service may give a transferred space a new id: then the duplicate's id is unknown
+    (404) once the transfer went through, and the space is what appeared in the target's
+    listing (`moved`, the transfer's expectation, looked at when given; otherwise the
+    transfer's own intent, left open, is settled that way by `recover`). Only an id the
+    service answered or listed is mapped."""
     pair = writer.pair
     try:
         found = await writer.read("source", write_path("space", "get", {"id": seg(duplicate)}))
@@ -374,6 +380,13 @@ async def settle_duplicate(writer: Writer, source_id: str, duplicate: str) -> st
         return None
     org = found.get("organization") if isinstance(found, dict) else None
     try:
+        if found is None and moved is not None and writer.idmap.target("space", source_id) is None:
+            item = await writer.find_made(moved, ("space", source_id), writer.run)
+            new_id = get_path(item, moved.id_field) if item is not None else None
+            if isinstance(new_id, str) and new_id:
+                await writer.record([("space", source_id, new_id, "created")], drops=[("space-duplicate", source_id)])
+                writer.counts.notes.append(f"duplicate {duplicate} of space {source_id}: transferred as {new_id}")
+                return new_id
         if found is None or found.get("deletedAt"):
             await writer.record([], drops=[("space-duplicate", source_id)])
             return None

@@ -32,7 +32,7 @@ import anyio
 from anyio import to_thread
 
 from syncd.api import ApiError, NotFound, TenantClient, paginate
-from syncd.catalog import segment
+from syncd.catalog import deleted, segment
 from syncd.copy import journal
 from syncd.copy.journal import MappingEntry, Pair
 from syncd.copy.model import IdMap
@@ -350,11 +350,13 @@ class Writer:
     # -- reads -------------------------------------------------------------------------
 
     async def listing(self, side: Side, path: str, params: Mapping[str, Any] | None = None) -> list[Any]:
-        """Every item of a list of the `side` tenant (pages counted as reads)."""
+        """Every item of a list of the `side` tenant (pages counted as reads), without the
+        items marked deleted (`catalog.deleted`: a service may still list a deleted space):
+        a deleted object is never what a create made, nor one to move or to adopt."""
         items: list[Any] = []
         async for page in paginate(self.client(side), path, params, on_restart=items.clear):
             self.counts.reads += 1
-            items.extend(page)
+            items.extend(item for item in page if not deleted(item))
         return items
 
     async def read(self, side: Side, path: str) -> Any:

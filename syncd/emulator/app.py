@@ -259,7 +259,7 @@ def with_unknown_fields(data: Any, profile: Profile) -> Any:
 
 
 def minimal_created(full: Any, body: Any) -> dict[str, Any]:
-    """What a minimal create answers: `object` and `id`, plus the top-level fields of the
+    """What a minimal create (or PATCH) answers: `object` and `id`, plus the top-level fields of the
     whole object whose names the request body also had."""
     if not isinstance(full, dict):
         return {}
@@ -280,13 +280,14 @@ async def _request_json(request: web.Request) -> Any:
 
 @web.middleware
 async def shape_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Reshape `/v1/` JSON answers as the profile says: minimal creates, unknown fields.
+    """Reshape `/v1/` JSON answers as the profile says: minimal creates, minimal PATCH
+    answers (`{object, id}` plus the fields the body named, still 200), unknown fields.
 
     A middleware, not the render functions: the canonical dump renders with those and must
     not change with the profile."""
     response = await handler(request)
     profile = request.app[PROFILE]
-    if not _is_api(request) or not (profile.unknown_fields or profile.minimal_create):
+    if not _is_api(request) or not (profile.unknown_fields or profile.minimal_create or profile.minimal_patch):
         return response
     if not isinstance(response, web.Response) or response.content_type != "application/json" or not response.body:
         return response
@@ -300,6 +301,8 @@ async def shape_middleware(request: web.Request, handler: Handler) -> web.Stream
         data = minimal_created(data, await _request_json(request))
         status = 200
         headers.pop("Location", None)
+    elif profile.minimal_patch and request.method == "PATCH" and status == 200:
+        data = minimal_created(data, await _request_json(request))
     if profile.unknown_fields and 200 <= status < 300:
         data = with_unknown_fields(data, profile)
         if isinstance(data, dict) and isinstance(data.get("items"), list):

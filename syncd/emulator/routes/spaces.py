@@ -3,6 +3,11 @@
 Collections and spaces under one parent share a single sibling order (the move API names
 both as `{type: "space", space: id}`); the key is `("tree", org_id, parent_id or "")`.
 Deleted spaces keep their record with `deletedAt` for the 7 days they can be restored.
+
+Profile rows played here: a deleted space still listed (`deleted_spaces_listed`: in the
+organization's space listing and in its collection's, after the live ones, with `deletedAt`),
+a collection delete refused while the collection holds something (`collection_delete_refused`),
+and a transfer that gives what it moves new ids (`transfer_new_id`, `rekey`).
 """
 
 from __future__ import annotations
@@ -112,6 +117,18 @@ def tree_children(store: Store, org_id: str, parent_id: str | None) -> list[Reco
     return out
 
 
+def deleted_spaces(store: Store, org_id: str, collection_id: str | None = None) -> list[Record]:
+    """Spaces of an organization deleted within the restore window (expired ones purged),
+    in creation order; `collection_id` given: only those whose `parent` is still that collection."""
+    out = []
+    for record in list(store.tables[SPACE].values()):
+        if record.get("org") != org_id or not record.get("deletedAt") or purge_expired(store, record):
+            continue
+        if collection_id is None or record.get("parent") == collection_id:
+            out.append(record)
+    return out
+
+
 def walk_tree(store: Store, org_id: str, parent_id: str | None = None) -> list[tuple[str, Record]]:
     """(kind, record) of the whole tree below a parent, depth first in sibling order."""
     out: list[tuple[str, Record]] = []
@@ -194,6 +211,39 @@ def _transfer(store: Store, user_id: str, record: Record, org_id: str, collectio
     # Custom field values name fields of the old organization: they do not travel.
     for key in [k for k, v in store.tables[FIELD_VALUE].items() if v.get("space") in moved_ids]:
         store.remove(FIELD_VALUE, key)
+
+
+def rekey(store: Store, moved: list[Record]) -> None:
+    """Give each moved collection or space a new id (`transfer_new_id`): its record, the
+    sibling orders and every reference to it (a child's `parent`, what lives in a space, a
+    site-space, a team's or an integration's spaces) follow; the old id is unknown after."""
+    renamed: dict[str, str] = {}
+    for item in moved:
+        kind = COLLECTION if item["id"] in store.tables[COLLECTION] else SPACE
+        new_id = store.new_id()
+        renamed[item["id"]] = new_id
+        store.tables[kind][new_id] = store.tables[kind].pop(item["id"])
+        item["id"] = new_id
+    if not renamed:
+        return
+
+    def swap(value: Any) -> Any:
+        if isinstance(value, str):
+            return renamed.get(value, value)
+        if isinstance(value, list):
+            return [swap(v) for v in value]
+        if isinstance(value, dict):
+            return {renamed.get(k, k) if isinstance(k, str) else k: swap(v) for k, v in value.items()}
+        return value
+
+    for kind, table in store.tables.items():
+        if kind == revisions.REVISION:
+            continue  # content holds no space or collection id
+        for record in table.values():
+            for field, value in list(record.items()):
+                if field != "id":
+                    record[field] = swap(value)
+    store.orders = type(store.orders)(store.orders.default_factory, {tuple(swap(list(k))): swap(v) for k, v in store.orders.items()})
 
 
 # ----- rendering --------------------------------------------------------------------------
@@ -345,6 +395,11 @@ async def patch_collection(request: web.Request) -> web.Response:
 @routes.delete("/v1/collections/{collectionId}")
 async def delete_collection(request: web.Request) -> web.Response:
     store, record = h.store_of(request), _collection(request)
+    held = tree_children(store, record["org"], record["id"])
+    if held and profile_of(request).collection_delete_refused:
+        raise bad_request(
+            f"collection {record['id']!r} is not empty ({len(held)} space(s) or collection(s)): move or delete them first"
+        )
     now = store.now_iso()
     for kind, item in reversed(_descendants(store, record)):
         if kind == SPACE:
@@ -364,6 +419,8 @@ async def delete_collection(request: web.Request) -> web.Response:
 async def list_collection_spaces(request: web.Request) -> web.Response:
     store, record = h.store_of(request), _collection(request)
     spaces = [r for r in tree_children(store, record["org"], record["id"]) if r["id"] in store.tables[SPACE]]
+    if profile_of(request).deleted_spaces_listed:
+        spaces += deleted_spaces(store, record["org"], record["id"])
     base = h.base_url(request)
     return h.list_answer(request, spaces, lambda r: render_space(store, r, base))
 
@@ -382,6 +439,8 @@ async def transfer_collection(request: web.Request) -> web.Response:
     body = await h.json_body(request)
     org_id = h.text(body, "organization", required=True)
     _transfer(store, h.user_of(request), record, org_id, None)
+    if profile_of(request).transfer_new_id:
+        rekey(store, [record] + [r for _, r in _descendants(store, record)])
     land(store, profile_of(request), tree_key(org_id, None), record["id"])
     return h.json_answer(render_collection(store, record, h.base_url(request)))
 
@@ -393,8 +452,11 @@ async def transfer_collection(request: web.Request) -> web.Response:
 async def list_org_spaces(request: web.Request) -> web.Response:
     store, user = h.store_of(request), h.user_of(request)
     org = store.org_for(user, request.match_info["organizationId"])
+    spaces = org_spaces(store, org["id"])
+    if profile_of(request).deleted_spaces_listed:
+        spaces += deleted_spaces(store, org["id"])
     base = h.base_url(request)
-    return h.list_answer(request, org_spaces(store, org["id"]), lambda r: render_space(store, r, base))
+    return h.list_answer(request, spaces, lambda r: render_space(store, r, base))
 
 
 @routes.post("/v1/orgs/{organizationId}/spaces")
@@ -495,6 +557,8 @@ async def transfer_space(request: web.Request) -> web.Response:
     org_id = h.text(body, "organization", required=True)
     collection = h.text(body, "collection", nullable=True)
     _transfer(store, h.user_of(request), record, org_id, collection)
+    if profile_of(request).transfer_new_id:
+        rekey(store, [record])
     land(store, profile_of(request), tree_key(org_id, collection), record["id"])
     if collection is None and record.get("visibility") == "in-collection":
         record["visibility"] = "private"
