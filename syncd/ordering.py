@@ -9,7 +9,7 @@ move from showing up as a shift of every later sibling.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
@@ -157,3 +157,53 @@ def path_changes(current: dict[Any, str], wanted: dict[Any, str], temporary: str
                 stand_in, n = f"{path}{temporary}-{n}", n + 1
             change(item, stand_in)
     return changes, blocked
+
+
+def mixed_moves(desired: Sequence[Any], current: Sequence[Any], narrow: Callable[[Any], bool]) -> list[tuple[Any, Anchor | None]]:
+    """Moves that put `current` (a container's live order) in the order `desired`, where a
+    `narrow` item (a site's top-level section) may be placed relative to narrow items only
+    and the others (section groups) relative to any sibling.
+
+    Phase 1 orders the narrow items among themselves with the fewest moves (`moves_to_order`
+    over their subsequence: every anchor is narrow); phase 2 walks `desired` and moves each
+    other item that is not right after its desired predecessor to right after it (before the
+    first item when it comes first). Every item then follows its desired predecessor, so the
+    items of `desired` are in that order; items of `current` not in `desired` are left alone.
+    Run the moves in the order given."""
+    order = list(current)
+    out: list[tuple[Any, Anchor | None]] = []
+    for item, anchor in moves_to_order([item for item in desired if narrow(item)], order):
+        apply_move(order, item, anchor)
+        out.append((item, anchor))
+    for index, item in enumerate(desired):
+        if narrow(item):
+            continue
+        anchor: Anchor | None
+        if index == 0:
+            if order and order[0] == item:
+                continue
+            anchor = ("before", order[0]) if order else None
+        else:
+            previous = desired[index - 1]
+            at = order.index(item) if item in order else -1
+            if at > 0 and order[at - 1] == previous:
+                continue
+            anchor = ("after", previous)
+        apply_move(order, item, anchor)
+        out.append((item, anchor))
+    return out
+
+
+def other_anchor(order: Sequence[Any], item: Any, anchor: Anchor | None, allowed: Callable[[Any], bool]) -> tuple[Anchor | None] | None:
+    """The same place as `anchor` named the other way, from `order` as it is once `item` is
+    there: `after` the item before it for `before` the item after it, and `before` the item
+    after it (or the end, with no position) for `after` the item before it. None when there
+    is no such way: a move to the end, or a neighbour `allowed` refuses as a reference."""
+    if anchor is None or item not in order:
+        return None
+    at = list(order).index(item)
+    if anchor[0] == "before":
+        return (("after", order[at - 1]),) if at > 0 and allowed(order[at - 1]) else None
+    if at + 1 == len(order):
+        return (None,)
+    return (("before", order[at + 1]),) if allowed(order[at + 1]) else None

@@ -7,7 +7,7 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from syncd.ordering import longest_increasing, moved_items
+from syncd.ordering import apply_move, longest_increasing, mixed_moves, moved_items, moves_to_order, other_anchor
 
 
 def test_one_move_is_one_moved_item() -> None:
@@ -43,3 +43,61 @@ def test_random_reorders_never_report_more_than_needed() -> None:
         a, b = rng.randrange(20), rng.randrange(20)
         new.insert(b, new.pop(a))
         assert len(moved_items(new, {item: pos for pos, item in enumerate(ids)})) <= 1
+
+
+@st.composite
+def _mixed_orders(draw: st.DrawFn) -> tuple[list[str], list[str], list[str]]:
+    """(desired, current, extras): sections `s*` and groups `g*` in a desired order, the same
+    items in a random current order, plus items of `current` not in `desired`."""
+    kinds = draw(st.lists(st.sampled_from("sg"), max_size=10))
+    items = [f"{kind}{n}" for n, kind in enumerate(kinds)]
+    desired = draw(st.permutations(items))
+    extras = [f"x{kind}{n}" for n, kind in enumerate(draw(st.lists(st.sampled_from("sg"), max_size=2)))]
+    current = draw(st.permutations(items + extras))
+    return list(desired), list(current), extras
+
+
+def _narrow(item: str) -> bool:
+    return item.lstrip("x").startswith("s")
+
+
+@given(_mixed_orders())
+def test_mixed_moves_order_sections_among_sections(orders: tuple[list[str], list[str], list[str]]) -> None:
+    """Applying the moves yields the desired order, no section's move names a group, sections
+    move no more than they must among themselves, and only misplaced groups move."""
+    desired, current, extras = orders
+    moves = mixed_moves(desired, current, _narrow)
+    order = list(current)
+    for item, anchor in moves:
+        if _narrow(item) and anchor is not None:
+            assert _narrow(anchor[1]), (item, anchor)
+        apply_move(order, item, anchor)
+    assert [item for item in order if item not in extras] == desired
+    sections = [item for item in desired if _narrow(item)]
+    section_moves = [item for item, _ in moves if _narrow(item)]
+    assert len(section_moves) == len(moves_to_order(sections, current))
+    group_moves = [item for item, _ in moves if not _narrow(item)]
+    assert len(group_moves) == len(set(group_moves))
+    if not extras and order == current:
+        assert moves == []
+    assert mixed_moves(desired, order, _narrow) == [] or extras
+
+
+def test_mixed_moves_alternating_top_level() -> None:
+    """The issue's shape: Section A, Group B, Section C, with A last now."""
+    moves = mixed_moves(["sA", "gB", "sC"], ["gB", "sC", "sA"], _narrow)
+    assert moves == [("sA", ("before", "sC")), ("gB", ("after", "sA"))]
+    order = ["gB", "sC", "sA"]
+    for item, anchor in moves:
+        apply_move(order, item, anchor)
+    assert order == ["sA", "gB", "sC"]
+
+
+def test_other_anchor_names_the_same_place_the_other_way() -> None:
+    order = ["a", "b", "c"]
+    assert other_anchor(order, "b", ("before", "c"), lambda _: True) == (("after", "a"),)
+    assert other_anchor(order, "b", ("after", "a"), lambda _: True) == (("before", "c"),)
+    assert other_anchor(order, "c", ("after", "b"), lambda _: True) == (None,)  # the end: no position
+    assert other_anchor(order, "a", ("before", "b"), lambda _: True) is None
+    assert other_anchor(order, "b", ("before", "c"), lambda other: other != "a") is None
+    assert other_anchor(order, "b", None, lambda _: True) is None

@@ -13,13 +13,17 @@ adaptive schema, and then its layout.
    moves sections into and out of groups, orders the navigation, the groups and each
    section's site-spaces with the fewest moves, gives sections and site-spaces the source's
    paths (through a temporary path when two swap), and sets the default section and default
-   site-spaces. The same functions (`layout_changes`) preview it at plan time from what was
-   read, so `mirror plan` shows it and a copy that is already right plans nothing.
+   site-spaces. At the top level a section is placed relative to sections only (the
+   spec's reference for a section's move; a service may refuse one naming a group) and a
+   group after its predecessor, whatever that is; a move answered 400 is sent once more
+   naming the same place the other way, then reported. The same functions
+   (`layout_changes`) preview it at plan time from what was read, so `mirror plan` shows
+   it and a copy that is already right plans nothing.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from syncd.api import ApiError
@@ -39,7 +43,7 @@ from syncd.copy.rules import (
     text,
 )
 from syncd.copy.writer import CallFailed, Unresolved, Writer
-from syncd.ordering import Anchor, moves_to_order, path_changes
+from syncd.ordering import Anchor, apply_move, mixed_moves, moves_to_order, other_anchor, path_changes
 
 SITE_CHILDREN = ("site-section-group", "site-section", "site-space")
 MOVE_KEY = {"site-section": "siteSection", "site-section-group": "id", "site-space": "siteSpace"}
@@ -77,6 +81,9 @@ class Change:
     anchor: Anchor | None = None
     value: str | None = None
     container: str | None = None
+    fallback: tuple[Anchor | None] | None = None
+    """A move's same place named the other way, tried once when the service answers 400
+    (the reference is not one it accepts there); None: no other way."""
 
 
 def membership_changes(layout: Layout, live: Snapshot, site: str) -> list[Change]:
@@ -94,21 +101,44 @@ def membership_changes(layout: Layout, live: Snapshot, site: str) -> list[Change
     return out
 
 
+def _moves(desired: list[Any], current: list[Any], narrow: Any = None) -> list[tuple[Any, Anchor | None, tuple[Anchor | None] | None]]:
+    """(item, anchor, the same place named the other way) for each move that puts `current`
+    in the order `desired`; with `narrow`, an item it picks is placed, and named the other
+    way, relative to such items only (`mixed_moves`)."""
+    moves = mixed_moves(desired, current, narrow) if narrow is not None else moves_to_order(desired, current)
+    order = list(current)
+    out = []
+    for item, anchor in moves:
+        apply_move(order, item, anchor)
+        allowed = (lambda other: narrow(other)) if narrow is not None and narrow(item) else (lambda other: True)
+        out.append((item, anchor, other_anchor(order, item, anchor, allowed)))
+    return out
+
+
 def order_changes(layout: Layout, live: Snapshot, site: str) -> list[Change]:
-    """Moves of the navigation (sections and groups), inside groups, and of site-spaces."""
+    """Moves of the navigation (sections and groups), inside groups, and of site-spaces.
+
+    At the top level a section is placed relative to sections only: a section's move that
+    names a group is refused by some services (the spec's reference for a section is a
+    section), so the sections are ordered among themselves first and the groups are then
+    put after their predecessors (a group may name either)."""
     out: list[Change] = []
     present = {(n.kind, n.id) for kind in SITE_CHILDREN for n in live.children(kind, ("site", site))}
     top = [item for item in layout.top if item in present]
-    for (kind, item), anchor in moves_to_order(top, site_top_order(live, site)):
-        out.append(Change("move", kind, item, (anchor[0], anchor[1][1]) if anchor else None))
+
+    def tid(anchor: Anchor | None) -> Anchor | None:
+        return (anchor[0], anchor[1][1]) if anchor else None
+
+    for (kind, item), anchor, other in _moves(top, site_top_order(live, site), lambda entry: entry[0] == "site-section"):
+        out.append(Change("move", kind, item, tid(anchor), fallback=(tid(other[0]),) if other else None))
     for group, sections in layout.groups.items():
         current = group_sections(live, site, group)
-        for item, anchor in moves_to_order([s for s in sections if s in current], current):
-            out.append(Change("move", "site-section", item, anchor))
+        for item, anchor, other in _moves([s for s in sections if s in current], current):
+            out.append(Change("move", "site-section", item, anchor, fallback=other))
     for section, site_spaces, _ in layout.containers:
         current = [n.id for n in container_site_spaces(live, site, section)]
-        for item, anchor in moves_to_order([s for s in site_spaces if s in current], current):
-            out.append(Change("move", "site-space", item, anchor, container=section))
+        for item, anchor, other in _moves([s for s in site_spaces if s in current], current):
+            out.append(Change("move", "site-space", item, anchor, container=section, fallback=other))
     return out
 
 
@@ -505,6 +535,15 @@ async def settle_site(op: Op, writer: Writer) -> Outcome:
             await _send(writer, op, org, site, change)
             done += 1
         except ApiError as exc:
+            if change.what == "move" and exc.status == 400 and change.fallback is not None:
+                # Read as "this reference is not accepted here": the same place, named the other way, once.
+                other = replace(change, anchor=change.fallback[0], fallback=None)
+                try:
+                    await _send(writer, op, org, site, other, key_suffix=":other-way")
+                    done += 1
+                    return
+                except ApiError as again:
+                    exc = again
             problems.append(f"{change.what} {change.kind} {change.item}: {exc}")
 
     try:
@@ -528,9 +567,9 @@ async def settle_site(op: Op, writer: Writer) -> Outcome:
     return outcome(op, "done", fixes=done)
 
 
-async def _send(writer: Writer, op: Op, org: str, site: str, change: Change) -> None:
+async def _send(writer: Writer, op: Op, org: str, site: str, change: Change, key_suffix: str = "") -> None:
     segments = {"org": seg(org), "site": seg(site), "id": seg(change.item)}
-    key = f"{op.key}:{change.what}:{change.item}"
+    key = f"{op.key}:{change.what}:{change.item}{key_suffix}"
     source = writer.idmap.sources_of(change.kind).get(change.item)
     if change.what == "move":
         ref_type = (BY_NAME[change.kind].writes.move_ref or ("site-section", ""))[0]  # type: ignore[union-attr]

@@ -379,11 +379,17 @@ async def patch_section(request: web.Request) -> web.Response:
 @routes.post(f"{_SITE_ROUTE}/sections/{{siteSectionId}}/move")
 async def move_section(request: web.Request) -> web.Response:
     """Reorder a section among its siblings: the site's top-level items (sections and
-    groups), or the sections of its group."""
+    groups), or the sections of its group. Whether a top-level section may be placed
+    relative to a group is the profile's (`strict_section_refs`: only a section is named)."""
     store, site = h.store_of(request), _site(request)
     section = _child(store, SECTION, site, request.match_info["siteSectionId"], "section")
     body = await h.json_body(request, required=False)
     before, after = h.position(body, "site-section", "siteSection")
+    if profile_of(request).strict_section_refs:
+        for side, sibling in (("before", before), ("after", after)):
+            named = store.get(GROUP, sibling) if sibling is not None else None
+            if named is not None and named.get("site") == site["id"]:
+                raise bad_request(f"'position.{side}' does not reference a sibling in the site")
     store.place(section_key(section), section["id"], before=before, after=after)
     return h.json_answer(render_section(store, section, h.base_url(request)))
 
