@@ -81,6 +81,5 @@ def _inline(text: str, references: dict[str, str]) -> str:
         url = references.get(label.casefold())
         return f"{match.group(1)}[{match.group(2)}]({url})" if url is not None else match.group(0)
 
-    text = _REF_LINK.sub(resolve, text)
-    text = _MARKERS.sub("", text)
-    return _ESCAPE.sub(r"\1", text)
+    text = _ESCAPE.sub(r"\1", _REF_LINK.sub(resolve, text))
+    return _MARKERS.sub("", text)
