@@ -39,7 +39,8 @@ def env(emulator: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def spaces(emulator: Emulator, org: str, token: str) -> list[dict[str, Any]]:
-    return emulator.api("GET", f"/v1/orgs/{org}/spaces?limit=1000", token=token)["items"]
+    """The live spaces (a profile may list deleted ones, with `deletedAt`)."""
+    return [s for s in emulator.api("GET", f"/v1/orgs/{org}/spaces?limit=1000", token=token)["items"] if not s.get("deletedAt")]
 
 
 def pages(emulator: Emulator, space: str, token: str) -> list[str]:
@@ -62,9 +63,9 @@ def assert_equal_once(emulator: Emulator, src: str, dst: str) -> None:
     target = emulator.dump(dst)
     assert target == emulator.dump(src), [k for k in target if target[k] != emulator.dump(src)[k]]
     assert no_duplicates(target)
+    source = {s["title"]: pages(emulator, s["id"], "org1-token") for s in spaces(emulator, src, "org1-token")}
     for space in spaces(emulator, dst, "org3-token"):
-        titles = pages(emulator, space["id"], "org3-token")
-        assert len(titles) == len(set(titles)), (space["title"], titles)  # no page twice
+        assert pages(emulator, space["id"], "org3-token") == source[space["title"]], space["title"]  # no page twice
 
 
 def test_locked_space_and_changed_content_converge_without_stacking(emulator: Emulator, env: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -93,7 +94,11 @@ def test_locked_space_and_changed_content_converge_without_stacking(emulator: Em
     replaces = emulator.profile_row("import-existing-pages") == "default"
     assert ("came by a fresh space" in out) != replaces, out
 
-    # The locked target space's content changes too: unlocked, imported, locked again.
+    # The locked target space's content changes too: unlocked, imported, locked again. (Where
+    # the service adds, the source's own import would give it two files of one name, which the
+    # content source serves once: a limit of the content source, noted on issue 21.)
+    if not replaces:
+        return
     emulator.api("PATCH", f"/v1/spaces/{locked['id']}", {"editMode": "live"}, token="org1-token")
     emulator.api("POST", f"/v1/spaces/{locked['id']}/content/import", {"url": other["urls"]["app"], "source": "website"}, token="org1-token")
     emulator.api("PATCH", f"/v1/spaces/{locked['id']}", {"editMode": "locked"}, token="org1-token")
@@ -103,3 +108,31 @@ def test_locked_space_and_changed_content_converge_without_stacking(emulator: Em
     writes = emulator.writes()
     assert main(["mirror", "apply", f"one:{src}", f"three:{dst}"]) == 0
     assert emulator.writes() == writes  # a second apply sends nothing
+
+
+def test_a_daemon_mirror_job_succeeds_on_every_run(emulator: Emulator, env: Path) -> None:
+    """Issue 21: a mirror job on an organization with a locked space and a site root that
+    alternates sections and groups succeeds on its first run and every run after, content
+    changes included, whatever the profile plays."""
+    import anyio
+
+    from syncd.config import load_settings
+    from syncd.daemon.jobs import execute_job
+    from syncd.daemon.metrics import DaemonMetrics
+    from tests.profile_scenario import _shape
+
+    src, dst = emulator.orgs[0], emulator.orgs[2]
+    _shape(emulator, src)
+    config = env / "daemon.toml"
+    config.write_text(f'[[jobs]]\nname = "copy"\nkind = "mirror"\nsource = "one:{src}"\ntarget = "three:{dst}"\nmode = "mirror"\n')
+    settings = load_settings(config)
+    listed = spaces(emulator, src, "org1-token")
+    for run in range(3):
+        if run == 1:  # the source's content changes between runs
+            emulator.api("POST", f"/v1/spaces/{listed[1]['id']}/content/import", {"url": listed[3]["urls"]["app"], "source": "website"}, token="org1-token")
+        emulator.faults(**FAULTS)
+        result = anyio.run(lambda: execute_job(settings, settings.jobs[0], DaemonMetrics()))
+        emulator.faults()
+        assert result.outcome == "succeeded", (run, result.summary)
+        assert_equal_once(emulator, src, dst)
+    assert result.summary["rounds"] == []  # the last run had nothing to do
