@@ -7,7 +7,10 @@ is found out and remembered. Runs the real CLI against an emulator process under
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +51,44 @@ def pages(emulator: Emulator, space: str, token: str) -> list[str]:
         return [t for p in items for t in [p["title"], *titles(p.get("pages") or [])]]
 
     return titles(emulator.api("GET", f"/v1/spaces/{space}/content/pages", token=token)["pages"])
+
+
+def copied_id(emulator: Emulator, org: str, title: str) -> str:
+    return next(s["id"] for s in spaces(emulator, org, "org3-token") if s["title"] == title)
+
+
+@contextmanager
+def website(markdown: str) -> Iterator[str]:
+    """A one-page website on loopback whose page offers its markdown (`rel="alternate"`)."""
+    pages = {
+        "/site/": ("text/html", '<html><body><nav><a href="guide/">Release notes</a></nav></body></html>'),
+        "/site/guide/": ("text/html", '<html><head><title>Release notes</title><link rel="alternate" type="text/markdown" '
+                         'href="index.md"></head><body><main>x</main></body></html>'),
+        "/site/guide/index.md": ("text/markdown", markdown),
+    }
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the http.server name
+            kind, text = pages.get(self.path, ("text/plain", ""))
+            body = text.encode()
+            self.send_response(200 if self.path in pages else 404)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/site/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
 
 
 def apply(emulator: Emulator, src: str, dst: str, capsys: pytest.CaptureFixture[str]) -> str:
@@ -94,16 +135,18 @@ def test_locked_space_and_changed_content_converge_without_stacking(emulator: Em
     replaces = emulator.profile_row("import-existing-pages") == "default"
     assert ("came by a fresh space" in out) != replaces, out
 
-    # The locked target space's content changes too: unlocked, imported, locked again. (Where
-    # the service adds, the source's own import would give it two files of one name, which the
-    # content source serves once: a limit of the content source, noted on issue 21.)
-    if not replaces:
-        return
+    # The locked source space's content changes too (a page from a website: imported into a
+    # space holding pages, it adds nothing twice whatever the service does): the locked target
+    # space is unlocked, imported into (or replaced by a fresh space), and locked again.
     emulator.api("PATCH", f"/v1/spaces/{locked['id']}", {"editMode": "live"}, token="org1-token")
-    emulator.api("POST", f"/v1/spaces/{locked['id']}/content/import", {"url": other["urls"]["app"], "source": "website"}, token="org1-token")
+    with website("# Release notes\n\nVersion *2* is out.\n") as url:
+        emulator.api("POST", f"/v1/spaces/{locked['id']}/content/import", {"url": url, "source": "website"}, token="org1-token")
     emulator.api("PATCH", f"/v1/spaces/{locked['id']}", {"editMode": "locked"}, token="org1-token")
-    apply(emulator, src, dst, capsys)
+    out = apply(emulator, src, dst, capsys)
     assert_equal_once(emulator, src, dst)
+    assert "Release notes" in pages(emulator, copied_id(emulator, dst, locked["title"]), "org3-token")
+    assert {s["title"]: s for s in spaces(emulator, dst, "org3-token")}[locked["title"]]["editMode"] == "locked"
+    assert ("was locked: unlocked for its content import" in out) == replaces, out  # a fresh space needs no unlock
 
     writes = emulator.writes()
     assert main(["mirror", "apply", f"one:{src}", f"three:{dst}"]) == 0

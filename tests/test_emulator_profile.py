@@ -26,7 +26,7 @@ from syncd.emulator import http as emulator_http
 from syncd.emulator.app import create_app
 from syncd.emulator.generate import generate, parse_spec
 from syncd.emulator.process import EmulatorProcess, emulator_process
-from syncd.emulator.profile import DEFAULT, DIVERGENT, PROFILES
+from syncd.emulator.profile import DEFAULT, DIVERGENT, PROFILES, get_profile
 from syncd.emulator.routes.members import org_teams
 from syncd.emulator.routes.settings import org_custom_fields
 from syncd.emulator.server import serve_emulator
@@ -98,6 +98,10 @@ def test_unknown_profile_is_a_value_error_and_a_one_line_exit_2() -> None:
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip().count("\n") == 0 and "unknown emulator profile 'nope'" in done.stderr
     assert set(PROFILES) == {"default", "divergent"} and DEFAULT.name == "default" and DIVERGENT.name == "divergent"
+    for name in ("mixed:", "mixed:x", "mixed:-1", "mixed:" + "9" * 19, "mixed:\u0663"):
+        with pytest.raises(ValueError, match="unknown emulator profile"):
+            get_profile(name)
+    assert get_profile("mixed:7") == get_profile("mixed:7") and get_profile("mixed:7").name == "mixed:7"
 
 
 async def test_info_names_the_profile(served: Served) -> None:

@@ -29,9 +29,8 @@ from syncd.api import ApiError
 from syncd.catalog import BY_NAME, write_path
 from syncd.copy import journal
 from syncd.copy.context import seg
-from syncd.copy.meaning import meaning
 from syncd.copy.observe import Outcome, outcome
-from syncd.copy.ops import Expect, Op
+from syncd.copy.ops import Expect, Op, Ref
 from syncd.copy.rules import ref_id
 from syncd.copy.writer import CallFailed, Unresolved, Writer
 from syncd.logging import get_logger
@@ -45,34 +44,29 @@ IMPORTED = "space-import"
 FRESH = "space-fresh"
 """Id-map kind: source space -> a fresh target space being filled (not yet swapped in)."""
 
-__all__ = ["FRESH", "IMPORTED", "IMPORT_FACT", "bring_content", "imported_mark", "outline_digest"]
+__all__ = ["FRESH", "IMPORTED", "IMPORT_FACT", "Outline", "bring_content", "count_pages", "imported_mark", "outline", "outline_digest"]
 
 
 def imported_mark(target_id: str, revision: Any) -> str:
     return f"{target_id}@{revision}"
 
 
-def outline(pages: Any) -> list[Any]:
-    """A page tree as (title, what it says, children), from a `{pages}` answer or a list."""
-    out: list[Any] = []
-    for page in pages if isinstance(pages, list) else []:
-        if isinstance(page, dict):
-            text = page.get("markdown")
-            out.append([str(page.get("title")), meaning(text) if isinstance(text, str) else None, outline(page.get("pages"))])
-    return out
+Outline = list[Any]
+"""A page tree as nested [title, children] lists: what a fresh space is checked by."""
 
 
-def outline_digest(tree: list[Any], with_text: bool) -> str:
-    """A short digest of a page tree's titles (and text, when the answer carries it)."""
-
-    def strip(nodes: list[Any]) -> list[Any]:
-        return [[n[0], n[1] if with_text else None, strip(n[2])] for n in nodes]
-
-    return hashlib.sha256(json.dumps(strip(tree), ensure_ascii=False).encode()).hexdigest()[:16]
+def outline(pages: Any) -> Outline:
+    """The outline of a `{pages}` answer's page list (anything malformed is left out)."""
+    return [[str(p.get("title")), outline(p.get("pages"))] for p in (pages if isinstance(pages, list) else []) if isinstance(p, dict)]
 
 
-def count_pages(tree: list[Any]) -> int:
-    return sum(1 + count_pages(node[2]) for node in tree)
+def outline_digest(tree: Outline) -> str:
+    """A short digest of an outline (the planner's, of the source; the runner's, as read)."""
+    return hashlib.sha256(json.dumps(tree, ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+def count_pages(tree: Outline) -> int:
+    return sum(1 + count_pages(children) for _, children in tree)
 
 
 class _Space:
@@ -85,7 +79,7 @@ class _Space:
         data = await self.writer.read("target", write_path("space", "get", {"id": seg(self.id)}))
         return data if isinstance(data, dict) else {}
 
-    async def pages(self) -> list[Any]:
+    async def pages(self) -> Outline:
         data = await self.writer.read("target", f"/v1/spaces/{seg(self.id)}/content/pages")
         return outline(data.get("pages") if isinstance(data, dict) else None)
 
@@ -117,8 +111,7 @@ async def bring_content(op: Op, writer: Writer) -> Outcome:
     assert op.source_id is not None
     spec = op.spec or {}
     try:
-        target_id = writer.resolve_path("{ref:space:" + op.source_id + "}") if op.target_id is None else op.target_id
-        target_id = writer.idmap.target("space", op.source_id) or target_id
+        target_id = writer.resolve(Ref("space", op.source_id))
         url = await _import_url(op, writer)
     except Unresolved as exc:
         return outcome(op, "failed", f"cannot send: {exc}")
@@ -171,7 +164,7 @@ async def _fresh(op: Op, writer: Writer, record: dict[str, Any], parent: str | N
     left = writer.idmap.target(FRESH, op.source_id)
     if left is not None:
         await writer.call(f"{op.key}:fresh-leftover", FRESH, op.source_id, "DELETE", write_path("space", "delete", {"id": seg(left)}), drops=[(FRESH, op.source_id)])
-    org = str((op.spec or {}).get("org"))
+    org = writer.pair.target_org
     title = str(record.get("title") or op.title)[:50]
     create: dict[str, Any] = {"title": title}
     if parent:
@@ -203,7 +196,7 @@ async def _by_fresh_space(op: Op, writer: Writer, old: _Space, record: dict[str,
             await _import(writer, f"{op.key}:fresh-import-2", op.source_id, fresh, body)
             pages = await fresh.pages()
     expected = (op.spec or {}).get("outline")
-    if expected is not None and outline_digest(pages, with_text=False) != expected:
+    if expected is not None and outline_digest(pages) != expected:
         raise CallFailed(f"the fresh space {fresh.id} does not hold the source's pages after its import: the old space is kept")
     await _swap(op, writer, old, fresh, record, parent)
     notes.append(f"its content came by a fresh space ({fresh.id}) that took the place of {old.id}")
@@ -229,7 +222,7 @@ async def _swap(op: Op, writer: Writer, old: _Space, fresh: _Space, record: dict
 async def _repoint_site_spaces(op: Op, writer: Writer, old: str, fresh: str) -> None:
     """Every site-space of the old space gets a twin of the fresh one in the same section and
     place, with its path and condition; the old one goes, and the id map follows."""
-    org = str((op.spec or {}).get("org"))
+    org = writer.pair.target_org
     sites = await writer.listing("target", BY_NAME["site"].path.replace("{org}", seg(org)))
     sources = writer.idmap.sources_of("site-space")
     for site in sites:

@@ -110,7 +110,7 @@ def _moves(desired: list[Any], current: list[Any], narrow: Any = None) -> list[t
     out = []
     for item, anchor in moves:
         apply_move(order, item, anchor)
-        allowed = (lambda other: narrow(other)) if narrow is not None and narrow(item) else (lambda other: True)
+        allowed = narrow if narrow is not None and narrow(item) else (lambda other: True)
         out.append((item, anchor, other_anchor(order, item, anchor, allowed)))
     return out
 

@@ -20,9 +20,9 @@ import anyio
 
 from syncd.api import ApiError, NotFound
 from syncd.catalog import BY_NAME, write_path
-from syncd.copy.content import IMPORTED, count_pages, imported_mark, outline_digest
+from syncd.copy.content import IMPORTED, Outline, count_pages, imported_mark, outline_digest
 from syncd.copy.context import PlanContext, seg
-from syncd.copy.model import Node
+from syncd.copy.model import Node, Snapshot
 from syncd.copy.observe import Outcome, check_answer, outcome
 from syncd.copy.ops import Expect, Op, Ref, expect_from_json, expect_to_json, path_ref
 from syncd.copy.rules import ref_id, space_content, text, tree_parent
@@ -186,7 +186,7 @@ def plan_content(ctx: PlanContext) -> None:
         path = ctx.path("space", "import", id=ctx.seg("space", node.id))
         tree = page_outline(ctx.source, node.id)
         spec: dict[str, Any] = {
-            "org": ctx.org, "revision": revision, "outline": outline_digest(tree, with_text=False), "pages": count_pages(tree),
+            "revision": revision, "outline": outline_digest(tree), "pages": count_pages(tree),
             "lock": ctx.desired("space", node).get("editMode") == "locked",
         }
         if ctx.content.served(node):
@@ -230,11 +230,11 @@ def lock_last(ctx: PlanContext, source_id: str) -> None:
             del ctx.keys[patch.key]
 
 
-def page_outline(view: Any, space_id: str) -> list[Any]:
-    """The source space's page tree as `content.outline` reads an answer (titles, text)."""
+def page_outline(view: Snapshot, space_id: str) -> Outline:
+    """The source space's page tree as `content.outline` reads an answer."""
 
-    def below(parent: tuple[str, str]) -> list[Any]:
-        return [[str(p.data.get("title")), None, below(("page", p.id))] for p in view.children("page", parent)]
+    def below(parent: tuple[str, str]) -> Outline:
+        return [[str(p.data.get("title")), below(("page", p.id))] for p in view.children("page", parent)]
 
     return below(("space", space_id))
 

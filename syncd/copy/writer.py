@@ -222,15 +222,39 @@ class Writer:
         self, key: str, kind: str, source_id: str | None, method: str, path: str, body: Any, applied: Callable[[], Awaitable[bool]],
     ) -> Any:
         """Send a target write that must not be repeated blindly (an import into a service that
-        may add what it imports to what is there): no retries by the client; when its answer
-        is lost, `applied()` looks at the target to tell whether it took effect, and only
-        when it did not is it sent once more. Returns the answer's JSON (None when the effect
-        was found instead); ApiError when refused, CallFailed when it cannot be told."""
-        client = self.client("target")
+        may add what it imports to what is there): when its answer is lost, `applied()` looks
+        at the target to tell whether it took effect (`_once_or_found`). Returns the answer's
+        JSON (None when the effect was found instead)."""
         seq = await self.db(
             journal.intend, self.run, self.pair, key=key, kind=kind, source_id=source_id, side="target",
             method=method, path=path, body=body, intent={},
         )
+
+        async def took() -> bool | None:
+            return True if await applied() else None
+
+        data, found = await self._once_or_found(
+            seq, "target", method, path, body, lambda data: (data, None), took,
+            unable="whether it took effect could not be looked at", nothing="it took no effect",
+        )
+        await self.db(journal.complete, self.run, seq, None, (), ())
+        if found:
+            self.counts.reconciled.append(key)
+            return None
+        return data
+
+    async def _once_or_found(
+        self, seq: int, side: Side, method: str, path: str, body: Any,
+        answered: Callable[[Any], tuple[Any, str | None]], find: Callable[[], Awaitable[Any | None]], *, unable: str, nothing: str,
+    ) -> tuple[Any, bool]:
+        """The protocol of a write that must not be repeated blindly (a create, an import),
+        its intent `seq` already written: sent without the client's retries; after a lost
+        answer, or one `answered` cannot use (it gives the result, or why not), `find` looks at
+        the tenant for the write's effect, and only when there is none is it sent once more.
+        Returns (the result or what was found, whether it was found). Closes the intent as
+        failed and raises ApiError for a refusal, CallFailed when nothing took effect after two
+        attempts, CallFailed(open) when the effect could not be looked for."""
+        client = self.client(side)
         for attempt in (1, 2):
             self.counts.writes += 1
             try:
@@ -241,22 +265,21 @@ class Writer:
                     raise
                 lost = str(exc)
             else:
-                await self.db(journal.complete, self.run, seq, None, (), ())
-                return response.data
+                result, why = answered(response.data)
+                if why is None:
+                    return result, False
+                lost = why
             try:
-                took = await applied()
-            except ApiError as exc:
-                reason = f"{lost}; whether it took effect could not be looked at ({exc})"
+                found = await find()
+            except (ApiError, CallFailed) as exc:
+                reason = f"{lost}; {unable} ({exc}): left open for the next run"
                 await self.db(journal.fail, self.run, seq, reason, True)
                 raise CallFailed(reason, open=True) from None
-            if took:
-                await self.db(journal.complete, self.run, seq, None, (), ())
-                self.counts.reconciled.append(key)
-                return None
-            if attempt == 2:
-                break
-            await self.db(journal.resend, self.run, seq)
-        reason = f"{lost}; it took no effect after 2 attempts"
+            if found is not None:
+                return found, True
+            if attempt == 1:
+                await self.db(journal.resend, self.run, seq)
+        reason = f"{lost}; {nothing} after 2 attempts"
         await self.db(journal.fail, self.run, seq, reason, False)
         raise CallFailed(reason)
 
@@ -272,45 +295,29 @@ class Writer:
         """Send a call that makes an object; (its id, the answer or the item found). The id
         is mapped as `made` ('created') in the transaction that closes the intent. Raises
         CallFailed when nothing was made (or it cannot be told), ApiError for a refusal."""
-        client = self.client(side)
         intent = {"made": list(made), "expect": expect_to_json(expect)}
         seq = await self.db(
             journal.intend, self.run, self.pair, key=key, kind=made[0], source_id=made[1], side=side,
             method=method, path=path, body=body, intent=intent,
         )
-        attempt = 1
-        while True:
-            self.counts.writes += 1
-            try:
-                response = await client.request(method, path, json=body, idempotent=False)
-            except ApiError as exc:
-                if not exc.may_have_applied:
-                    await self.db(journal.fail, self.run, seq, str(exc), False)
-                    raise
-                lost = str(exc)
-            else:
-                new_id = get_path(response.data, expect.id_field)
-                if isinstance(new_id, str) and new_id:
-                    await self._made(seq, made, new_id)
-                    return new_id, response.data
-                lost = f"the answer holds no {expect.id_field!r}"
-            try:
-                item = await self.find_made(expect, made, self.run, body)
-            except (ApiError, CallFailed) as exc:
-                reason = f"{lost}; then what it made could not be looked for ({exc}): left open for the next run"
-                await self.db(journal.fail, self.run, seq, reason, True)
-                raise CallFailed(reason, open=True) from None
-            if item is not None:
-                new_id = str(get_path(item, expect.id_field))
-                await self._made(seq, made, new_id)
-                self.counts.reconciled.append(key)
-                return new_id, item
-            if attempt >= 2:
-                reason = f"{lost}; nothing appeared after {attempt} attempts"
-                await self.db(journal.fail, self.run, seq, reason, False)
-                raise CallFailed(reason)
-            attempt += 1
-            await self.db(journal.resend, self.run, seq)
+
+        def answered(data: Any) -> tuple[Any, str | None]:
+            new_id = get_path(data, expect.id_field)
+            if isinstance(new_id, str) and new_id:
+                return (new_id, data), None
+            return None, f"the answer holds no {expect.id_field!r}"
+
+        async def appeared() -> Any | None:
+            item = await self.find_made(expect, made, self.run, body)
+            return None if item is None else (str(get_path(item, expect.id_field)), item)
+
+        (new_id, data), found = await self._once_or_found(
+            seq, side, method, path, body, answered, appeared, unable="then what it made could not be looked for", nothing="nothing appeared",
+        )
+        await self._made(seq, made, new_id)
+        if found:
+            self.counts.reconciled.append(key)
+        return new_id, data
 
     async def _made(self, seq: int, made: tuple[str, str], new_id: str) -> None:
         entry: MappingEntry = (made[0], made[1], new_id, "created")

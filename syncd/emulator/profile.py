@@ -168,9 +168,10 @@ PROFILE: web.AppKey[Profile] = web.AppKey("profile", Profile)
 
 def get_profile(name: str) -> Profile:
     """The profile called `name` (`default`, `divergent` or `mixed:SEED` with SEED a whole
-    number); ValueError naming the known ones otherwise."""
-    if name.startswith(MIXED_PREFIX) and name[len(MIXED_PREFIX):].isascii() and name[len(MIXED_PREFIX):].isdigit():
-        return mixed(int(name[len(MIXED_PREFIX):]))
+    number of at most 18 digits); ValueError naming the known ones otherwise."""
+    seed = name[len(MIXED_PREFIX):] if name.startswith(MIXED_PREFIX) else ""
+    if seed.isascii() and seed.isdigit() and len(seed) <= 18:
+        return mixed(int(seed))
     try:
         return PROFILES[name]
     except KeyError:
