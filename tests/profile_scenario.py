@@ -1,24 +1,31 @@
 """One copy and one restore of an organization that holds a locked space and a site whose root
-alternates sections and groups, against an emulator process under a given profile, with faults
-on: what issue 21's acceptance asks of every profile (`default`, `divergent`, `mixed:SEED`).
-Shared by the property test (`tests/test_profile_property.py`) and `bench/profiles.py`.
+alternates sections and groups, under a given profile, with faults on: what issue 21's
+acceptance asks of every profile (`default`, `divergent`, `mixed:SEED`). Shared by the
+property test (`tests/test_profile_property.py`) and `bench/profiles.py`.
+
+One emulator process serves every scenario (`Pool`): it generates a source organization and
+two empty ones per scenario, and each scenario switches the emulator's profile
+(`PUT /_emulator/profile`), takes the next organizations and a state directory of its own (what
+syncd learns of a tenant belongs to the service it saw), and runs syncd in-process.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
-from syncd.emulator.process import emulator_process
+from syncd.cli import main
+from syncd.emulator.process import EmulatorProcess, emulator_process
 from tests.loopback import EmulatorClient
 from tests.oracle import copied_view
 
-SPEC = "orgs=2,empty_orgs=2,collections=2,spaces=5,pages=3,files=1,sites=1,sections=2"
+PER_SOURCE = "collections=2,spaces=5,pages=3,files=1,sites=1,sections=2"
 FAULTS = {"lost": 0.05, "5xx": 0.02}
 
 
@@ -32,19 +39,54 @@ class Outcome:
     restore_writes: int
 
 
-def _syncd(env: dict[str, str], cwd: Path, *args: str) -> dict[str, Any]:
-    done = subprocess.run([sys.executable, "-m", "syncd.cli", *args, "--json"], capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
-    assert done.returncode == 0, f"syncd {' '.join(args)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return json.loads(done.stdout)
+class Pool:
+    """An emulator with `size` source organizations (org1..orgN) and two empty ones for each
+    (orgN+1..org3N), every organization with its owner's token `orgK-token`."""
+
+    def __init__(self, running: EmulatorProcess, size: int) -> None:
+        self.running, self.size, self.used = running, size, 0
+        self.emulator = EmulatorClient(running.url, running.report, "all")
+
+    def take(self) -> tuple[int, int, int]:
+        """Numbers (1-based) of the next scenario's source, copy target and restore target."""
+        if self.used >= self.size:
+            raise RuntimeError(f"the pool's {self.size} source organizations are used up")
+        self.used += 1
+        return self.used, self.size + 2 * self.used - 1, self.size + 2 * self.used
 
 
-def _writes(document: dict[str, Any]) -> int:
-    return sum((r.get("apply") or {}).get("writes", 0) for r in document.get("rounds", []))
+@contextmanager
+def pool(size: int) -> Iterator[Pool]:
+    with emulator_process(token="all", spec=f"orgs={size},empty_orgs={2 * size},{PER_SOURCE}", seed=21, rate=0) as running:
+        yield Pool(running, size)
 
 
-def _shape(emulator: EmulatorClient, org: str) -> None:
+@contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    saved = {key: os.environ.get(key) for key in [*values, "SYNCD_STATE_URL"]}
+    os.environ.pop("SYNCD_STATE_URL", None)  # the scenario's state is a file of its own
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _syncd(*args: str) -> dict[str, Any]:
+    out = StringIO()
+    with redirect_stdout(out):
+        code = main([*args, "--json"])
+    assert code == 0, f"syncd {' '.join(args)} exited {code}:\n{out.getvalue()[-3000:]}"
+    document: dict[str, Any] = json.loads(out.getvalue())
+    return document
+
+
+def shape(emulator: EmulatorClient, org: str, token: str) -> None:
     """A locked space; a site root of Section, Group, Section (the group holds a section)."""
-    token = "org1-token"
     spaces = emulator.api("GET", f"/v1/orgs/{org}/spaces?limit=1000", token=token)["items"]
     emulator.api("PATCH", f"/v1/spaces/{spaces[0]['id']}", {"editMode": "locked"}, token=token)
     site = emulator.api("GET", f"/v1/orgs/{org}/sites", token=token)["items"][0]["id"]
@@ -53,37 +95,39 @@ def _shape(emulator: EmulatorClient, org: str) -> None:
     emulator.api("POST", f"{base}/section-groups", {"title": "Group B", "sections": [made[1]]}, token=token)
 
 
-def run_scenario(profile: str, workdir: Path) -> Outcome:
-    """Copy org 1 into an empty organization across two tokens, copy again, restore a backup
-    of org 1 into the other empty one; every check of the acceptance, AssertionError else."""
-    with emulator_process(token="all", spec=SPEC, seed=21, rate=0, profile=profile) as running:
-        emulator = EmulatorClient(running.url, running.report, "all")
-        src, dst, other = emulator.orgs[0], emulator.orgs[2], emulator.orgs[3]
-        _shape(emulator, src)
-        env = {**os.environ, "SYNCD_STATE_DIR": str(workdir / "state"), "NO_COLOR": "1"}
-        env.pop("SYNCD_STATE_URL", None)
-        for name, token in (("ONE", "org1-token"), ("THREE", "org3-token"), ("FOUR", "org4-token")):
-            env[f"SYNCD_TENANTS__{name}__BASE_URL"] = running.url
-            env[f"SYNCD_TENANTS__{name}__TOKEN"] = token
+def run_scenario(pool: Pool, profile: str, workdir: Path) -> Outcome:
+    """Copy a fresh source organization into an empty one across two tokens, copy again,
+    restore a backup of it into another empty one; every check of the acceptance, an
+    AssertionError naming the profile otherwise."""
+    emulator = pool.emulator
+    emulator.admin("PUT", "/_emulator/profile", {"name": profile})
+    numbers = pool.take()
+    src, dst, other = (emulator.orgs[n - 1] for n in numbers)
+    shape(emulator, src, f"org{numbers[0]}-token")
+    # Faults are retried after short waits: the same calls and answers, less time asleep.
+    env = {"SYNCD_STATE_DIR": str(workdir / "state"), "NO_COLOR": "1", "SYNCD_RETRY__INITIAL_WAIT": "0.02", "SYNCD_RETRY__MAX_WAIT": "0.1"}
+    for name, number in zip(("ONE", "THREE", "FOUR"), numbers, strict=True):
+        env[f"SYNCD_TENANTS__{name}__BASE_URL"] = pool.running.url
+        env[f"SYNCD_TENANTS__{name}__TOKEN"] = f"org{number}-token"
+    with _environment(env):
         before = json.dumps(emulator.admin("GET", f"/_emulator/orgs/{src}/dump"), sort_keys=True)
         backup = workdir / "backup.db"
-        _syncd(env, workdir, "backup", f"one:{src}", "--out", str(backup), "--with-files")
-
+        _syncd("backup", f"one:{src}", "--out", str(backup), "--with-files")
         emulator.admin("PUT", "/_emulator/faults", {"reset": True, **FAULTS})
-        copied = _syncd(env, workdir, "mirror", "apply", f"one:{src}", f"three:{dst}")
-        restored = _syncd(env, workdir, "restore", str(backup), f"four:{other}")
-        emulator.admin("PUT", "/_emulator/faults", {"reset": True})
-
-        assert json.dumps(emulator.admin("GET", f"/_emulator/orgs/{src}/dump"), sort_keys=True) == before, "the source changed"
+        try:
+            copied = _syncd("mirror", "apply", f"one:{src}", f"three:{dst}")
+            restored = _syncd("restore", str(backup), f"four:{other}")
+        finally:
+            emulator.admin("PUT", "/_emulator/faults", {"reset": True})
+        assert json.dumps(emulator.admin("GET", f"/_emulator/orgs/{src}/dump"), sort_keys=True) == before, f"{profile}: the source changed"
         want = copied_view(emulator.admin("GET", f"/_emulator/orgs/{src}/dump"))
         for org in (dst, other):
             got = copied_view(emulator.admin("GET", f"/_emulator/orgs/{org}/dump"))
-            assert got == want, [k for k in want if got.get(k) != want[k]]
-            assert not any("#" in path for rows in got.values() for path, _ in rows), "an object (a page, a file) is there twice"
-        verify = _syncd(env, workdir, "mirror", "verify", f"one:{src}", f"three:{dst}")
-        assert verify["equal"], verify
-        writes = sum(r["count"] for r in emulator.admin("GET", "/_emulator/stats")["routes"] if r["method"] != "GET")
-        again = _syncd(env, workdir, "mirror", "apply", f"one:{src}", f"three:{dst}")
-        second = sum(r["count"] for r in emulator.admin("GET", "/_emulator/stats")["routes"] if r["method"] != "GET") - writes
-        assert second == 0 and _writes(again) == 0, f"a second apply wrote {second}"
-        return Outcome(profile, len(copied.get("rounds", [])), _writes(copied), second, len(restored.get("rounds", [])), _writes(restored))
+            assert got == want, (profile, [k for k in want if got.get(k) != want[k]])
+            assert not any("#" in path for rows in got.values() for path, _ in rows), f"{profile}: an object (a page, a file) is there twice"
+        assert copied["equal"] and restored["equal"], (profile, copied["verification"]["counts"], restored["verification"]["counts"])
+        writes = emulator.writes()
+        again = _syncd("mirror", "apply", f"one:{src}", f"three:{dst}")
+        second = emulator.writes() - writes
+    assert second == 0 and again["writes"] == 0, f"{profile}: a second apply wrote {second}"
+    return Outcome(profile, len(copied["rounds"]), copied["writes"], second, len(restored["rounds"]), restored["writes"])

@@ -14,10 +14,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from syncd.cli import main
+from syncd.config import load_settings
+from syncd.daemon.jobs import execute_job
+from syncd.daemon.metrics import DaemonMetrics
 from syncd.emulator.process import emulator_process
+from tests.profile_scenario import shape
 from tests.test_copy_e2e import FAULTS, Emulator, no_duplicates
 
 SPEC = "orgs=2,empty_orgs=1,collections=2,spaces=4,pages=3,sites=1,sections=2"
@@ -38,6 +43,8 @@ def env(emulator: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         monkeypatch.setenv(f"SYNCD_TENANTS__{name}__BASE_URL", emulator.url)
         monkeypatch.setenv(f"SYNCD_TENANTS__{name}__TOKEN", token)
     monkeypatch.setenv("SYNCD_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("SYNCD_RETRY__INITIAL_WAIT", "0.02")  # faults are retried after short waits: the same calls, less sleep
+    monkeypatch.setenv("SYNCD_RETRY__MAX_WAIT", "0.1")
     return tmp_path
 
 
@@ -157,15 +164,8 @@ def test_a_daemon_mirror_job_succeeds_on_every_run(emulator: Emulator, env: Path
     """Issue 21: a mirror job on an organization with a locked space and a site root that
     alternates sections and groups succeeds on its first run and every run after, content
     changes included, whatever the profile plays."""
-    import anyio
-
-    from syncd.config import load_settings
-    from syncd.daemon.jobs import execute_job
-    from syncd.daemon.metrics import DaemonMetrics
-    from tests.profile_scenario import _shape
-
     src, dst = emulator.orgs[0], emulator.orgs[2]
-    _shape(emulator, src)
+    shape(emulator, src, "org1-token")
     config = env / "daemon.toml"
     config.write_text(f'[[jobs]]\nname = "copy"\nkind = "mirror"\nsource = "one:{src}"\ntarget = "three:{dst}"\nmode = "mirror"\n')
     settings = load_settings(config)

@@ -161,7 +161,7 @@ async def test_a_refused_reference_is_tried_the_other_way_once(blank: Blank, mon
     assert await top_level(blank.target, site) == SHAPES["section-group-section"]
     refused = [item for suffix, item, _, result in sent if not suffix and result == "refused"]
     retried = [(item, result) for suffix, item, _, result in sent if suffix == ":other-way"]
-    if blank.running.app[PROFILE].strict_section_refs:
+    if blank.running.app[PROFILE].profile.strict_section_refs:
         assert refused and sorted(refused) == sorted(item for item, _ in retried), sent
         assert all(result == "ok" for _, result in retried), sent
     else:

@@ -476,3 +476,30 @@ def test_sync_and_backup_against_divergent(
             assert mirror_mismatches(db, "src", dump, org=org["id"]) == [], (db, org)
     with Mirror(out) as mirror:
         assert [r["status"] for r in mirror.runs("src")] == ["complete"]
+
+
+async def test_the_profile_changes_while_the_emulator_runs() -> None:
+    """`PUT /_emulator/profile`: one emulator serves one profile, then another (the property
+    test of the open points runs many profiles on one emulator)."""
+    store = Store()
+    org = generate(store, parse_spec("orgs=1,spaces=2"), seed=1, all_token="t").org_ids[0]
+    async with serve_emulator(store) as running, aiohttp.ClientSession() as session:
+
+        async def put(body: object) -> tuple[int, object]:
+            async with session.put(f"{running.url}/_emulator/profile", json=body) as resp:
+                return resp.status, await resp.json()
+
+        async def info() -> object:
+            async with session.get(f"{running.url}/_emulator/info") as resp:
+                return (await resp.json())["profile"]
+
+        assert await info() == "default"
+        assert await put({"name": "divergent"}) == (200, {"profile": "divergent", "cap": 100, "ttl": 30.0})
+        assert await info() == "divergent"
+        async with session.post(f"{running.url}/v1/orgs/{org}/collections", json={"title": "C"},
+                                headers={"Authorization": "Bearer t"}) as resp:
+            assert resp.status == 200 and set(await resp.json()) <= {"object", "id", "title", "etag", "x-emulator"}  # minimal create
+        assert (await put({"name": "mixed:7"}))[0] == 200 and await info() == "mixed:7"
+        status, answer = await put({"name": "nope"})
+        assert status == 400 and "unknown emulator profile 'nope'" in str(answer) and await info() == "mixed:7"
+        assert (await put({}))[0] == 400

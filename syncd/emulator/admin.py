@@ -12,7 +12,7 @@ from aiohttp import web
 from syncd.emulator import http as h
 from syncd.emulator.canonical import dump_org
 from syncd.emulator.errors import bad_request, conflict, not_found
-from syncd.emulator.profile import PROFILE
+from syncd.emulator.profile import PROFILE, get_profile, profile_of
 
 ADMIN_PREFIX = "/_emulator"
 OUTAGE_DELAY = 0.05
@@ -114,6 +114,24 @@ async def put_page_cap(request: web.Request) -> web.Response:
     return h.json_answer({"cap": cap})
 
 
+@routes.put(ADMIN_PREFIX + "/profile")
+async def put_profile(request: web.Request) -> web.Response:
+    """`{"name": "mixed:7"}`: the behaviour at the spec's open points from now on, the page
+    cap and page-token lifetime included (one emulator serves many profiles in a test)."""
+    body = await h.json_body(request)
+    name = body.get("name")
+    if not isinstance(name, str):
+        raise bad_request("name: is required (default, divergent or mixed:SEED)")
+    try:
+        chosen = get_profile(name)
+    except ValueError as exc:
+        raise bad_request(str(exc)) from None
+    request.app[PROFILE].profile = chosen
+    caps = request.app[h.CAPS]
+    caps.page_cap, caps.page_token_ttl = chosen.page_cap, chosen.page_token_ttl
+    return h.json_answer({"profile": chosen.name, "cap": caps.page_cap, "ttl": caps.page_token_ttl})
+
+
 @routes.put(ADMIN_PREFIX + "/page-tokens")
 async def put_page_tokens(request: web.Request) -> web.Response:
     """`{"ttl": seconds}`: page tokens older than that are refused (400) from now on, including
@@ -169,7 +187,7 @@ async def info(request: web.Request) -> web.Response:
         tokens = [t for t, u in store.tokens.items() if u == user_id]
         orgs = [{"id": o["id"], "title": o["title"]} for o in store.user_orgs(user_id)]
         users.append({"id": user_id, "email": user["email"], "tokens": tokens, "organizations": orgs})
-    profile = request.app[PROFILE].name
+    profile = profile_of(request).name
     return h.json_answer({"users": users, "organizations": len(store.orgs), "profile": profile})
 
 

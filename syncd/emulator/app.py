@@ -22,7 +22,7 @@ from aiohttp import web
 from syncd.emulator.errors import ApiProblem, error_response, unauthorized
 from syncd.emulator.faults import Faults
 from syncd.emulator.http import CAPS, FAULT_STATUS, STORE, USER_ID, ServerCaps
-from syncd.emulator.profile import PROFILE, Profile, get_profile
+from syncd.emulator.profile import PROFILE, Played, Profile, get_profile, profile_of
 from syncd.emulator.ratelimit import RateLimiter
 from syncd.emulator.store import Store
 
@@ -286,7 +286,7 @@ async def shape_middleware(request: web.Request, handler: Handler) -> web.Stream
     A middleware, not the render functions: the canonical dump renders with those and must
     not change with the profile."""
     response = await handler(request)
-    profile = request.app[PROFILE]
+    profile = profile_of(request)
     if not _is_api(request) or not (profile.unknown_fields or profile.minimal_create or profile.minimal_patch):
         return response
     if not isinstance(response, web.Response) or response.content_type != "application/json" or not response.body:
@@ -348,7 +348,7 @@ def create_app(
     )
     app[STORE] = store
     app[EMULATOR] = emu
-    app[PROFILE] = chosen
+    app[PROFILE] = Played(chosen)
     app[CAPS] = ServerCaps(page_cap=page_cap or chosen.page_cap, page_token_ttl=chosen.page_token_ttl)
     for family in FAMILIES:
         app.add_routes(family.routes)

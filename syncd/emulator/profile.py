@@ -30,7 +30,7 @@ from aiohttp import web
 from syncd.emulator.store import Record, Store
 
 __all__ = [
-    "DEFAULT", "DIVERGENT", "MIXED_PREFIX", "PROFILE", "PROFILES", "ROWS", "Profile", "divergent_rows", "get_profile", "land", "mixed",
+    "DEFAULT", "DIVERGENT", "MIXED_PREFIX", "PROFILE", "PROFILES", "ROWS", "Played", "Profile", "divergent_rows", "get_profile", "land", "mixed",
     "profile_of", "unordered",
 ]
 
@@ -163,7 +163,15 @@ def divergent_rows(profile: Profile) -> list[str]:
     """The rows where `profile` plays `divergent`'s behaviour (for reports and test ids)."""
     return [row for row, names in ROWS.items() if all(getattr(profile, n) == getattr(DIVERGENT, n) for n in names)]
 
-PROFILE: web.AppKey[Profile] = web.AppKey("profile", Profile)
+@dataclass
+class Played:
+    """The profile an app plays: changeable while it runs (`PUT /_emulator/profile`), since an
+    app's own state is frozen once it starts."""
+
+    profile: Profile
+
+
+PROFILE: web.AppKey[Played] = web.AppKey("profile", Played)
 
 
 def get_profile(name: str) -> Profile:
@@ -180,7 +188,8 @@ def get_profile(name: str) -> Profile:
 
 def profile_of(request: web.Request) -> Profile:
     """The profile of the app serving `request` (DEFAULT for an app built without one)."""
-    return request.app.get(PROFILE, DEFAULT)
+    played = request.app.get(PROFILE)
+    return played.profile if played is not None else DEFAULT
 
 
 def land(store: Store, profile: Profile, key: tuple[str, ...], item_id: str) -> None:
