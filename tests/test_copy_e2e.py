@@ -75,6 +75,8 @@ def env(emulator: Emulator, backend: str, request: pytest.FixtureRequest, tmp_pa
         monkeypatch.setenv(f"SYNCD_TENANTS__{name}__BASE_URL", emulator.url)
         monkeypatch.setenv(f"SYNCD_TENANTS__{name}__TOKEN", token)
     monkeypatch.setenv("SYNCD_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("SYNCD_RETRY__INITIAL_WAIT", "0.02")  # faults are retried after short waits: the same calls, less sleep
+    monkeypatch.setenv("SYNCD_RETRY__MAX_WAIT", "0.1")
     use_backend(backend, request, monkeypatch, tmp_path / "state")
     return tmp_path
 
