@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from syncd.api import ApiError
@@ -180,6 +181,7 @@ async def _by_fresh_space(op: Op, writer: Writer, old: _Space, record: dict[str,
     """New content by a fresh space that takes the old one's place (see the module docstring)."""
     assert op.source_id is not None
     parent = ref_id(record.get("parent"))
+    listed = await _site_spaces_of(writer, old.id)
     fresh = await _fresh(op, writer, record, parent)
     await _import(writer, f"{op.key}:fresh-import", op.source_id, fresh, body)
     pages = await fresh.pages()
@@ -198,12 +200,12 @@ async def _by_fresh_space(op: Op, writer: Writer, old: _Space, record: dict[str,
     expected = (op.spec or {}).get("outline")
     if expected is not None and outline_digest(pages) != expected:
         raise CallFailed(f"the fresh space {fresh.id} does not hold the source's pages after its import: the old space is kept")
-    await _swap(op, writer, old, fresh, record, parent)
+    await _swap(op, writer, old, fresh, record, parent, listed)
     notes.append(f"its content came by a fresh space ({fresh.id}) that took the place of {old.id}")
     return fresh.id
 
 
-async def _swap(op: Op, writer: Writer, old: _Space, fresh: _Space, record: dict[str, Any], parent: str | None) -> None:
+async def _swap(op: Op, writer: Writer, old: _Space, fresh: _Space, record: dict[str, Any], parent: str | None, listed: list[_Listed]) -> None:
     """The fresh space where the old one is, with its settings and site-spaces; then mapped,
     and the old one deleted."""
     assert op.source_id is not None
@@ -212,44 +214,68 @@ async def _swap(op: Op, writer: Writer, old: _Space, fresh: _Space, record: dict
     settings = {k: record[k] for k in ("emoji", "defaultLevel") if isinstance(record.get(k), str) and record.get(k)}
     if settings:
         await writer.call(f"{op.key}:fresh-settings", FRESH, op.source_id, "PATCH", write_path("space", "patch", {"id": seg(fresh.id)}), settings)
-    await _repoint_site_spaces(op, writer, old.id, fresh.id)
+    await _repoint_site_spaces(op, writer, listed, fresh.id)
     await writer.record([("space", op.source_id, fresh.id, "created")], drops=[(FRESH, op.source_id)])
     if record.get("editMode") == "locked":
         await old.set_mode(f"{op.key}:old-unlock", None, "live")
     await writer.call(f"{op.key}:old-delete", "space", None, "DELETE", write_path("space", "delete", {"id": seg(old.id)}))
 
 
-async def _repoint_site_spaces(op: Op, writer: Writer, old: str, fresh: str) -> None:
-    """Every site-space of the old space gets a twin of the fresh one in the same section and
-    place, with its path and condition; the old one goes, and the id map follows."""
+@dataclass(frozen=True)
+class _Listed:
+    """A site-space of the old space, as its site's listing showed it."""
+
+    site: str
+    item: dict[str, Any]
+    source_id: str
+
+
+def _site_path(kind: str, org: str, site: str) -> str:
+    return BY_NAME[kind].path.replace("{org}", seg(org)).replace("{site}", seg(site))
+
+
+async def _site_spaces_of(writer: Writer, old: str) -> list[_Listed]:
+    """The old space's site-spaces that syncd maps (others go with the old space, and the next
+    round plans what the source has). CallFailed when one cannot have a twin in its place: a
+    site-space at the root of a site that has sections (one made without `sectionId` goes to
+    the default section, spec part 4): then the old space is kept, before anything is made."""
     org = writer.pair.target_org
-    sites = await writer.listing("target", BY_NAME["site"].path.replace("{org}", seg(org)))
     sources = writer.idmap.sources_of("site-space")
-    for site in sites:
+    found: list[_Listed] = []
+    for site in await writer.listing("target", BY_NAME["site"].path.replace("{org}", seg(org))):
         site_id = site.get("id") if isinstance(site, dict) else None
         if not isinstance(site_id, str):
             continue
-        base = BY_NAME["site-space"].path.replace("{org}", seg(org)).replace("{site}", seg(site_id))
-        for item in await writer.listing("target", base):
-            if not isinstance(item, dict) or ref_id(item.get("space")) != old or not isinstance(item.get("id"), str):
-                continue
-            old_ss = item["id"]
-            source_ss = sources.get(old_ss)
-            if source_ss is None:
-                continue  # not syncd's: it goes with the old space, and the next round plans what the source has
-            add: dict[str, Any] = {"spaceId": fresh}
-            if ref_id(item.get("section")):
-                add["sectionId"] = ref_id(item.get("section"))
-            new_ss, _ = await writer.create(f"{op.key}:site-space:{old_ss}", ("site-space", source_ss), "POST", base, add,
-                                            Expect(base, parent_field="space", parent=fresh))
-            writer.done_creating()
-            one = {"org": seg(org), "site": seg(site_id)}
-            await writer.call(f"{op.key}:site-space-move:{old_ss}", "site-space", None, "POST",
-                              write_path("site-space", "move", {**one, "id": seg(new_ss)}), {"position": {"before": {"type": "site-space", "siteSpace": old_ss}}})
-            await writer.call(f"{op.key}:site-space-delete:{old_ss}", "site-space", None, "DELETE", write_path("site-space", "delete", {**one, "id": seg(old_ss)}))
-            fields = {k: item[k] for k in ("path", "condition") if isinstance(item.get(k), str) and item.get(k)}
-            if fields:
-                await writer.call(f"{op.key}:site-space-patch:{old_ss}", "site-space", None, "PATCH", write_path("site-space", "patch", {**one, "id": seg(new_ss)}), fields)
+        mine = [
+            _Listed(site_id, item, sources[item["id"]]) for item in await writer.listing("target", _site_path("site-space", org, site_id))
+            if isinstance(item, dict) and ref_id(item.get("space")) == old and isinstance(item.get("id"), str) and item["id"] in sources
+        ]
+        if any(ref_id(listed.item.get("section")) is None for listed in mine) and await writer.listing("target", _site_path("site-section", org, site_id)):
+            raise CallFailed(f"the space is at the root of site {site_id}, which has sections: a new space cannot be put there, so its "
+                             "content is not replaced (import it by hand, or move the site-space into a section)")
+        found += mine
+    return found
+
+
+async def _repoint_site_spaces(op: Op, writer: Writer, listed: list[_Listed], fresh: str) -> None:
+    """Every listed site-space of the old space gets a twin of the fresh one in the same
+    section and place, with its path and condition; the old one goes, and the id map follows."""
+    org = writer.pair.target_org
+    for entry in listed:
+        old_ss, item, base = entry.item["id"], entry.item, _site_path("site-space", org, entry.site)
+        add: dict[str, Any] = {"spaceId": fresh}
+        if ref_id(item.get("section")):
+            add["sectionId"] = ref_id(item.get("section"))
+        new_ss, _ = await writer.create(f"{op.key}:site-space:{old_ss}", ("site-space", entry.source_id), "POST", base, add,
+                                        Expect(base, parent_field="space", parent=fresh))
+        writer.done_creating()
+        one = {"org": seg(org), "site": seg(entry.site)}
+        await writer.call(f"{op.key}:site-space-move:{old_ss}", "site-space", None, "POST",
+                          write_path("site-space", "move", {**one, "id": seg(new_ss)}), {"position": {"before": {"type": "site-space", "siteSpace": old_ss}}})
+        await writer.call(f"{op.key}:site-space-delete:{old_ss}", "site-space", None, "DELETE", write_path("site-space", "delete", {**one, "id": seg(old_ss)}))
+        fields = {k: item[k] for k in ("path", "condition") if isinstance(item.get(k), str) and item.get(k)}
+        if fields:
+            await writer.call(f"{op.key}:site-space-patch:{old_ss}", "site-space", None, "PATCH", write_path("site-space", "patch", {**one, "id": seg(new_ss)}), fields)
 
 
 def _log_served(op: Op, writer: Writer) -> None:
