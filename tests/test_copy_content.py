@@ -8,6 +8,7 @@ is found out and remembered. Runs the real CLI against an emulator process under
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -58,6 +59,16 @@ def pages(emulator: Emulator, space: str, token: str) -> list[str]:
         return [t for p in items for t in [p["title"], *titles(p.get("pages") or [])]]
 
     return titles(emulator.api("GET", f"/v1/spaces/{space}/content/pages", token=token)["pages"])
+
+
+def import_into(emulator: Emulator, space: str, url: str, token: str = "org1-token") -> None:
+    """Change a source space's content by an import, and wait until the space shows it (a
+    profile may answer an import first: row import-completion)."""
+    revision = emulator.api("POST", f"/v1/spaces/{space}/content/import", {"url": url, "source": "website"}, token=token)["revision"]
+    deadline = time.monotonic() + 10
+    while emulator.api("GET", f"/v1/spaces/{space}", token=token)["revision"] != revision:
+        assert time.monotonic() < deadline, f"space {space} did not show revision {revision}"
+        time.sleep(0.05)
 
 
 def copied_id(emulator: Emulator, org: str, title: str) -> str:
@@ -132,8 +143,7 @@ def test_locked_space_and_changed_content_converge_without_stacking(emulator: Em
     # The source space's content changes (imported from another space): the target follows,
     # by a fresh space the first time (the service's import behaviour is not known yet).
     for round_ in range(2):
-        emulator.api("POST", f"/v1/spaces/{changing['id']}/content/import",
-                     {"url": (other if round_ == 0 else locked)["urls"]["app"], "source": "website"}, token="org1-token")
+        import_into(emulator, changing["id"], (other if round_ == 0 else locked)["urls"]["app"])
         out = apply(emulator, src, dst, capsys)
         assert_equal_once(emulator, src, dst)
         if round_ == 0:
@@ -147,7 +157,7 @@ def test_locked_space_and_changed_content_converge_without_stacking(emulator: Em
     # space is unlocked, imported into (or replaced by a fresh space), and locked again.
     emulator.api("PATCH", f"/v1/spaces/{locked['id']}", {"editMode": "live"}, token="org1-token")
     with website("# Release notes\n\nVersion *2* is out.\n") as url:
-        emulator.api("POST", f"/v1/spaces/{locked['id']}/content/import", {"url": url, "source": "website"}, token="org1-token")
+        import_into(emulator, locked["id"], url)
     emulator.api("PATCH", f"/v1/spaces/{locked['id']}", {"editMode": "locked"}, token="org1-token")
     out = apply(emulator, src, dst, capsys)
     assert_equal_once(emulator, src, dst)
@@ -172,7 +182,7 @@ def test_a_daemon_mirror_job_succeeds_on_every_run(emulator: Emulator, env: Path
     listed = spaces(emulator, src, "org1-token")
     for run in range(3):
         if run == 1:  # the source's content changes between runs
-            emulator.api("POST", f"/v1/spaces/{listed[1]['id']}/content/import", {"url": listed[3]["urls"]["app"], "source": "website"}, token="org1-token")
+            import_into(emulator, listed[1]["id"], listed[3]["urls"]["app"])
         emulator.faults(**FAULTS)
         result = anyio.run(lambda: execute_job(settings, settings.jobs[0], DaemonMetrics()))
         emulator.faults()

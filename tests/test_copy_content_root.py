@@ -16,7 +16,7 @@ import pytest
 
 from syncd.cli import main
 from syncd.emulator.process import emulator_process
-from tests.test_copy_content import SPEC, pages, spaces, website
+from tests.test_copy_content import SPEC, import_into, pages, spaces, website
 from tests.test_copy_e2e import Emulator
 
 
@@ -43,7 +43,7 @@ def test_a_space_at_the_root_of_a_site_with_sections_is_kept_and_said(
     target = next(s for s in spaces(emulator, dst, "org3-token") if s["title"] == rooted["title"])
 
     with website("# Release notes\n\nNew words.\n") as url:
-        emulator.api("POST", f"/v1/spaces/{rooted['id']}/content/import", {"url": url, "source": "website"}, token="org1-token")
+        import_into(emulator, rooted["id"], url)
     capsys.readouterr()
     assert main(["mirror", "apply", f"one:{src}", f"three:{dst}"]) == 1  # partial: the space is not replaced
     out = capsys.readouterr().out

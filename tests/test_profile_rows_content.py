@@ -1,12 +1,13 @@
-"""Three rows of the emulator's behaviour profiles about imports, each played both ways over
+"""Four rows of the emulator's behaviour profiles about imports, each played both ways over
 loopback HTTP (`syncd.emulator.profile.ROWS`): what an import does to the pages a space holds,
-whether a locked space refuses an import, and whether a website import keeps the markdown's
-style. `PROBES` maps each row to `probe(session, base, token) -> observation` (see
+whether a locked space refuses an import, whether a website import keeps the markdown's style,
+and whether an import is done when it answers. `PROBES` maps each row to `probe(session, base, token) -> observation` (see
 `tests/test_profile_rows.py`, which checks that every row is played both ways).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -33,12 +34,23 @@ async def _pages(session: aiohttp.ClientSession, base: str, token: str, space: s
     return flat(data["pages"])
 
 
+async def _import(session: aiohttp.ClientSession, base: str, token: str, space: str, url: str) -> tuple[int, Any]:
+    """An import, waited for until the space shows the revision it answered (a profile may
+    answer first: row import-completion), so that the other rows' probes see its content."""
+    status, answer = await _call(session, base, token, "POST", f"/v1/spaces/{space}/content/import", {"url": url, "source": "website"})
+    for _ in range(100 if status == 200 else 0):
+        if (await _call(session, base, token, "GET", f"/v1/spaces/{space}"))[1]["revision"] == answer["revision"]:
+            break
+        await asyncio.sleep(0.05)
+    return status, answer
+
+
 async def probe_import_existing_pages(session: aiohttp.ClientSession, base: str, token: str) -> Any:
     """Pages of a space after the content of another space is imported into it."""
     org, _ = await _orgs(session, base, token)
     first, second = (await _items(session, base, token, f"/v1/orgs/{org}/spaces"))[:2]
     before = len(await _pages(session, base, token, first["id"]))
-    status, _ = await _call(session, base, token, "POST", f"/v1/spaces/{first['id']}/content/import", {"url": second["urls"]["app"], "source": "website"})
+    status, _ = await _import(session, base, token, first["id"], second["urls"]["app"])
     assert status == 200
     after = len(await _pages(session, base, token, first["id"]))
     return "adds" if after == before + len(await _pages(session, base, token, second["id"])) else "replaces"
@@ -50,7 +62,7 @@ async def probe_locked_space(session: aiohttp.ClientSession, base: str, token: s
     first, second = (await _items(session, base, token, f"/v1/orgs/{org}/spaces"))[:2]
     status, _ = await _call(session, base, token, "PATCH", f"/v1/spaces/{first['id']}", {"editMode": "locked"})
     assert status == 200
-    imported, answer = await _call(session, base, token, "POST", f"/v1/spaces/{first['id']}/content/import", {"url": second["urls"]["app"], "source": "website"})
+    imported, answer = await _import(session, base, token, first["id"], second["urls"]["app"])
     patched, _ = await _call(session, base, token, "PATCH", f"/v1/spaces/{first['id']}", {"editMode": "live"})
     message = answer.get("error", {}).get("message") if isinstance(answer, dict) and imported != 200 else None
     return imported, message, patched
@@ -90,17 +102,35 @@ async def probe_import_style(session: aiohttp.ClientSession, base: str, token: s
     org, _ = await _orgs(session, base, token)
     space = (await _items(session, base, token, f"/v1/orgs/{org}/spaces"))[0]
     async with website(MARKDOWN) as url:
-        status, answer = await _call(session, base, token, "POST", f"/v1/spaces/{space['id']}/content/import", {"url": url, "source": "website"})
+        status, answer = await _import(session, base, token, space["id"], url)
     assert status == 200, answer
     page = next(p for p in await _pages(session, base, token, space["id"]) if p["title"] == "Guide")
     status, full = await _call(session, base, token, "GET", f"/v1/spaces/{space['id']}/content/page/{page['id']}")
     return full["markdown"] == MARKDOWN, meaning(full["markdown"]) == meaning(MARKDOWN)
 
 
+async def probe_import_completion(session: aiohttp.ClientSession, base: str, token: str) -> Any:
+    """Whether the space shows the revision an import answered as soon as it answers."""
+    org, _ = await _orgs(session, base, token)
+    first, second = (await _items(session, base, token, f"/v1/orgs/{org}/spaces"))[:2]
+    status, answer = await _call(session, base, token, "POST", f"/v1/spaces/{first['id']}/content/import", {"url": second["urls"]["app"], "source": "website"})
+    assert status == 200 and isinstance(answer.get("revision"), str)
+    _, space = await _call(session, base, token, "GET", f"/v1/spaces/{first['id']}")
+    at_once = space["revision"] == answer["revision"]
+    for _ in range(100):  # and the revision does become the active one
+        _, space = await _call(session, base, token, "GET", f"/v1/spaces/{first['id']}")
+        if space["revision"] == answer["revision"]:
+            break
+        await asyncio.sleep(0.05)
+    assert space["revision"] == answer["revision"]
+    return at_once
+
+
 PROBES: dict[str, Callable[[aiohttp.ClientSession, str, str], Awaitable[Any]]] = {
     "import-existing-pages": probe_import_existing_pages,
     "locked-space": probe_locked_space,
     "import-style": probe_import_style,
+    "import-completion": probe_import_completion,
 }
 
 

@@ -15,16 +15,20 @@ import-style).
   import of the same content: same page count, it replaces; more, it adds and the fresh
   space is made again), check its page tree, move it into the old space's place, repoint the
   old space's site-spaces, map it, and only then delete the old space.
-- An import is sent once (`Writer.send_once`): after a lost answer, whether it took effect
-  is read from the space's revision, never assumed.
+- An import is sent once (`Writer.send_once`) and is done when the space shows the revision
+  it answered (row import-completion: a service may answer first); after a lost answer,
+  whether it took effect is read from the space's revision, never assumed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+
+import anyio
 
 from syncd.api import ApiError
 from syncd.catalog import BY_NAME, write_path
@@ -88,14 +92,44 @@ class _Space:
         await self.writer.call(key, "space", source_id, "PATCH", write_path("space", "patch", {"id": seg(self.id)}), {"editMode": mode})
 
 
+LOOK_SECONDS = 2.0
+"""How long a lost import's effect is looked for before it is sent again: a service may answer
+an import before its content is in (row import-completion)."""
+SETTLE_SECONDS = 60.0
+"""How long the revision an import answered may take to become the space's active one."""
+
+
+async def _within(check: Callable[[], Awaitable[bool]], seconds: float) -> bool:
+    """Whether `check` holds within `seconds`, looked at with growing pauses (0.05 s to 1 s)."""
+    deadline, pause = anyio.current_time() + seconds, 0.05
+    while not await check():
+        if anyio.current_time() + pause > deadline:
+            return False
+        await anyio.sleep(pause)
+        pause = min(pause * 2, 1.0)
+    return True
+
+
 async def _import(writer: Writer, key: str, source_id: str | None, space: _Space, body: dict[str, Any]) -> None:
-    """One import into `space`, sent once: a lost answer is settled by the space's revision."""
+    """One import into `space`, sent once, and done only when the space shows it: the spec
+    does not say that an import is done when it answers, so the revision it answered is waited
+    for; after a lost answer, a new revision appearing within `LOOK_SECONDS` is its effect."""
     before = (await space.record()).get("revision")
 
-    async def applied() -> bool:
+    async def moved() -> bool:
         return (await space.record()).get("revision") != before
 
-    await writer.send_once(key, "space", source_id, "POST", f"/v1/spaces/{seg(space.id)}/content/import", body, applied)
+    async def applied() -> bool:
+        return await _within(moved, LOOK_SECONDS)
+
+    answer = await writer.send_once(key, "space", source_id, "POST", f"/v1/spaces/{seg(space.id)}/content/import", body, applied)
+    wanted = answer.get("revision") if isinstance(answer, dict) else None
+
+    async def active() -> bool:
+        return (await space.record()).get("revision") == wanted if isinstance(wanted, str) else await moved()
+
+    if not await _within(active, SETTLE_SECONDS):
+        raise CallFailed(f"the import answered revision {wanted!r}, and the space did not show it within {SETTLE_SECONDS:g} s")
 
 
 async def _import_url(op: Op, writer: Writer) -> str:

@@ -2,10 +2,11 @@
 
 The spec does not say where a new object lands among its siblings, how a path is derived
 from a title, in what order a non-positional list comes, how large a page is, how long a
-page token lives, whether answers carry fields a client does not know, or what a create
-answers, what an import does to the pages a space holds, what a lock refuses, which sibling a
-section's move may name, whether a deleted space is still listed, what deleting a collection
-does to what it holds, what a PATCH answers, or whether a transfer keeps the id. `default` is
+page token lives, whether answers carry fields a client does not know, what a create
+answers, what an import does to the pages a space holds, whether an import is done when it
+answers, what a lock refuses, which sibling a section's move may name, whether a deleted space
+is still listed, what deleting a collection does to what it holds, what a PATCH answers, or
+whether a transfer keeps the id. `default` is
 one guess at each point (what the emulator always did); `divergent` guesses differently at every
 one of them, and `mixed:SEED` picks each row's guess from the seed, independently, so that syncd
 can be tested against many implementations of the same spec and may depend on none.
@@ -30,7 +31,7 @@ from aiohttp import web
 from syncd.emulator.store import Record, Store
 
 __all__ = [
-    "DEFAULT", "DIVERGENT", "MIXED_PREFIX", "PROFILE", "PROFILES", "ROWS", "Played", "Profile", "divergent_rows", "get_profile", "land", "mixed",
+    "DEFAULT", "DIVERGENT", "IMPORT_DELAY", "MIXED_PREFIX", "PROFILE", "PROFILES", "ROWS", "Played", "Profile", "divergent_rows", "get_profile", "land", "mixed",
     "profile_of", "unordered",
 ]
 
@@ -79,6 +80,9 @@ class Profile:
     """A PATCH answers `{object, id}` plus the fields the request sent (else the whole object)."""
     transfer_new_id: bool = False
     """A transferred space or collection gets a new id (else it keeps its id)."""
+    import_deferred: bool = False
+    """An import answers before its content is in: the space (or change request) shows the
+    imported revision `IMPORT_DELAY` seconds later (else at once, when it answers)."""
 
     def duplicate_title(self, title: str, limit: int) -> str:
         """The title of a duplicate: the original's, with the suffix kept whole within `limit`."""
@@ -122,6 +126,7 @@ DIVERGENT = Profile(
     collection_delete_refused=True,
     minimal_patch=True,
     transfer_new_id=True,
+    import_deferred=True,
 )
 PROFILES: dict[str, Profile] = {p.name: p for p in (DEFAULT, DIVERGENT)}
 
@@ -142,10 +147,14 @@ ROWS: dict[str, tuple[str, ...]] = {
     "collection-delete": ("collection_delete_refused",),
     "patch-answer": ("minimal_patch",),
     "transfer-id": ("transfer_new_id",),
+    "import-completion": ("import_deferred",),
 }
 """Open point -> the Profile fields that play it (one README row each, in the table's order)."""
 
 MIXED_PREFIX = "mixed:"
+
+IMPORT_DELAY = 0.3
+"""Seconds after its answer that a deferred import's revision becomes the active one."""
 
 
 def mixed(seed: int) -> Profile:

@@ -14,6 +14,7 @@ markdown, so a copy of a space keeps working links without any id rewriting.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import re
 from collections.abc import Callable, Iterator
@@ -28,7 +29,7 @@ from syncd.emulator import revisions, website_import
 from syncd.emulator.admin import ADMIN_PREFIX
 from syncd.emulator.canonical import DumpKind
 from syncd.emulator.errors import bad_request, not_found
-from syncd.emulator.profile import Profile, profile_of
+from syncd.emulator.profile import IMPORT_DELAY, Profile, profile_of
 from syncd.emulator.restyle import restyle
 from syncd.emulator.routes.spaces import SPACE, live_space, org_spaces, set_space_content, space_urls
 from syncd.emulator.store import Record, Store
@@ -527,7 +528,10 @@ async def import_into(request: web.Request, holder_of: Callable[[web.Request], H
     if profile.import_adds:  # the spec does not say an import replaces what the space holds
         pages, files = _kept_and_added(store, holder, pages, files)
     revision = revisions.commit(store, pages, files, parents=[holder.revision_id])
-    holder.commit(revision["id"])
+    if profile.import_deferred:  # the spec does not say the content is in when the import answers
+        asyncio.get_running_loop().call_later(IMPORT_DELAY, holder.commit, revision["id"])
+    else:
+        holder.commit(revision["id"])
     return h.json_answer({"revision": revision["id"], "importedResources": imported, "totalResources": imported})
 
 
