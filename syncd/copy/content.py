@@ -92,9 +92,11 @@ class _Space:
         await self.writer.call(key, "space", source_id, "PATCH", write_path("space", "patch", {"id": seg(self.id)}), {"editMode": mode})
 
 
-LOOK_SECONDS = 2.0
-"""How long a lost import's effect is looked for before it is sent again: a service may answer
-an import before its content is in (row import-completion)."""
+def look_seconds(writer: Writer) -> float:
+    """How long a lost import's effect is looked for before it is sent again (a service may
+    answer an import before its content is in, row import-completion): four of the client's
+    first retry waits, 2 s with the default `retry.initial_wait` of 0.5 s, never under 0.2 s."""
+    return max(4 * writer.client("target").retry.initial_wait, 0.2)
 SETTLE_SECONDS = 60.0
 """How long the revision an import answered may take to become the space's active one."""
 
@@ -110,17 +112,19 @@ async def _within(check: Callable[[], Awaitable[bool]], seconds: float) -> bool:
     return True
 
 
-async def _import(writer: Writer, key: str, source_id: str | None, space: _Space, body: dict[str, Any]) -> None:
+async def _import(writer: Writer, key: str, source_id: str | None, space: _Space, body: dict[str, Any], before: Any = None) -> None:
     """One import into `space`, sent once, and done only when the space shows it: the spec
     does not say that an import is done when it answers, so the revision it answered is waited
-    for; after a lost answer, a new revision appearing within `LOOK_SECONDS` is its effect."""
-    before = (await space.record()).get("revision")
+    for; after a lost answer, a new revision appearing within `look_seconds` is its effect.
+    `before`: the space's revision as just read (read here when not given)."""
+    if before is None:
+        before = (await space.record()).get("revision")
 
     async def moved() -> bool:
         return (await space.record()).get("revision") != before
 
     async def applied() -> bool:
-        return await _within(moved, LOOK_SECONDS)
+        return await _within(moved, look_seconds(writer))
 
     answer = await writer.send_once(key, "space", source_id, "POST", f"/v1/spaces/{seg(space.id)}/content/import", body, applied)
     wanted = answer.get("revision") if isinstance(answer, dict) else None
@@ -182,7 +186,7 @@ async def _in_place(op: Op, writer: Writer, space: _Space, record: dict[str, Any
     if locked:
         await space.set_mode(f"{op.key}:unlock", op.source_id, "live")
         notes.append("was locked: unlocked for its content import")
-    await _import(writer, op.key, op.source_id, space, body)
+    await _import(writer, op.key, op.source_id, space, body, None if locked else record.get("revision"))
     if held:
         after = await space.pages()
         expected = (op.spec or {}).get("pages")

@@ -153,7 +153,7 @@ ROWS: dict[str, tuple[str, ...]] = {
 
 MIXED_PREFIX = "mixed:"
 
-IMPORT_DELAY = 0.3
+IMPORT_DELAY = 0.05
 """Seconds after its answer that a deferred import's revision becomes the active one."""
 
 
