@@ -133,7 +133,7 @@ async def _import(writer: Writer, key: str, source_id: str | None, space: _Space
         return (await space.record()).get("revision") == wanted if isinstance(wanted, str) else await moved()
 
     if not await _within(active, SETTLE_SECONDS):
-        raise CallFailed(f"the import answered revision {wanted!r}, and the space did not show it within {SETTLE_SECONDS:g} s")
+        raise CallFailed(f"the import answered revision {str(wanted)[:80]!r}, and the space did not show it within {SETTLE_SECONDS:g} s")
 
 
 async def _import_url(op: Op, writer: Writer) -> str:
@@ -289,7 +289,7 @@ async def _site_spaces_of(writer: Writer, old: str) -> list[_Listed]:
             if isinstance(item, dict) and ref_id(item.get("space")) == old and isinstance(item.get("id"), str) and item["id"] in sources
         ]
         if any(ref_id(listed.item.get("section")) is None for listed in mine) and await writer.listing("target", _site_path("site-section", org, site_id)):
-            raise CallFailed(f"the space is at the root of site {site_id}, which has sections: a new space cannot be put there, so its "
+            raise CallFailed(f"the space is at the root of site {site_id[:80]!r}, which has sections: a new space cannot be put there, so its "
                              "content is not replaced (import it by hand, or move the site-space into a section)")
         found += mine
     return found
