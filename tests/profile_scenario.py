@@ -85,6 +85,13 @@ def _syncd(*args: str) -> dict[str, Any]:
     return document
 
 
+def _view(emulator: EmulatorClient, org: str) -> dict[str, Any]:
+    """What a copy must make equal: the copied kinds, and every file with its bytes' digest
+    (the dump numbers a second sibling of one name `#2`: a file or page there twice)."""
+    dump = emulator.admin("GET", f"/_emulator/orgs/{org}/dump")
+    return copied_view(dump) | {"file": [(row["path"], row["data"]) for row in dump["kinds"]["file"]]}
+
+
 def shape(emulator: EmulatorClient, org: str, token: str) -> None:
     """A locked space; a site root of Section, Group, Section (the group holds a section)."""
     spaces = emulator.api("GET", f"/v1/orgs/{org}/spaces?limit=1000", token=token)["items"]
@@ -120,12 +127,14 @@ def run_scenario(pool: Pool, profile: str, workdir: Path) -> Outcome:
         finally:
             emulator.admin("PUT", "/_emulator/faults", {"reset": True})
         assert json.dumps(emulator.admin("GET", f"/_emulator/orgs/{src}/dump"), sort_keys=True) == before, f"{profile}: the source changed"
-        want = copied_view(emulator.admin("GET", f"/_emulator/orgs/{src}/dump"))
+        want = _view(emulator, src)
+        assert want["file"] and want["page"], "the scenario's source holds pages and files"
         for org in (dst, other):
-            got = copied_view(emulator.admin("GET", f"/_emulator/orgs/{org}/dump"))
+            got = _view(emulator, org)
             assert got == want, (profile, [k for k in want if got.get(k) != want[k]])
             assert not any("#" in path for rows in got.values() for path, _ in rows), f"{profile}: an object (a page, a file) is there twice"
         assert copied["equal"] and restored["equal"], (profile, copied["verification"]["counts"], restored["verification"]["counts"])
+        assert _syncd("mirror", "verify", f"one:{src}", f"three:{dst}")["equal"], profile
         writes = emulator.writes()
         again = _syncd("mirror", "apply", f"one:{src}", f"three:{dst}")
         second = emulator.writes() - writes
