@@ -9,7 +9,10 @@ token cannot reach a terminal or a log file however it travels:
 - `Bearer <anything>` in any string, `token=...` in query strings and quoted
   `'Authorization': '...'` pairs (as in a repr of headers) are masked;
 - every value registered with `register_secret` (the config loader registers each token it
-  resolves) is masked wherever it occurs, e.g. inside a URL or an error message.
+  resolves) is masked wherever it occurs, e.g. inside a URL or an error message, and in
+  every percent-encoded form: each character that an encoder may escape is matched raw or
+  as its `%XX` bytes (either case of hex), so `tok/en+x==` is masked as `tok%2Fen%2Bx%3D%3D`,
+  as yarl's path form `tok/en+x==` and as any mix of the two.
 
 Exceptions are rendered to text BEFORE redaction, so tracebacks are scrubbed too; other
 objects are turned into strings before redaction for the same reason. Records of stdlib
@@ -33,7 +36,6 @@ import threading
 from collections.abc import Mapping
 from pathlib import PurePath
 from typing import Any, Literal, TextIO
-from urllib.parse import quote
 
 import structlog
 from pydantic import SecretStr
@@ -97,14 +99,29 @@ def register_secret(value: str | SecretStr | None) -> None:
     value = value.strip()
     if len(value) < _MIN_SECRET_LENGTH:
         return
-    variants = {value, quote(value, safe=""), quote(value, safe="/")}
     with _lock:
-        if variants <= _secrets:
+        if value in _secrets:
             return
-        _secrets.update(variants)
+        _secrets.add(value)
         # Longest first, so a secret containing another is masked whole.
         ordered = sorted(_secrets, key=len, reverse=True)
-        _secrets_re = re.compile("|".join(re.escape(s) for s in ordered))
+        _secrets_re = re.compile("|".join(_encoded_forms(s) for s in ordered))
+
+
+_NEVER_ESCAPED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
+
+
+def _encoded_forms(secret: str) -> str:
+    """A pattern for `secret` raw, percent-encoded, or any mix: a character an encoder may
+    escape matches itself or its UTF-8 bytes as `%XX` (hex in either case)."""
+    parts = []
+    for char in secret:
+        if char in _NEVER_ESCAPED:
+            parts.append(re.escape(char))
+            continue
+        escaped = "".join(f"%(?i:{byte:02x})" for byte in char.encode())
+        parts.append(f"(?:{re.escape(char)}|{escaped})")
+    return "".join(parts)
 
 
 def _forget_secrets() -> None:

@@ -7,10 +7,12 @@ import json
 import logging
 import secrets
 from collections.abc import Callable, Iterator
+from urllib.parse import quote, quote_plus
 
 import aiohttp
 import pytest
 import structlog
+from yarl import URL
 
 from syncd.emulator.server import RunningEmulator
 from syncd.logging import (
@@ -86,6 +88,33 @@ def test_registered_secret_masked_anywhere(fmt: LogFormat, capture: Callable[[Lo
     log.info(f"url http://h/orgs?q={token}", note=f"prefix{token}suffix", obj=object())
     log.error("bytes and objects", raw=token.encode(), err=ValueError(f"bad {token}"))
     check_output(fmt, buffer.getvalue(), token)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_secret_with_url_characters_is_masked_in_every_encoding(fmt: LogFormat, capture: Callable[[LogFormat], io.StringIO]) -> None:
+    # `/`, `+`, `=` and `%` are what percent-encoding changes: a `prefix_hex` token would be
+    # the same in every form, and so would prove nothing.
+    buffer = capture(fmt)
+    token = f"tok/en+{secrets.token_hex(6)}==x%41"
+    register_secret(token)
+    forms = {
+        "raw": token,
+        "encoded": quote(token, safe=""),
+        "encoded, lower-case hex": quote(token, safe="").replace("%2F", "%2f").replace("%3D", "%3d"),
+        "encoded but slashes": quote(token, safe="/"),
+        "query of a URL": str(URL("https://api.example/v1/orgs").with_query(q=token)),
+        "path of a URL": str(URL("https://api.example/v1/").joinpath(token)),
+        "form-encoded": quote_plus(token),
+    }
+    assert len(set(forms.values())) >= 5, forms  # the forms really differ
+    log = get_logger("syncd.test")
+    for name, form in forms.items():
+        log.info(f"{name}: GET {form} failed", url=form, error=ValueError(f"bad {form}"))
+    text = buffer.getvalue()
+    leaked = [name for name, form in forms.items() if form.split("v1/")[-1].split("q=")[-1] in text]
+    assert not leaked, f"{leaked} leaked:\n{text}"
+    assert text.count(MASK) >= 3 * len(forms)
+    check_output(fmt, text, token)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
