@@ -242,6 +242,27 @@ async def test_a_post_answered_429_is_retried_after_retry_after(emulator: Any, o
     assert route_count(stats, "POST", "/v1/orgs/{organizationId}/collections") == {"429": 1, "201": 1}
 
 
+async def test_a_503_with_retry_after_waits_at_least_that() -> None:
+    # The emulator's injected 5xx carries no hint; a tiny server answers the first call 503
+    # with `Retry-After: 100`, then 200. The retry sleep only records: no real time passes.
+    answers = [web.json_response({"error": {"code": 503, "message": "down for maintenance"}}, status=503, headers={"Retry-After": "100"})]
+
+    async def flaky(request: web.Request) -> web.Response:
+        return answers.pop() if answers else web.json_response({"items": [], "next": None})
+
+    waits: list[float] = []
+
+    async def record(seconds: float) -> None:
+        waits.append(seconds)
+
+    retry = RetryConfig(max_attempts=3, initial_wait=0.001, max_wait=1000)
+    async with serve(app_with(("GET", "/v1/orgs", flaky))) as url:
+        async with TenantClient("t", url, "tok-retry-after", retry=retry, pace=False, sleep=record) as api:
+            assert await api.get_json("/v1/orgs") == {"items": [], "next": None}
+    assert api.stats.retries == 1 and api.stats.rate_limited == 0
+    assert len(waits) == 1 and 100 <= waits[0] <= 120, waits  # the hint (jittered up to 1.2x), not 1 ms
+
+
 async def test_pacing_keeps_sequential_calls_under_a_tiny_limit(emulator: Any, org_id: str) -> None:
     await admin(emulator, "PUT", "/rate-limit", {"rate": 2, "burst": 1})
     async with client(emulator) as api:
