@@ -264,6 +264,7 @@ def test_collections_nest_as_directories(backup: Backup, exported: Path) -> None
 
 def test_sites_list_their_structure_in_order(backup: Backup, exported: Path) -> None:
     folders = spaces_in(exported)
+    seen = {"sites": 0, "sections": 0, "site-spaces": 0}
     for site in rows_of(backup, "site"):
         [folder] = [p.parent for p in exported.glob("*/sites/*/site.json") if load(p)["id"] == site.id]
         structure = load(folder / "structure.json")
@@ -279,6 +280,11 @@ def test_sites_list_their_structure_in_order(backup: Backup, exported: Path) -> 
             target = folder.parent.parent / entry["exportPath"]
             assert target == folders[entry["space"]]
         assert load(folder / "site-spaces.json") == [r.data for r in sorted(site_spaces, key=lambda r: r.position)]
+        seen["sites"] += 1
+        seen["sections"] += len(structure["sections"])
+        seen["site-spaces"] += len(listed)
+    # The loop ran over something of each kind: an export without sites would pass it vacuously.
+    assert all(seen.values()), seen
 
 
 def test_settings_people_and_space_details(backup: Backup, exported: Path) -> None:

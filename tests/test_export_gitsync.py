@@ -131,6 +131,7 @@ def test_every_space_and_change_request_is_a_git_sync_folder(backup: Backup, exp
 
 
 def test_assets_hold_the_backup_blobs_byte_for_byte(backup: Backup, exported: Path, manifest: dict[str, dict[str, object]]) -> None:
+    compared = 0
     for root in roots(backup, exported):
         folder = root.folder.joinpath(*ASSETS)
         written = sorted(p for p in folder.iterdir()) if folder.exists() else []
@@ -141,6 +142,8 @@ def test_assets_hold_the_backup_blobs_byte_for_byte(backup: Backup, exported: Pa
             path = folder / row.data["name"]
             assert sha256(path) == manifest[row.id]["sha256"]
             assert path.stat().st_size == row.data["size"]
+            compared += 1
+    assert compared == len(manifest) > 0, (compared, len(manifest))
 
 
 # ----- links -----------------------------------------------------------------------------

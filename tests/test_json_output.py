@@ -148,7 +148,9 @@ def test_schemas_are_package_data() -> None:
 
     pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     patterns = pyproject["tool"]["setuptools"]["package-data"]["syncd"]
-    for name in schema_names():
+    names = schema_names()
+    assert {"sync", "diff", "status", "backup", "export", "mirror-plan"} <= set(names), names
+    for name in names:
         assert any(fnmatch.fnmatch(f"schemas/{name}.json", pattern) for pattern in patterns), name
 
 
