@@ -729,6 +729,9 @@ class Settings(BaseSettings):
     """Deadline of one API request attempt: connect, headers and the whole body."""
     max_answer_bytes: ByteSize = Field(default=64 * 1024 * 1024, ge=64 * 1024)
     """The longest API answer taken ("64MiB", "500MB" or bytes): longer ones are refused."""
+    answer_budget: ByteSize = Field(default=128 * 1024 * 1024, ge=64 * 1024)
+    """API answer bytes the process holds at once, all requests together (README "The client");
+    raised to fit one answer of `max_answer_bytes` if lower (`syncd.api.answers.budget_limit`)."""
     max_pages_per_listing: int = Field(default=10_000, ge=1, le=1_000_000)
     """Pages a listing may have before it is stopped as endless."""
     retry: RetryConfig = Field(default_factory=RetryConfig)
