@@ -83,14 +83,15 @@ ENV_NESTED_DELIMITER = "__"
 TOKEN_MASK = "********"
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+# `\A...\Z`, not `^...$`: `$` also matches before a final newline, so "sync\n" passed as a name.
+_NAME_RE = re.compile(r"\A[a-z0-9][a-z0-9_-]*\Z")
 _TOKEN_KEYS = ("token", "token_env", "token_file")
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 # --------------------------------------------------------------------------- durations
 
-_DURATION_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
+_DURATION_RE = re.compile(r"\A(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?\Z")
 _DURATION_HINT = "use e.g. 0.5s, 30s, 15m, 2h, 1d or 1h30m"
 
 
