@@ -16,6 +16,10 @@ such answers stream at once. Three runs:
      (8 x 64 MiB), which is what the per-answer cap alone allowed.
        target: default peak RSS                                 < 250 MB
 
+Measured on the 2-core development machine: baseline 68 MB, default 193 MB, budget raised
+551 MB. syncd before the budget (run 2 with `PYTHONPATH` naming a checkout of it) peaked at
+741 MB: besides the 8 x 64 MiB read at once, each refused body lived on in its error's traceback.
+
 The whole benchmark takes about a minute (three `syncd sync` runs, ~1.6 GB streamed each).
 
 Run: .venv/bin/python bench/answer_memory.py [--answer-mb 200] [--before-budget 512MiB]

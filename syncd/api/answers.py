@@ -22,15 +22,16 @@ stream of small answers cannot starve a large one.
 
 from __future__ import annotations
 
+import asyncio
 import json as jsonlib
 import re
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
-import anyio
 
 from syncd.api.errors import _REDACT_WINDOW
 
@@ -130,26 +131,21 @@ class AnswerHolding:
     held: int = 0
 
     async def grow_to(self, total: int) -> None:
-        """Reserve up to `total` bytes in all (at most `claim`), waiting while the budget
-        cannot grant them safely."""
-        if total <= self.held:
-            return
-        # Over the claim only if a Content-Length lied (aiohttp reads no more than it says).
-        self.claim = max(self.claim, min(total, self.budget.limit))
-        await self.budget._grant(self, min(self.claim, max(total, self.held + RESERVE_STEP)))
+        """Reserve up to `total` bytes in all, waiting while the budget cannot grant them safely."""
+        if total > self.held:
+            await self.budget._grant(self, total)
 
     def lower_claim(self, claim: int) -> None:
         """The answer will not need more than `claim` (its body's length is known now)."""
-        if self.held <= claim < self.claim:
-            self.claim = claim
-            self.budget._wake()
+        self.budget._lower_claim(self, claim)
 
 
 @dataclass(eq=False)
 class _Waiter:
     holding: AnswerHolding
     total: int
-    event: anyio.Event
+    event: asyncio.Event
+    loop: asyncio.AbstractEventLoop
     granted: bool = False
 
 
@@ -157,7 +153,10 @@ class _Waiter:
 class AnswerBudget:
     """The answer bytes this process holds at once, across every client and run: at most
     `limit`. `held` is the count now, `peak` the highest it has been, `waits` how many
-    reservations had to wait (module docstring: why the waits cannot deadlock)."""
+    reservations had to wait (module docstring: why the waits cannot deadlock).
+
+    Thread-safe: one process may run event loops on several threads (tests do), and they share
+    the budget; a waiter is woken in its own loop (aiohttp ties syncd to asyncio anyway)."""
 
     limit: int
     held: int = 0
@@ -165,6 +164,7 @@ class AnswerBudget:
     waits: int = 0
     _holdings: set[AnswerHolding] = field(default_factory=set, repr=False)
     _waiters: list[_Waiter] = field(default_factory=list, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @asynccontextmanager
     async def answer(self, claim: int) -> AsyncIterator[AnswerHolding]:
@@ -192,19 +192,25 @@ class AnswerBudget:
         return True
 
     async def _grant(self, holding: AnswerHolding, total: int) -> None:
-        starting = holding.held == 0
-        if not (starting and self._waiters) and self._safe(holding, total):
-            self._apply(holding, total)
-            return
-        waiter = _Waiter(holding, total, anyio.Event())
-        self._waiters.append(waiter)
-        self.waits += 1
+        with self._lock:
+            # Over the claim only if a Content-Length lied (aiohttp reads no more than it says).
+            holding.claim = max(holding.claim, min(total, self.limit))
+            total = min(holding.claim, max(total, holding.held + RESERVE_STEP))
+            if not (holding.held == 0 and self._waiters) and self._safe(holding, total):
+                self._apply(holding, total)
+                return
+            waiter = _Waiter(holding, total, asyncio.Event(), asyncio.get_running_loop())
+            self._waiters.append(waiter)
+            self.waits += 1
         try:
             await waiter.event.wait()
         finally:
-            if not waiter.granted:
-                self._waiters.remove(waiter)
-                self._wake()
+            woken: list[_Waiter] = []
+            with self._lock:
+                if not waiter.granted:
+                    self._waiters.remove(waiter)
+                    woken = self._wake()
+            self._notify(woken)
 
     def _apply(self, holding: AnswerHolding, total: int) -> None:
         self.held += total - holding.held
@@ -212,17 +218,29 @@ class AnswerBudget:
         self._holdings.add(holding)
         self.peak = max(self.peak, self.held)
 
-    def _release(self, holding: AnswerHolding) -> None:
-        if holding in self._holdings:
-            self._holdings.discard(holding)
-            self.held -= holding.held
-            holding.held = 0
-            self._wake()
+    def _lower_claim(self, holding: AnswerHolding, claim: int) -> None:
+        woken: list[_Waiter] = []
+        with self._lock:
+            if holding.held <= claim < holding.claim:
+                holding.claim = claim
+                woken = self._wake()
+        self._notify(woken)
 
-    def _wake(self) -> None:
-        """Grant what can be granted safely, in the order asked; an answer not started yet
-        is not granted before an earlier waiter."""
+    def _release(self, holding: AnswerHolding) -> None:
+        woken: list[_Waiter] = []
+        with self._lock:
+            if holding in self._holdings:
+                self._holdings.discard(holding)
+                self.held -= holding.held
+                holding.held = 0
+                woken = self._wake()
+        self._notify(woken)
+
+    def _wake(self) -> list[_Waiter]:
+        """Grant (lock held) what can be granted safely, in the order asked; an answer not
+        started yet is not granted before an earlier waiter. The waiters granted, to notify."""
         blocked = False
+        granted: list[_Waiter] = []
         for waiter in list(self._waiters):
             starting = waiter.holding.held == 0
             if (blocked and starting) or not self._safe(waiter.holding, waiter.total):
@@ -231,10 +249,27 @@ class AnswerBudget:
             self._apply(waiter.holding, waiter.total)
             waiter.granted = True
             self._waiters.remove(waiter)
-            waiter.event.set()
+            granted.append(waiter)
+        return granted
+
+    def _notify(self, woken: list[_Waiter]) -> None:
+        """Wake each granted waiter in its own event loop (lock not held)."""
+        try:
+            here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        for waiter in woken:
+            if waiter.loop is here:
+                waiter.event.set()
+                continue
+            try:
+                waiter.loop.call_soon_threadsafe(waiter.event.set)
+            except RuntimeError:  # its loop is closed: nobody will use or give back the grant
+                self._release(waiter.holding)
 
 
 _SHARED_BUDGETS: dict[int, AnswerBudget] = {}
+_SHARED_LOCK = threading.Lock()
 
 
 def shared_answer_budget(limit: int = DEFAULT_ANSWER_BUDGET) -> AnswerBudget:
@@ -242,10 +277,8 @@ def shared_answer_budget(limit: int = DEFAULT_ANSWER_BUDGET) -> AnswerBudget:
 
     One per limit rather than one per process: a reload that changes `answer_budget` starts
     a new budget for new clients while the answers of the old one end."""
-    budget = _SHARED_BUDGETS.get(limit)
-    if budget is None:
-        budget = _SHARED_BUDGETS[limit] = AnswerBudget(limit)
-    return budget
+    with _SHARED_LOCK:
+        return _SHARED_BUDGETS.setdefault(limit, AnswerBudget(limit))
 
 
 def budget_limit(answer_budget: int, max_answer_bytes: int) -> int:

@@ -11,6 +11,7 @@ budget is shared by every client of the process, and a refused body is dropped a
 from __future__ import annotations
 
 import random
+import threading
 from typing import Any
 
 import anyio
@@ -112,12 +113,10 @@ def _bytes_in_frames(error: BaseException) -> int:
     return total
 
 
-async def test_case11_growing_answers_never_stall_the_budget() -> None:
-    """Many answers growing at once in a budget that holds fewer than two at their claim:
-    each grant keeps a safe order (the banker's rule), so all end; held never passes the limit."""
-    budget = answers_module.AnswerBudget(limit=MiB)
+async def _growing_answers(budget: Any, count: int, seed: int) -> int:
+    """`count` answers of random sizes growing at once in `budget`, in random steps; how many ended."""
     claim = 700 * KiB
-    rng = random.Random(7)
+    rng = random.Random(seed)
     ended = 0
 
     async def one_answer(size: int) -> None:
@@ -133,9 +132,34 @@ async def test_case11_growing_answers_never_stall_the_budget() -> None:
 
     with anyio.fail_after(30):  # a hang guard, not a timing assertion: a stall never ends
         async with anyio.create_task_group() as group:
-            for _ in range(40):
+            for _ in range(count):
                 group.start_soon(one_answer, rng.randint(1, claim))
-    assert ended == 40 and budget.held == 0 and 0 < budget.peak <= MiB and budget.waits > 0, budget
+    return ended
+
+
+async def test_case11_growing_answers_never_stall_the_budget() -> None:
+    """Many answers growing at once in a budget that holds fewer than two at their claim:
+    each grant keeps a safe order (the banker's rule), so all end; held never passes the limit."""
+    budget = answers_module.AnswerBudget(limit=MiB)
+    assert await _growing_answers(budget, 40, seed=7) == 40
+    assert budget.held == 0 and 0 < budget.peak <= MiB and budget.waits > 0, budget
+
+
+def test_case11_event_loops_on_two_threads_share_one_budget() -> None:
+    """The budget is the process's: answers of two event loops on two threads wait for each
+    other (woken in their own loop) and the count stays exact."""
+    budget = answers_module.AnswerBudget(limit=MiB)
+    ended: list[int] = []
+
+    def loop_of_its_own(seed: int) -> None:
+        ended.append(anyio.run(_growing_answers, budget, 30, seed))
+
+    threads = [threading.Thread(target=loop_of_its_own, args=(seed,)) for seed in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert ended == [30, 30] and budget.held == 0 and 0 < budget.peak <= MiB and budget.waits > 0, (ended, budget)
 
 
 def test_case11_the_default_budget_is_well_under_250_mb_whatever_the_concurrency() -> None:
