@@ -67,7 +67,7 @@ log = get_logger("syncd.blobs")
 FILE_KINDS = frozenset({"file", "change-request-file"})
 MANIFEST = "manifest.json"
 _CHUNK = 1 << 16
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_SHA256 = re.compile(r"\A[0-9a-f]{64}\Z")  # `\Z`: `$` would let "<hex>\n" through
 DEADLINE_FLOOR = 120.0
 """Seconds any one download attempt may take, whatever the file's size."""
 MIN_RATE = 64 * 1024

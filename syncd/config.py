@@ -83,14 +83,15 @@ ENV_NESTED_DELIMITER = "__"
 TOKEN_MASK = "********"
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+# `\A...\Z`, not `^...$`: `$` also matches before a final newline, so "sync\n" passed as a name.
+_NAME_RE = re.compile(r"\A[a-z0-9][a-z0-9_-]*\Z")
 _TOKEN_KEYS = ("token", "token_env", "token_file")
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 # --------------------------------------------------------------------------- durations
 
-_DURATION_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
+_DURATION_RE = re.compile(r"\A(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?\Z")
 _DURATION_HINT = "use e.g. 0.5s, 30s, 15m, 2h, 1d or 1h30m"
 
 
@@ -729,6 +730,9 @@ class Settings(BaseSettings):
     """Deadline of one API request attempt: connect, headers and the whole body."""
     max_answer_bytes: ByteSize = Field(default=64 * 1024 * 1024, ge=64 * 1024)
     """The longest API answer taken ("64MiB", "500MB" or bytes): longer ones are refused."""
+    answer_budget: ByteSize = Field(default=128 * 1024 * 1024, ge=64 * 1024)
+    """API answer bytes the process holds at once, all requests together (README "The client");
+    raised to fit one answer of `max_answer_bytes` if lower (`syncd.api.answers.budget_limit`)."""
     max_pages_per_listing: int = Field(default=10_000, ge=1, le=1_000_000)
     """Pages a listing may have before it is stopped as endless."""
     retry: RetryConfig = Field(default_factory=RetryConfig)

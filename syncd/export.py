@@ -126,7 +126,7 @@ SLUG_MAX = 60
 _WINDOWS_RESERVED = frozenset({"con", "prn", "aux", "nul"} | {f"{p}{n}" for p in ("com", "lpt") for n in range(1, 10)})
 _ORG_RESERVED = _WINDOWS_RESERVED | {"sites", "openapi", "other"}
 _PAGE_RESERVED = _WINDOWS_RESERVED | {"readme", "summary", "change-requests"}
-_SAFE_PART = re.compile(r"^[A-Za-z0-9._-]+$")
+_SAFE_PART = re.compile(r"\A[A-Za-z0-9._-]+\Z")  # `\Z`: `$` would let "name\n" through
 ASSETS = (".gitbook", "assets")
 """Where a space's (or change request's) file binaries go, below its folder."""
 _ASSET_MAX = 100

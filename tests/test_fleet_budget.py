@@ -23,7 +23,7 @@ from psycopg.rows import dict_row
 from syncd.api import RateLimited, TenantClient
 from syncd.config import RetryConfig
 from syncd.fleet import connect, migrate_fleet
-from syncd.fleet.budget import SharedBudget, budget_key
+from syncd.fleet.budget import SharedBudget, budget_key, budget_secret
 from syncd.fleet.budget_model import Note, Row, give_back, grant, observe
 from tests.conftest import ALL_TOKEN
 
@@ -120,9 +120,13 @@ async def test_three_replicas_sharing_the_budget_stay_under_one_percent_429(emul
     assert shared["200"] == apart["200"] == 3 * PER_REPLICA
     assert shared.get("429", 0) <= 0.01 * served, shared
     assert sum(api.stats.rate_limited for api in fleet) == shared.get("429", 0)
-    # One row for the token, keyed by a hash; the token is nowhere in it, in no column.
+    # One row for the token, keyed by an HMAC under the database's secret; the token is nowhere
+    # in it, in no column, and the key is not a plain hash of it.
     (row,) = rows(state_url)
-    assert row["key"] == budget_key(emulator.url, ALL_TOKEN) == hashlib.sha256(f"{emulator.url}\n{ALL_TOKEN}".encode()).hexdigest()
+    with connect(state_url) as conn:
+        secret = budget_secret(conn)
+    assert row["key"] == budget_key(emulator.url, ALL_TOKEN, secret) == budgets[0].key
+    assert row["key"] != hashlib.sha256(f"{emulator.url}\n{ALL_TOKEN}".encode()).hexdigest()
     assert len(row) > 20 and all(ALL_TOKEN not in str(value) for value in row.values())
     assert row["tickets"] >= served  # every request the fleet sent had a permit
     assert row["refill_rate"] is not None and row["refused"] == shared.get("429", 0)
@@ -248,10 +252,12 @@ def test_the_refill_rate_is_measured_from_the_fleets_tickets() -> None:
     assert row.refill_rate == pytest.approx(10.0)
 
 
-def test_the_key_is_a_hash_of_the_server_and_token() -> None:
-    key = budget_key("https://api.example.com/", "s3cret")
-    assert key == budget_key("https://api.example.com", "s3cret") and len(key) == 64 and "s3cret" not in key
-    assert key != budget_key("https://other.example.com", "s3cret") != budget_key("https://api.example.com", "other")
+def test_the_key_is_a_keyed_hash_of_the_server_and_token() -> None:
+    secret = b"k" * 32
+    key = budget_key("https://api.example.com/", "s3cret", secret)
+    assert key == budget_key("https://api.example.com", "s3cret", secret) and len(key) == 64 and "s3cret" not in key
+    assert key != budget_key("https://other.example.com", "s3cret", secret) != budget_key("https://api.example.com", "other", secret)
+    assert key != budget_key("https://api.example.com", "s3cret", b"l" * 32)
 
 
 def test_a_configured_rate_is_a_bucket_the_whole_fleet_keeps_to() -> None:

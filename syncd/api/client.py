@@ -25,6 +25,11 @@ Limits, because the server may be hostile or broken (issue 11):
 - Size: a 2xx body longer than `max_answer_bytes` is refused while it is read (a
   Content-Length over the cap before reading), as `AnswerTooLarge`, not retried. Error answers
   keep their status (and retry policy); only their first `_ERROR_BODY_BYTES` are read.
+- Memory: every byte of an answer's body is reserved, before it is kept, from the process's
+  answer budget (`answer_budget`, `syncd.api.answers.AnswerBudget`) and given back once the
+  body is decoded, so the answers of all requests in flight hold at most the budget; a body
+  that would need more waits (within the attempt's deadline). The JSON is decoded with the
+  bytes given up as soon as they are text.
 - Depth: JSON nested deeper than the parser can go is a MalformedResponse, not a RecursionError.
 - Paths: sent exactly as written (`encoded=True`), never normalized: an id `.` or `..`
   (`%2E`, `%2E%2E` once quoted) must not turn a call into one on another resource, so dot
@@ -71,9 +76,17 @@ from syncd.api.errors import (
 )
 from syncd.api.pacing import Pacer, parse_rate_headers
 from syncd.api.paging import DEFAULT_MAX_PAGES, PAGE_LIMIT, OnRestart, paginate
+from syncd.api.answers import (
+    DEFAULT_ANSWER_BUDGET,
+    AnswerBudget,
+    AnswerHolding,
+    allocation_bound,
+    budget_limit,
+    shared_answer_budget,
+)
 from syncd.api.answers import error_body as _error_body
 from syncd.api.answers import is_blank as _blank
-from syncd.api.answers import loads as _loads
+from syncd.api.answers import loads_consuming as _loads_consuming
 from syncd.api.answers import read_capped as _read_capped
 from syncd.api.stats import ClientStats
 from syncd.api.telemetry import current_observer
@@ -168,8 +181,10 @@ class TenantClient:
     `pace=False` turns proactive pacing off (benchmark baselines); `pacer` shares one pacer
     between clients that spend the same token's rate limit (its pacing counters then go to
     the stats of the client that created it). `budget` (`syncd.fleet.budget.SharedBudget`)
-    shares the token's rate limit with the other replicas of a fleet. `sleep` is the retry
-    sleep (tests).
+    shares the token's rate limit with the other replicas of a fleet. `answer_budget` bounds the
+    answer bytes held at once with every other client of the process (by default the process's
+    shared budget of `DEFAULT_ANSWER_BUDGET`, raised if one answer of `max_answer_bytes` would
+    not fit: `budget_limit`). `sleep` is the retry sleep (tests).
     """
 
     def __init__(
@@ -188,6 +203,7 @@ class TenantClient:
         budget: SharedBudget | None = None,
         max_pages: int = DEFAULT_MAX_PAGES,
         max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+        answer_budget: AnswerBudget | None = None,
     ) -> None:
         secret = token if isinstance(token, SecretStr) else SecretStr(token)
         if not secret.get_secret_value().strip():
@@ -200,6 +216,14 @@ class TenantClient:
         self.retry = retry if retry is not None else RetryConfig()
         self.max_pages = max_pages
         self.max_answer_bytes = max_answer_bytes
+        if answer_budget is None:
+            answer_budget = shared_answer_budget(budget_limit(DEFAULT_ANSWER_BUDGET, max_answer_bytes))
+        elif answer_budget.limit < allocation_bound(max_answer_bytes):
+            raise ValueError(
+                f"tenant {name!r}: an answer budget of {answer_budget.limit} bytes cannot hold "
+                f"one answer of max_answer_bytes ({max_answer_bytes} bytes)"
+            )
+        self.answer_budget = answer_budget
         self.stats = ClientStats()
         self._observer = current_observer()
         self.pacer = pacer if pacer is not None else Pacer(enabled=pace, stats=self.stats, max_block=self.retry.max_wait, shared=budget)
@@ -227,6 +251,8 @@ class TenantClient:
         config = settings.tenant(tenant)
         options.setdefault("max_pages", settings.max_pages_per_listing)
         options.setdefault("max_answer_bytes", int(settings.max_answer_bytes))
+        budget = budget_limit(int(settings.answer_budget), int(settings.max_answer_bytes))
+        options.setdefault("answer_budget", shared_answer_budget(budget))
         token = config.resolved_token()
         owned = None
         if settings.state_url is not None and "budget" not in options and "pacer" not in options:
@@ -397,6 +423,13 @@ class TenantClient:
     async def _attempt(
         self, method: str, url: URL, path: str, body: Any, validate: Validator | None
     ) -> ApiResponse:
+        """One attempt, its answer's bytes held in the process's answer budget until decoded."""
+        async with self.answer_budget.answer(allocation_bound(self.max_answer_bytes)) as holding:
+            return await self._attempt_holding(method, url, path, body, validate, holding)
+
+    async def _attempt_holding(
+        self, method: str, url: URL, path: str, body: Any, validate: Validator | None, holding: AnswerHolding
+    ) -> ApiResponse:
         session = self._open()
         limit_global = self._global_limiter if self._global_limiter is not None else contextlib.nullcontext()
         async with self._limiter, self.pacer.slot() as slot:
@@ -413,7 +446,9 @@ class TenantClient:
                             success = 200 <= status < 300
                             cap = self.max_answer_bytes if success else min(self.max_answer_bytes, _ERROR_BODY_BYTES)
                             # A HEAD answer's Content-Length is that of a body it does not have.
-                            raw, complete = await _read_capped(resp, cap, refuse_declared=success and method != "HEAD")
+                            raw, complete = await _read_capped(
+                                resp, cap, refuse_declared=success and method != "HEAD", holding=holding
+                            )
                 except (aiohttp.ClientError, TimeoutError) as exc:
                     if self._observer is not None:
                         self._observer.on_response(self.name, method, "error", None)
@@ -423,11 +458,17 @@ class TenantClient:
             self._observer.on_response(self.name, method, status, rate.remaining)
         self.stats.responses[status] += 1
         self.stats.bytes_received += len(raw)
-        if 200 <= status < 300:
-            if not complete:
-                raise self._too_large(status, declared, method, path)
-            return ApiResponse(status, self._decode(raw, status, method, path, validate), headers)
-        raise self._status_error(status, raw, headers, method, path, cut_at=None if complete else cap)
+        try:
+            if 200 <= status < 300:
+                if not complete:
+                    raise self._too_large(status, declared, method, path)
+                return ApiResponse(status, self._decode(raw, status, method, path, validate), headers)
+            raise self._status_error(status, raw, headers, method, path, cut_at=None if complete else cap)
+        finally:
+            # The bytes go with the reservation, not when the error raised here is dropped:
+            # its traceback holds this frame (and 64 MiB of a refused answer) for as long as
+            # the error is kept, retried or reported.
+            raw.clear()
 
     def _too_large(self, status: int, declared: int | None, method: str, path: str) -> AnswerTooLarge:
         self.stats.too_large += 1
@@ -475,7 +516,8 @@ class TenantClient:
             may_have_applied=sent and method not in _READ_METHODS,
         )
 
-    def _decode(self, raw: bytes, status: int, method: str, path: str, validate: Validator | None) -> Any:
+    def _decode(self, raw: bytes | bytearray, status: int, method: str, path: str, validate: Validator | None) -> Any:
+        """The JSON of a 2xx body; a bytearray `raw` is emptied as it is decoded (`loads_consuming`)."""
         writes = method not in _READ_METHODS
         data: Any = None
         problem: str | None = None
@@ -483,10 +525,11 @@ class TenantClient:
             if not writes and status != 204:
                 problem = "empty body"
         else:
+            size = len(raw)
             try:
-                data = _loads(raw)
+                data = _loads_consuming(raw)
             except ValueError as exc:
-                problem = f"unparsable JSON body ({len(raw)} bytes): {exc}"
+                problem = f"unparsable JSON body ({size} bytes): {exc}"
         if problem is None and validate is not None:
             try:
                 validate(data)

@@ -3,7 +3,7 @@
 Why: each daemon's Pacer models the server's bucket from the answers it gets, and cannot see
 what other replicas spend from the same token: N replicas at full speed would hit one tenant
 N times harder, answered by 429s. Here the replicas share one row per token (`token_budgets`,
-keyed by `budget_key`: a sha256, never the token) holding the freshest server observation, the
+keyed by `budget_key`: an HMAC, never the token) holding the freshest server observation, the
 tickets of every permit handed out since (so each replica's pacing counts the others'
 requests), a `blocked_until` after anyone's 429, and optionally a token bucket of a configured
 rate. The arithmetic is `syncd.fleet.budget_model`'s; this module moves it in and out.
@@ -25,6 +25,13 @@ middle by a cancellation (the thread finishes it, then the cancellation lands), 
 lock and the connection are never left half-way; and a replica makes one exchange at a time,
 so one thread at a time is all it takes.
 
+Why an HMAC with a secret of the database's own (`fleet_secrets`, made at first use) and not a
+plain sha256 of the URL and token: whoever read a sha256 key (a dump of the table, the key's
+start in a log line) could confirm a guessed token offline, and the same token had the same key
+in every database. Without the secret a key says nothing about the token, and it differs from
+one state database to the next. Rows keyed the old way are deleted by the migration that made
+the secrets table: they only hold pacing figures that the next answers rebuild within seconds.
+
 A database that cannot be reached must not stop the work: the replica says so once and paces
 on its own model (`available` is False) for `retry_after_failure` seconds before trying again.
 """
@@ -32,6 +39,8 @@ on its own model (`available` is False) for `retry_after_failure` seconds before
 from __future__ import annotations
 
 import hashlib
+import hmac
+import secrets
 import time
 from collections import deque
 from collections.abc import Callable
@@ -51,7 +60,7 @@ if TYPE_CHECKING:
     from syncd.api.pacing import RateInfo
     from syncd.api.stats import ClientStats
 
-__all__ = ["BudgetStats", "SharedBudget", "budget_key"]
+__all__ = ["BudgetStats", "SharedBudget", "budget_key", "budget_secret"]
 
 _RECHECK = 0.5
 """Longest a waiting replica sleeps before asking again (others' answers change the picture)."""
@@ -73,10 +82,28 @@ _INSERT = "INSERT INTO token_budgets (key) VALUES (%s) ON CONFLICT (key) DO NOTH
 _CLOCK = "SELECT extract(epoch FROM clock_timestamp())::float8"
 
 
-def budget_key(base_url: str, token: SecretStr | str) -> str:
-    """The row's key: sha256 of the base URL and the token (one budget per token and server)."""
-    secret = token.get_secret_value() if isinstance(token, SecretStr) else token
-    return hashlib.sha256(f"{base_url.rstrip('/')}\n{secret.strip()}".encode()).hexdigest()
+_SECRET_NAME = "token_budget_keys"
+_NEW_SECRET = "INSERT INTO fleet_secrets (name, secret) VALUES (%s, %s) ON CONFLICT (name) DO NOTHING"
+_READ_SECRET = "SELECT secret FROM fleet_secrets WHERE name = %s"
+
+
+def budget_key(base_url: str, token: SecretStr | str, secret: bytes) -> str:
+    """The row's key: HMAC-SHA256, under the database's `secret`, of the base URL and the token
+    (one budget per token and server; the module docstring says why not a plain hash)."""
+    value = token.get_secret_value() if isinstance(token, SecretStr) else token
+    message = f"{base_url.rstrip('/')}\n{value.strip()}".encode()
+    return hmac.new(secret, message, hashlib.sha256).hexdigest()
+
+
+def budget_secret(conn: psycopg.Connection) -> bytes:
+    """The database's secret of budget keys, made (32 random bytes) by the first replica that
+    asks; replicas asking at once all get the one that was stored. `conn` in autocommit mode."""
+    with conn.transaction():
+        conn.execute(_NEW_SECRET, (_SECRET_NAME, secrets.token_bytes(32)))
+        found = conn.execute(_READ_SECRET, (_SECRET_NAME,)).fetchone()
+    if found is None:
+        raise FleetError("the secret of the token budgets' keys vanished")
+    return bytes(found[0])
 
 
 @dataclass
@@ -125,7 +152,9 @@ class SharedBudget:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
-        self.key = budget_key(base_url, token)
+        self.key: str | None = None
+        """The row's key (`budget_key`), known once connected: it needs the database's secret."""
+        self._base_url, self._token = base_url, token if isinstance(token, SecretStr) else SecretStr(token)
         self.stats = BudgetStats()
         self.batch, self.ttl, self.margin, self.safety, self.max_block = max(1, batch), ttl, margin, safety, max_block
         self.rate, self.burst, self.retry_after_failure, self.push_every = rate, burst, retry_after_failure, push_every
@@ -287,6 +316,8 @@ class SharedBudget:
             conn = connect(self._url, application_name=self._application_name)
             try:  # a command's first request can come before any Mirror or replica made the tables
                 migrate_fleet(conn)
+                if self.key is None:
+                    self.key = budget_key(self._base_url, self._token, budget_secret(conn))
             except BaseException:
                 conn.close()
                 raise
@@ -331,7 +362,7 @@ class SharedBudget:
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             _LOG.warning(
                 f"shared request budget unavailable, pacing alone for {self.retry_after_failure:g} s: {reason}",
-                budget=self.key[:12],
+                budget=(self.key or "")[:12],
             )
 
 

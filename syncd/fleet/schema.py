@@ -92,12 +92,25 @@ CREATE TABLE token_budgets (
 );
 """
 """The request budget each API token shares across replicas (`syncd.fleet.budget`); the key
-is a sha256 of the base URL and the token, never the token."""
+is a hash of the base URL and the token, never the token (an HMAC since 0003)."""
+
+_BUDGET_KEY_SECRET = """
+CREATE TABLE fleet_secrets (
+    name text PRIMARY KEY,
+    secret bytea NOT NULL CHECK (length(secret) >= 32),
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+DELETE FROM token_budgets;
+"""
+"""Secrets of this state database, made at first use (`syncd.fleet.budget.budget_secret`): the
+key of `token_budgets` rows is an HMAC under one. The rows keyed by a plain sha256 go: a guessed
+token could be confirmed against them, and they hold only pacing figures the next answers rebuild."""
 
 FLEET_MIGRATIONS: tuple[FleetMigration, ...] = (
     FleetMigration("0001-runs", _RUNS),
     FleetMigration("mirror-0001", MIRROR_TABLES),  # the mirror, id map and journal (syncd.mirror.pg_schema)
     FleetMigration("0002-token-budgets", _TOKEN_BUDGETS),
+    FleetMigration("0003-budget-key-secret", _BUDGET_KEY_SECRET),
 )
 """Append new migrations at the end; never edit or reorder a released one."""
 
