@@ -249,7 +249,7 @@ COLLECTION, SPACE = "create:collection:", "create:space:"
 MALFORMED: list[tuple[str, Any, str]] = [
     ("unknown-action", lambda d: op(d, COLLECTION).update(action="explode"), "action 'explode' is not one of adopt, create"),
     ("unknown-recipe", lambda d: op(d, COLLECTION).update(recipe="rm-rf"), "recipe 'rm-rf' is not one of call, adopt"),
-    ("crlf-method", lambda d: op(d, SPACE).update(method="POST\r\nX-Injected: 1"), "method 'POST\\r\\nX-Injected: 1' is not an HTTP method"),
+    ("crlf-method", lambda d: op(d, COLLECTION).update(method="POST\r\nX-Injected: 1"), "method 'POST\\r\\nX-Injected: 1' is not an HTTP method"),
     ("other-method", lambda d: op(d, COLLECTION).update(method="TRACE"), "method 'TRACE' is not one syncd sends (POST, PUT, PATCH, DELETE)"),
     ("crlf-path", lambda d: op(d, COLLECTION).update(path=op(d, COLLECTION)["path"] + "\r\nHost: evil"), "is not an API path (/v1/...)"),
     ("duplicate-keys", lambda d: d["ops"].append(copy.deepcopy(op(d, COLLECTION))), "two ops have the key 'create:collection:"),
