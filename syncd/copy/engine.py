@@ -423,8 +423,9 @@ class _Copy:
             raise MirrorBusyError(f"other runs wrote {self.ends.target_ref} {self.rereads} times while this copy read it: try again later")
         return await self.read()
 
-    def bounds(self, reading: Reading) -> Bounds:
-        return bounds_of(reading, self.options.mode, self.options.max_delete)
+    async def violations(self, plan: Plan, reading: Reading) -> list[str]:
+        """`check_ops` of the plan against this run's rules, off the event loop (as planning)."""
+        return await anyio.to_thread.run_sync(lambda: check_ops(plan.ops, bounds_of(reading, self.options.mode, self.options.max_delete)))
 
     async def plan(self, reading: Reading) -> Plan:
         # Planning takes a while on a large organization: off the event loop, so a daemon's
@@ -438,14 +439,14 @@ class _Copy:
         saved = self.options.saved
         if saved is not None:
             check_fresh(saved, fingerprints(reading))
-            refuse_violations(check_ops(saved.plan.ops, self.bounds(reading)), "the plan file")
+            refuse_violations(await self.violations(saved.plan, reading), "the plan file")
         while True:
             plan = await self.plan(reading)
             if saved is not None and not report.rounds:
                 check_same(saved, plan)  # what was reviewed is what syncd plans itself now
             elif saved is not None:
                 plan, report.outside_plan = restrict(plan, saved)
-            violations = check_ops(plan.ops, self.bounds(reading))
+            violations = await self.violations(plan, reading)
             if violations and not plan.refused:  # a bug of the planner must not write: defence in depth
                 plan.refused = f"the plan breaks the run's rules (a bug of syncd): {violations_line(violations)}"
             report.plans.append(plan)
