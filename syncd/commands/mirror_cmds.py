@@ -9,9 +9,11 @@ or deletes nobody confirmed.
 
 Plans are reviewed like Terraform's: `mirror plan` lists every operation (`syncd.copy.review`)
 and `--out` saves it (`syncd.copy.planfile`); `apply --plan` applies exactly that, or refuses
-when a side changed since. Deletes are confirmed: on a terminal `apply --mode mirror` shows
-the plan and asks; elsewhere it needs `--yes`. A saved plan was reviewed when it was made, so
-applying it asks nothing (as `terraform apply PLANFILE`).
+when a side changed since, when the file is malformed or an op breaks the run's rules, or when
+the plan made again from what was read is not the file's (exit 2, nothing written). Deletes
+are confirmed: on a terminal `apply --mode mirror` shows the plan and asks; elsewhere it needs
+`--yes`. A saved plan was reviewed when it was made, so applying it asks nothing (as
+`terraform apply PLANFILE`), but its deletes stay bounded by `--max-delete` (default 10).
 
 With `--json`, stdout carries exactly one JSON document (`syncd.copy.documents`, schemas in
 `syncd/schemas/`); progress, warnings and questions go to stderr. Titles, reasons and
@@ -58,7 +60,10 @@ EXIT_PENDING = 2
 SHOWN_SKIPS = 30
 
 ModeOption = typer.Option(None, "--mode", help="copy (create and update; the default) or mirror (also delete what syncd created and the source lost).")
-MaxDeleteOption = typer.Option(None, "--max-delete", help="Refuse to apply a plan with more deletes than this (default 10).")
+DEFAULT_MAX_DELETE = 10
+MaxDeleteOption = typer.Option(
+    None, "--max-delete", help="Refuse to apply a plan with more deletes than this (default 10; with --plan too: a plan file's own limit is not used)."
+)
 NoAdoptOption = typer.Option(False, "--no-adopt", help="Create everything instead of adopting equivalent objects.")
 RoundsOption = typer.Option(3, "--max-rounds", min=1, max=10, help="Plan-apply-verify rounds at most.")
 JsonOption = typer.Option(False, "--json", help="Print one JSON document on stdout (progress and warnings go to stderr).")
@@ -329,7 +334,7 @@ def plan_cmd(
 
     scope = scope_from(include, exclude)
     settings, src, dst = _refs(config, source, target)
-    mode, limit, adopt = _check_mode(mode), 10 if max_delete is None else max_delete, not no_adopt
+    mode, limit, adopt = _check_mode(mode), DEFAULT_MAX_DELETE if max_delete is None else max_delete, not no_adopt
     reading, the_plan, items = _plan(settings, src, dst, _db(settings, db), mode, limit, adopt, scope)
     out = _console(as_json)
     saved = make_saved(reading, the_plan, src, dst, mode, {"max_delete": limit, "adopt": adopt, **scope.to_json()})
@@ -372,25 +377,26 @@ def apply_cmd(
     settings = load_settings(config)
     state = _db(settings, db)
     if plan_file is not None:
-        from syncd.copy.planfile import load_plan
+        from syncd.copy.invariants import Bounds
+        from syncd.copy.planfile import check_intent, load_plan
 
-        if mode is not None or max_delete is not None or no_adopt or not scope.everything:
-            raise UsageError(
-                "--mode, --max-delete, --no-adopt, --include and --exclude were fixed when the plan was made: give none of them with --plan"
-            )
+        if mode is not None or no_adopt or not scope.everything:
+            raise UsageError("--mode, --no-adopt, --include and --exclude were fixed when the plan was made: give none of them with --plan")
         saved = load_plan(plan_file)
         src, dst = _plan_refs(settings, saved, source, target)
+        limit = DEFAULT_MAX_DELETE if max_delete is None else max_delete  # never the file's: it may have been edited
+        check_intent(saved, Bounds(target_org=saved.pair.target_org, mode=saved.mode, max_delete=limit))
+        saved_scope = scope_from(saved.options.get("include"), saved.options.get("exclude"))
         if dry_run:
             raise typer.Exit(dry_run_saved(saved, plan_file, state, as_json))
         raise typer.Exit(run_copy(
-            settings, src, dst, state, mode=saved.mode, max_delete=int(saved.options.get("max_delete", 10)),
-            adopt=bool(saved.options.get("adopt", True)), max_rounds=max_rounds, saved=saved, as_json=as_json, plan_file=str(plan_file),
-            scope=scope_from(saved.options.get("include"), saved.options.get("exclude")),
+            settings, src, dst, state, mode=saved.mode, max_delete=limit, adopt=bool(saved.options.get("adopt", True)),
+            max_rounds=max_rounds, saved=saved, as_json=as_json, plan_file=str(plan_file), scope=saved_scope,
         ))
     if source is None or target is None:
         raise UsageError("mirror apply needs SRC_TENANT:ORG and DST_TENANT:ORG, or --plan PLAN.json")
     src, dst = parse_target_ref(source, settings), parse_target_ref(target, settings)
-    options = {"mode": _check_mode(mode), "max_delete": 10 if max_delete is None else max_delete, "adopt": not no_adopt, "scope": scope}
+    options = {"mode": _check_mode(mode), "max_delete": DEFAULT_MAX_DELETE if max_delete is None else max_delete, "adopt": not no_adopt, "scope": scope}
     if dry_run:
         raise typer.Exit(run_dry(settings, src, dst, state, as_json=as_json, **options))
     saved = None

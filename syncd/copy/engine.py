@@ -36,7 +36,8 @@ from syncd.copy.journal import Pair
 from syncd.copy.model import IdMap, Snapshot
 from syncd.copy.ops import PATH_REF, Op, Plan, Ref, Skip
 from syncd.copy.plan import plan_copy
-from syncd.copy.planfile import SavedPlan, StalePlan, check_fresh, restrict, sides_fingerprints
+from syncd.copy.invariants import Bounds, check_ops, known_target_ids, violations_line
+from syncd.copy.planfile import SavedPlan, StalePlan, check_fresh, check_same, refuse_violations, restrict, sides_fingerprints
 from syncd.copy.recover import UnsettledError, settle_leftovers
 from syncd.copy.scoping import scope_sides
 from syncd.copy.review import SYMBOLS, Item, review
@@ -51,7 +52,7 @@ from syncd.scope import EVERYTHING, Scope
 from syncd.selection import Dependency
 from syncd.sync import Progress, StateLocation, default_db
 
-__all__ = ["CopyReport", "PlanRefused", "Reading", "RoundReport", "copy_org", "dry_run_lines", "fingerprints", "plan_org", "verify_org"]
+__all__ = ["CopyReport", "PlanRefused", "Reading", "RoundReport", "bounds_of", "copy_org", "dry_run_lines", "fingerprints", "plan_org", "verify_org"]
 
 MAX_ROUNDS = 3
 STALE = "another run wrote the target after this one read it: read again"
@@ -287,6 +288,20 @@ def _plan(reading: Reading, mode: Mode, max_delete: int, adopt: bool) -> Plan:
     return plan
 
 
+def bounds_of(reading: Reading, mode: Mode, max_delete: int) -> Bounds:
+    """The rules every op of a run is held to (`invariants`), from what the run read: the
+    target's objects and id map, the source's spaces (a same-token duplicate), the spaces the
+    run may bring back."""
+    spaces = reading.source.snapshot.of_kind("space")
+    restorable = reading.content.restorable
+    return Bounds(
+        target_org=reading.pair.target_org, mode=mode, max_delete=max_delete,
+        target_ids=known_target_ids(reading.target.snapshot, reading.idmap),
+        source_spaces=frozenset(n.api_id for n in spaces) | frozenset(n.id for n in spaces),
+        restorable=frozenset(restorable) | frozenset(n.api_id for n in spaces if n.id in restorable),
+    )
+
+
 def _verify(reading: Reading, plan: Plan) -> Verification:
     return excuse(compare(reading.source.snapshot, reading.target.snapshot, reading.idmap), plan.skips)
 
@@ -348,8 +363,12 @@ async def copy_org(
     for a side that cannot be read at all; failures of single writes are in the report.
 
     With a `saved` plan: StalePlan (nothing written) when a side's fingerprint differs from
-    the plan's; else round 1 applies exactly the saved ops, and later rounds only ops the
-    saved plan holds (by key): the others are reported in `outside_plan`, not applied."""
+    the plan's; PlanBreaksRules when a saved op breaks the run's rules (`invariants`: the
+    target only, no delete in a copy, at most `max_delete`); PlanMismatch unless the plan made
+    again from what was read holds exactly the saved ops. Round 1 then applies that plan, and
+    later rounds only ops the saved plan holds (by key): the others are reported in
+    `outside_plan`, not applied. Every plan, saved or not, is held to the run's rules before
+    it is applied: one that breaks them is refused (nothing of it is written)."""
     db = db or default_db(settings)
     options = _Options(mode, max_delete, adopt, max_rounds, full, on_read, on_apply, on_round, saved, scope)
     async with connect(settings, db, source, target, clients) as ends:
@@ -404,6 +423,10 @@ class _Copy:
             raise MirrorBusyError(f"other runs wrote {self.ends.target_ref} {self.rereads} times while this copy read it: try again later")
         return await self.read()
 
+    async def violations(self, plan: Plan, reading: Reading) -> list[str]:
+        """`check_ops` of the plan against this run's rules, off the event loop (as planning)."""
+        return await anyio.to_thread.run_sync(lambda: check_ops(plan.ops, bounds_of(reading, self.options.mode, self.options.max_delete)))
+
     async def plan(self, reading: Reading) -> Plan:
         # Planning takes a while on a large organization: off the event loop, so a daemon's
         # control API keeps answering.
@@ -416,13 +439,16 @@ class _Copy:
         saved = self.options.saved
         if saved is not None:
             check_fresh(saved, fingerprints(reading))
+            refuse_violations(await self.violations(saved.plan, reading), "the plan file")
         while True:
+            plan = await self.plan(reading)
             if saved is not None and not report.rounds:
-                plan = saved.plan  # exactly what was reviewed: no re-planning
-            else:
-                plan = await self.plan(reading)
-                if saved is not None:
-                    plan, report.outside_plan = restrict(plan, saved)
+                check_same(saved, plan)  # what was reviewed is what syncd plans itself now
+            elif saved is not None:
+                plan, report.outside_plan = restrict(plan, saved)
+            violations = await self.violations(plan, reading)
+            if violations and not plan.refused:  # a bug of the planner must not write: defence in depth
+                plan.refused = f"the plan breaks the run's rules (a bug of syncd): {violations_line(violations)}"
             report.plans.append(plan)
             if len(report.plans) == 1:
                 report.listing = review(plan, reading.source.snapshot, reading.target.snapshot, reading.idmap)

@@ -1,6 +1,13 @@
 """Saved plans: `mirror plan --out PLAN.json` writes one, `mirror apply --plan PLAN.json`
 applies exactly its operations, or refuses when a side changed since (a stale Terraform plan).
 
+A plan file is a statement of intent, not a program: apply reads the file whole and checks
+every field (`plancheck`) and every op against the run's rules (`invariants`) before it reads
+anything, then plans again from what it read and applies that plan only when its operations
+are exactly the file's (`check_same`); anything else is refused in one line, exit 2, with
+nothing written. The mode and options are the file's (they say what was planned), but the
+delete limit is the command line's, never the file's.
+
 What tells "changed" is a fingerprint of each side as the plan read it: a sha256 over every
 object a copy reads to decide what to write (the copied kinds, the pages and files of spaces,
 the custom field values, the text of OpenAPI specs), each as (kind, id, parent, position,
@@ -28,9 +35,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from syncd.catalog import BY_NAME, content_hash
+from syncd.copy.invariants import Bounds, check_ops, violations_line
 from syncd.copy.journal import Pair
 from syncd.copy.model import IdMap, Snapshot
 from syncd.copy.ops import Op, Plan, Skip, op_from_json, op_to_json
+from syncd.copy.plancheck import BadField, check_document, show
 from syncd.copy.review import Item, counts
 from syncd.copy.rules import COPIED_KINDS
 from syncd.errors import SyncdError, UsageError
@@ -40,14 +49,19 @@ __all__ = [
     "FINGERPRINTED_KINDS",
     "PLAN_FORMAT",
     "PLAN_VERSION",
+    "PlanBreaksRules",
     "PlanFileError",
+    "PlanMismatch",
     "SavedPlan",
     "StalePlan",
     "check_fresh",
+    "check_intent",
+    "check_same",
     "fingerprint",
     "load_plan",
     "now_text",
     "plan_document",
+    "refuse_violations",
     "restrict",
     "save_plan",
     "sides_fingerprints",
@@ -66,6 +80,18 @@ class PlanFileError(UsageError):
 
 class StalePlan(SyncdError):
     """A side changed since the plan was made: nothing was written (exit 2)."""
+
+    exit_code = 2
+
+
+class PlanMismatch(SyncdError):
+    """The file's operations are not those of the plan made again now: nothing was written (exit 2)."""
+
+    exit_code = 2
+
+
+class PlanBreaksRules(SyncdError):
+    """An op breaks the run's rules (`invariants`), or the plan is marked refused: nothing was written (exit 2)."""
 
     exit_code = 2
 
@@ -181,26 +207,83 @@ def save_plan(path: Path, document: Mapping[str, Any]) -> None:
 
 
 def load_plan(path: Path) -> SavedPlan:
-    """Read a plan file; PlanFileError (one line) when it is not one this syncd applies."""
+    """Read a plan file; PlanFileError (one line) when it is not one this syncd applies: the
+    whole file is checked field by field (`plancheck`) before anything is done with it."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_unique_names)
     except FileNotFoundError:
         raise PlanFileError(f"{path}: no such plan file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, BadField) as exc:
         raise PlanFileError(f"{path} cannot be read as a plan: {exc}") from None
+    except RecursionError:
+        raise PlanFileError(f"{path} cannot be read as a plan: it is nested too deeply") from None
     if not isinstance(data, dict) or data.get("format") != PLAN_FORMAT:
         raise PlanFileError(f"{path} is not a syncd plan (write one with `syncd mirror plan SRC DST --out {path.name}`)")
     if data.get("version") != PLAN_VERSION:
-        raise PlanFileError(f"{path} is a plan of format version {data.get('version')!r}; this syncd applies version {PLAN_VERSION}: make a new plan")
+        raise PlanFileError(f"{path} is a plan of format version {show(data.get('version'))}; this syncd applies version {PLAN_VERSION}: make a new plan")
     try:
-        source, target = data["source"], data["target"]
-        pair = Pair(str(source["tenant"]), str(source["org"]), str(target["tenant"]), str(target["org"]))
-        ops = [op_from_json(op) for op in data["ops"]]
-        skips = [Skip(s["kind"], s.get("source_id"), s.get("title", ""), s.get("reason", ""), tuple(s.get("excuses") or ())) for s in data.get("skips") or []]
-        plan = Plan(ops, skips, data.get("refused"), list(data.get("warnings") or []))
-        if data["mode"] not in ("copy", "mirror"):
-            raise ValueError(f"mode {data['mode']!r} is neither copy nor mirror")
-        fingerprints = {"source": str(source["fingerprint"]), "target": str(target["fingerprint"])}
-        return SavedPlan(pair, str(source.get("ref", "")), str(target.get("ref", "")), str(data["mode"]), plan, fingerprints, dict(data.get("options") or {}), str(data.get("created_at") or ""))
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise PlanFileError(f"{path} is a damaged plan ({type(exc).__name__}: {exc}): make a new plan") from None
+        check_document(data)
+    except BadField as exc:
+        raise PlanFileError(f"{path} is a damaged plan: {exc}: make a new plan") from None
+    except RecursionError:
+        raise PlanFileError(f"{path} is a damaged plan: it is nested too deeply: make a new plan") from None
+    source, target = data["source"], data["target"]
+    pair = Pair(source["tenant"], source["org"], target["tenant"], target["org"])
+    ops = [op_from_json(op) for op in data["ops"]]
+    skips = [Skip(s["kind"], s.get("source_id"), s.get("title", ""), s.get("reason", ""), tuple(s.get("excuses") or ())) for s in data.get("skips") or []]
+    plan = Plan(ops, skips, data.get("refused"), list(data.get("warnings") or []))
+    fingerprints = {"source": source["fingerprint"], "target": target["fingerprint"]}
+    return SavedPlan(pair, source.get("ref", ""), target.get("ref", ""), data["mode"], plan, fingerprints, dict(data.get("options") or {}), data.get("created_at") or "")
+
+
+def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose names are all different: a name given twice is read one way by
+    one tool and another way by the next (which one did the reviewer see?)."""
+    out: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in out:
+            raise BadField(f"the name {show(name)} is given twice in one object")
+        out[name] = value
+    return out
+
+
+# ----- a plan file is intent ----------------------------------------------------------------------
+
+
+def check_intent(saved: SavedPlan, bounds: Bounds) -> None:
+    """What can be told of a plan file before anything is read (`bounds` without target ids):
+    PlanBreaksRules for a plan marked refused or an op that breaks the run's rules."""
+    if saved.plan.refused:
+        raise PlanBreaksRules(f"the plan must not be applied: {saved.plan.refused}")
+    refuse_violations(check_ops(saved.plan.ops, bounds), "the plan file")
+
+
+def refuse_violations(violations: list[str], what: str) -> None:
+    """PlanBreaksRules (one line, nothing written) when there is any violation."""
+    if violations:
+        raise PlanBreaksRules(f"{what} breaks the run's rules, nothing was written: {violations_line(violations)}")
+
+
+def check_same(saved: SavedPlan, fresh: Plan) -> None:
+    """PlanMismatch, in one line, unless the saved operations are exactly those of `fresh`,
+    the plan made again from what the run read: a plan file states what was reviewed; what
+    runs is always what syncd plans itself."""
+    mine = {op.key: (op, _canonical(op)) for op in saved.plan.ops}
+    now = {op.key: (op, _canonical(op)) for op in fresh.ops}
+    differences = [f"its op {show(key)} ({op.action} {op.kind}) is not in it" for key, (op, _) in mine.items() if key not in now]
+    differences += [f"it lacks op {show(key)} ({op.action} {op.kind})" for key, (op, _) in now.items() if key not in mine]
+    for key, (_, saved_json) in mine.items():
+        if key in now and now[key][1] != saved_json:
+            fields = [name for name in sorted(set(saved_json) | set(now[key][1])) if saved_json.get(name) != now[key][1].get(name)]
+            differences.append(f"its op {show(key)} differs in {', '.join(fields)}")
+    if differences:
+        more = f" (and {len(differences) - 1} more)" if len(differences) > 1 else ""
+        raise PlanMismatch(
+            f"the plan file is not the plan made from what was read now: {differences[0]}{more}; nothing was written: make a new plan"
+        )
+
+
+def _canonical(op: Op) -> dict[str, Any]:
+    """An op as its JSON says it (tuples as lists), to compare a file's op with a new one."""
+    value: dict[str, Any] = json.loads(json.dumps(op_to_json(op), sort_keys=True, default=list))
+    return value
