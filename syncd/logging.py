@@ -46,6 +46,7 @@ __all__ = [
     "MASK",
     "LogFormat",
     "configure_logging",
+    "forget_secret",
     "get_logger",
     "redact",
     "redact_processor",
@@ -105,6 +106,20 @@ def register_secret(value: str | SecretStr | None) -> None:
         # Longest first, so a secret containing another is masked whole.
         ordered = sorted(_secrets, key=len, reverse=True)
         _secrets_re = re.compile("|".join(re.escape(s) for s in ordered))
+
+
+def forget_secret(value: str) -> None:
+    """Stop masking `value` (registered with `register_secret`): for secrets that live a
+    short while, like a content source's capabilities, so the set does not grow forever."""
+    global _secrets_re
+    value = value.strip()
+    variants = {value, quote(value, safe=""), quote(value, safe="/")}
+    with _lock:
+        if not variants & _secrets:
+            return
+        _secrets.difference_update(variants)
+        ordered = sorted(_secrets, key=len, reverse=True)
+        _secrets_re = re.compile("|".join(re.escape(s) for s in ordered)) if ordered else None
 
 
 def _forget_secrets() -> None:
