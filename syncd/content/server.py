@@ -74,10 +74,26 @@ class _Connection:
     transport: asyncio.Transport
     since: float
     """When it started waiting for a request header."""
-    requests: int = 0
+    spoke: bool = False
+    """It sent a whole request header once: a client, not (yet) a slow one."""
+    tail: bytes = b""
+    """The last bytes received before its first whole header (to find the blank line)."""
     busy: int = 0
     """Requests in flight on it (one, unless the client pipelines)."""
     timer: asyncio.TimerHandle | None = None
+
+
+class _GuardedHandler(RequestHandler):
+    """aiohttp's connection protocol, telling the guard when a first whole header is in, as
+    soon as its bytes arrive (the request itself is handled a few loop turns later)."""
+
+    def __init__(self, guard: _GuardedServer, **kwargs: Any) -> None:
+        super().__init__(guard, **kwargs)
+        self.guard = guard
+
+    def data_received(self, data: bytes) -> None:
+        self.guard.heard(self, data)
+        super().data_received(data)
 
 
 class _GuardedServer(web.Server):
@@ -86,7 +102,8 @@ class _GuardedServer(web.Server):
 
     def __init__(self, handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]], config: ContentSourceConfig) -> None:
         # aiohttp's own keep-alive timer closes a connection idle that long, too.
-        super().__init__(handler, keepalive_timeout=config.idle_timeout, access_log=None)
+        self.handler_options: dict[str, Any] = {"keepalive_timeout": config.idle_timeout, "access_log": None}
+        super().__init__(handler, **self.handler_options)
         self.cap = config.max_connections
         self.header_timeout, self.idle_timeout = config.header_timeout, config.idle_timeout
         self.open: dict[RequestHandler, _Connection] = {}
@@ -95,6 +112,9 @@ class _GuardedServer(web.Server):
         """Connections closed at once because of the cap (a new one, or one it replaced)."""
         self.timed_out = 0
         """Connections closed because no request header came in time, or a client stopped reading."""
+
+    def __call__(self) -> RequestHandler:
+        return _GuardedHandler(self, loop=self._loop, **self.handler_options)
 
     def connection_made(self, handler: RequestHandler, transport: asyncio.Transport) -> None:
         super().connection_made(handler, transport)
@@ -116,7 +136,7 @@ class _GuardedServer(web.Server):
     def _make_room(self) -> bool:
         """Close the connection a new one replaces at the cap: of those without a request in
         flight, one that never sent a request first, the longest waiting first."""
-        waiting = [(c.requests > 0, c.since, n, h) for n, (h, c) in enumerate(self.open.items()) if not c.busy]
+        waiting = [(c.spoke, c.since, n, h) for n, (h, c) in enumerate(self.open.items()) if not c.busy]
         if not waiting:
             return False
         self.rejected += 1
@@ -135,12 +155,23 @@ class _GuardedServer(web.Server):
         for handler in list(self.open):
             self.drop(handler)
 
+    def heard(self, handler: RequestHandler, data: bytes) -> None:
+        """Bytes came in: a first whole header (its blank line) makes the connection a client."""
+        connection = self.open.get(handler)
+        if connection is None or connection.spoke:
+            return
+        seen = connection.tail + data
+        if b"\r\n\r\n" in seen or b"\n\n" in seen:
+            connection.spoke, connection.tail = True, b""
+        else:
+            connection.tail = seen[-3:]
+
     def begin(self, handler: RequestHandler) -> None:
         """A request's header is in: no deadline while it is answered."""
         connection = self.open.get(handler)
         if connection is not None:
             connection.busy += 1
-            connection.requests += 1
+            connection.spoke = True
             if connection.timer is not None:
                 connection.timer.cancel()
                 connection.timer = None
