@@ -237,7 +237,9 @@ async def bench(args: argparse.Namespace) -> None:
     print(f"slow clients: opened       {attack.opened} (at most {attack.max_open} open at once from this side), "
           f"seen closed by the server {attack.closed_by_server}, refused {attack.refused}")  # fmt: skip
     print(f"restore stderr             {emfile} 'Too many open files' lines, {tracebacks} tracebacks (target: 0, 0)")
-    Path("/tmp/slowloris-report.json").write_text(json.dumps(attacked.report, indent=1))
+    failed = [item.get("reason", "") for round_ in attacked.report.get("rounds") or [] for item in (round_.get("apply") or {}).get("failed") or []]
+    for reason in failed[:5]:
+        print(f"  an operation failed (the next round does it again): {reason[:300]}")
     if attacked.code != 0 or not attacked.equal:
         print("--- restore stderr (end)")
         print(attacked.stderr[-3000:])
