@@ -76,6 +76,8 @@ class _Connection:
     """When it started waiting for a request header."""
     spoke: bool = False
     """It sent a whole request header once: a client, not (yet) a slow one."""
+    partial: bool = False
+    """It sent bytes but no whole header yet (a real client sends its header at once)."""
     tail: bytes = b""
     """The last bytes received before its first whole header (to find the blank line)."""
     busy: int = 0
@@ -135,12 +137,13 @@ class _GuardedServer(web.Server):
 
     def _make_room(self) -> bool:
         """Close the connection a new one replaces at the cap: of those without a request in
-        flight, one that never sent a request first, the longest waiting first."""
-        waiting = [(c.spoke, c.since, n, h) for n, (h, c) in enumerate(self.open.items()) if not c.busy]
+        flight, one that never sent a whole header first (one that sent part of one before one
+        that sent nothing yet: it may be brand new), the longest waiting first."""
+        waiting = [(c.spoke, not c.partial, c.since, n, h) for n, (h, c) in enumerate(self.open.items()) if not c.busy]
         if not waiting:
             return False
         self.rejected += 1
-        self.drop(min(waiting)[3])
+        self.drop(min(waiting)[-1])
         return True
 
     def drop(self, handler: RequestHandler) -> None:
@@ -162,9 +165,9 @@ class _GuardedServer(web.Server):
             return
         seen = connection.tail + data
         if b"\r\n\r\n" in seen or b"\n\n" in seen:
-            connection.spoke, connection.tail = True, b""
+            connection.spoke, connection.partial, connection.tail = True, False, b""
         else:
-            connection.tail = seen[-3:]
+            connection.partial, connection.tail = True, seen[-3:]
 
     def begin(self, handler: RequestHandler) -> None:
         """A request's header is in: no deadline while it is answered."""
