@@ -48,6 +48,7 @@ __all__ = [
     "MASK",
     "LogFormat",
     "configure_logging",
+    "forget_secret",
     "get_logger",
     "redact",
     "redact_processor",
@@ -122,6 +123,20 @@ def _encoded_forms(secret: str) -> str:
         escaped = "".join(f"%(?i:{byte:02x})" for byte in char.encode())
         parts.append(f"(?:{re.escape(char)}|{escaped})")
     return "".join(parts)
+
+
+def forget_secret(value: str) -> None:
+    """Stop masking `value` (registered with `register_secret`): for secrets that live a
+    short while, like a content source's capabilities, so the set does not grow forever."""
+    global _secrets_re
+    value = value.strip()
+    variants = {value, quote(value, safe=""), quote(value, safe="/")}
+    with _lock:
+        if not variants & _secrets:
+            return
+        _secrets.difference_update(variants)
+        ordered = sorted(_secrets, key=len, reverse=True)
+        _secrets_re = re.compile("|".join(re.escape(s) for s in ordered)) if ordered else None
 
 
 def _forget_secrets() -> None:

@@ -22,6 +22,7 @@ from syncd.config import (
     Settings,
     format_duration,
     load_settings,
+    shown_url,
 )
 from syncd.logging import redact, redact_text
 from syncd.safe_text import cell, markup
@@ -67,6 +68,8 @@ def effective_config(settings: Settings, env: Mapping[str, str] | None = None) -
         entry["token_source"] = tenant.token_source
     data["daemon"]["token"] = TOKEN_MASK if settings.daemon.token is not None else None
     data["state_url"] = _shown_state_url(settings)
+    if settings.content_source.public_url:
+        data["content_source"]["public_url"] = shown_url(settings.content_source.public_url)
     out: dict[str, Any] = {
         "config_file": str(settings.config_file) if settings.config_file else None,
         "environment": _env_names(os.environ if env is None else env),
@@ -199,8 +202,10 @@ def _print_pretty(settings: Settings, env: Mapping[str, str] | None) -> None:
             "content_source",
             [
                 ("listen", f"{content.host}:{content.port or '(a free port)'}"),
-                ("public_url", content.public_url or "(the address listened on)"),
+                ("public_url", shown_url(content.public_url) if content.public_url else "(the address listened on)"),
                 ("concurrency", str(content.concurrency)),
+                ("max_connections", str(content.max_connections)),
+                ("timeouts", f"header {format_duration(content.header_timeout)}, idle {format_duration(content.idle_timeout)}"),
             ],
         )
     )

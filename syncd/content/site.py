@@ -10,7 +10,9 @@ capability URL):
     P PATH/         a page: <title>, <meta name="description">, <link rel="alternate"
                     type="text/markdown" href="../LAST.md">, <main><h1>Title</h1>BODY</main>,
                     BODY the stored markdown rendered by markdown-it (CommonMark and tables),
-                    links to other pages pointing at their PATH/, files at files/NAME
+                    links to other pages pointing at their PATH/, files at files/NAME; a page
+                    whose markdown is over RENDER_LIMIT is not rendered (markdown-it takes
+                    seconds on a large table): BODY is then the markdown in a <pre>
     P PATH.md       the page as markdown: YAML front matter (title, description, emoji,
                     hidden), then the markdown exactly as stored
     P files/NAME    the file's bytes with its content type
@@ -18,12 +20,18 @@ capability URL):
 PATH is the page's path as read (its slugs from the space root); links in stored markdown
 name pages by that path and files as `.gitbook/assets/NAME` (the service's convention), so
 an importer that maps them back gets the space as it was.
+
+Documents are built on demand (`document`), each once: kept in a cache of DOCUMENT_CACHE
+bytes per site (least recently used first out), behind a lock, so callers may build them in
+worker threads and a page fetched twice (a retried import, the probe import) is rendered once.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,9 +41,13 @@ from urllib.parse import quote, unquote, urlsplit
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-__all__ = ["ASSETS", "Served", "ServedFile", "SitePage", "SpaceSite"]
+__all__ = ["ASSETS", "DOCUMENT_CACHE", "RENDER_LIMIT", "Served", "ServedFile", "SitePage", "SpaceSite"]
 
 ASSETS = ".gitbook/assets/"
+RENDER_LIMIT = 128 * 1024
+"""Markdown longer than this (characters) is served in a <pre>, not rendered."""
+DOCUMENT_CACHE = 32 * 1024 * 1024
+"""Bytes of built documents a site keeps."""
 _MD = MarkdownIt("commonmark", {"html": False}).enable("table")
 
 
@@ -66,10 +78,11 @@ class SitePage:
 
 @dataclass(frozen=True)
 class Served:
-    """What one request gets: a body in memory or a file on disk, and its content type."""
+    """What one request gets: a document of the site (`document`: "" the index, `PATH/` a
+    page, `PATH.md` its markdown; built by `SpaceSite.document`) or a file on disk."""
 
     content_type: str
-    body: bytes = b""
+    document: str | None = None
     file: Path | None = None
 
 
@@ -85,6 +98,11 @@ class SpaceSite:
         self._by_path: dict[str, SitePage] = {}
         for page in _walk(pages):
             self._by_path[page.path] = page
+        self._built: OrderedDict[str, bytes] = OrderedDict()
+        self._built_bytes = 0
+        self._building = threading.Lock()
+        self.renders = 0
+        """Pages rendered by markdown-it so far (the cache keeps it to one per page)."""
 
     @property
     def served_files(self) -> list[ServedFile]:
@@ -96,16 +114,39 @@ class SpaceSite:
         return [f for f in self.files.values() if f.path is None]
 
     def get(self, tail: str) -> Served | None:
+        """What `tail` is on the site (nothing is built yet), None when it is not part of it."""
         if tail == "":
-            return Served("text/html; charset=utf-8", self.index().encode())
+            return Served("text/html; charset=utf-8", document="")
         if tail.startswith("files/"):
             file = self.files.get(tail[len("files/") :])
             return Served(file.content_type or "application/octet-stream", file=file.path) if file and file.path else None
-        if tail.endswith("/") and (page := self._by_path.get(tail[:-1])) is not None:
-            return Served("text/html; charset=utf-8", self.page_html(page).encode())
-        if tail.endswith(".md") and (page := self._by_path.get(tail[:-3])) is not None:
-            return Served("text/markdown; charset=utf-8", self.page_markdown(page).encode())
+        if tail.endswith("/") and tail[:-1] in self._by_path:
+            return Served("text/html; charset=utf-8", document=tail)
+        if tail.endswith(".md") and tail[:-3] in self._by_path:
+            return Served("text/markdown; charset=utf-8", document=tail)
         return None
+
+    def document(self, name: str) -> bytes:
+        """The document `name` of a `Served` (built once, then from the cache). Blocking and
+        possibly slow (markdown-it): call it from a worker thread."""
+        with self._building:
+            built = self._built.get(name)
+            if built is not None:
+                self._built.move_to_end(name)
+                return built
+            built = self._build(name).encode()
+            self._built[name] = built
+            self._built_bytes += len(built)
+            while self._built_bytes > DOCUMENT_CACHE and len(self._built) > 1:
+                self._built_bytes -= len(self._built.popitem(last=False)[1])
+            return built
+
+    def _build(self, name: str) -> str:
+        if name == "":
+            return self.index()
+        if name.endswith("/"):
+            return self.page_html(self._by_path[name[:-1]])
+        return self.page_markdown(self._by_path[name.removesuffix(".md")])
 
     # -- the documents -----------------------------------------------------------------
 
@@ -132,7 +173,11 @@ class SpaceSite:
         if page.description:
             head.append(f'<meta name="description" content="{html.escape(page.description)}">')
         head.append(f'<link rel="alternate" type="text/markdown" href="../{quote(last)}.md">')
-        body = self.render(page.markdown, up)
+        if len(page.markdown) > RENDER_LIMIT:
+            body = f"<pre>{html.escape(page.markdown)}</pre>\n"
+        else:
+            self.renders += 1
+            body = self.render(page.markdown, up)
         return (
             f"<!doctype html>\n<html><head>{''.join(head)}</head>\n"
             f"<body><main><h1>{html.escape(page.title)}</h1>\n{body}</main></body></html>\n"

@@ -126,7 +126,8 @@ async def _import(writer: Writer, key: str, source_id: str | None, space: _Space
     async def applied() -> bool:
         return await _within(moved, look_seconds(writer))
 
-    answer = await writer.send_once(key, "space", source_id, "POST", f"/v1/spaces/{seg(space.id)}/content/import", body, applied)
+    path = f"/v1/spaces/{seg(space.id)}/content/import"
+    answer = await writer.send_once(key, "space", source_id, "POST", path, body, applied, journal_body=_stored(writer, body))
     wanted = answer.get("revision") if isinstance(answer, dict) else None
 
     async def active() -> bool:
@@ -134,6 +135,14 @@ async def _import(writer: Writer, key: str, source_id: str | None, space: _Space
 
     if not await _within(active, SETTLE_SECONDS):
         raise CallFailed(f"the import answered revision {str(wanted)[:80]!r}, and the space did not show it within {SETTLE_SECONDS:g} s")
+
+
+def _stored(writer: Writer, body: dict[str, Any]) -> dict[str, Any]:
+    """The import's body as the journal keeps it: a capability URL is a secret while it lives
+    (anyone holding it reads the space), so it is stored without it, and without a password."""
+    if writer.publisher is None or not isinstance(body.get("url"), str):
+        return body
+    return {**body, "url": writer.publisher.shown(body["url"])}
 
 
 async def _import_url(op: Op, writer: Writer) -> str:
@@ -148,6 +157,15 @@ async def _import_url(op: Op, writer: Writer) -> str:
 async def bring_content(op: Op, writer: Writer) -> Outcome:
     """Import the source space's content into its target space (see the module docstring)."""
     assert op.source_id is not None
+    try:
+        return await _bring_content(op, writer)
+    finally:
+        if op.recipe == "import-served" and writer.publisher is not None:
+            writer.publisher.withdraw(op.source_id)
+
+
+async def _bring_content(op: Op, writer: Writer) -> Outcome:
+    assert op.source_id is not None
     spec = op.spec or {}
     try:
         target_id = writer.resolve(Ref("space", op.source_id))
@@ -155,7 +173,7 @@ async def bring_content(op: Op, writer: Writer) -> Outcome:
     except Unresolved as exc:
         return outcome(op, "failed", f"cannot send: {exc}")
     except (ApiError, CallFailed) as exc:
-        return outcome(op, "failed", str(exc))
+        return outcome(op, "failed", _shown(writer, str(exc)))
     body = {**(op.body or {}), "url": url}
     revision = spec.get("revision")
     notes: list[str] = []
@@ -173,7 +191,7 @@ async def bring_content(op: Op, writer: Writer) -> Outcome:
         if spec.get("lock"):
             await _Space(writer, target_id).set_mode(f"{op.key}:lock", op.source_id, "locked")
     except (ApiError, CallFailed) as exc:
-        return outcome(op, "failed", "; ".join([*notes, str(exc)]))
+        return outcome(op, "failed", "; ".join([*notes, _shown(writer, str(exc))]))
     finally:
         writer.counts.notes.extend(f"space {op.title!r}: {note}" for note in notes)
     _log_served(op, writer)
@@ -314,6 +332,11 @@ async def _repoint_site_spaces(op: Op, writer: Writer, listed: list[_Listed], fr
         fields = {k: item[k] for k in ("path", "condition") if isinstance(item.get(k), str) and item.get(k)}
         if fields:
             await writer.call(f"{op.key}:site-space-patch:{old_ss}", "site-space", None, "PATCH", write_path("site-space", "patch", {**one, "id": seg(new_ss)}), fields)
+
+
+def _shown(writer: Writer, text: str) -> str:
+    """An error as reported: the service may quote the URL it imported from."""
+    return writer.publisher.shown(text) if writer.publisher is not None else text
 
 
 def _log_served(op: Op, writer: Writer) -> None:

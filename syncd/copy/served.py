@@ -39,7 +39,8 @@ def held_blobs(store: BlobStore) -> dict[str, Path]:
 
 
 class Publisher:
-    """Publishes source spaces on the run's content source, once each."""
+    """Publishes source spaces on the run's content source, once per import: `withdraw`
+    ends a space's capability when its import has ended (the next import publishes anew)."""
 
     def __init__(self, source: ContentSource, snapshot: Snapshot, blobs: BlobStore, *, fetch: bool, concurrency: int = 8) -> None:
         self.source, self.snapshot, self.blobs = source, snapshot, blobs
@@ -65,6 +66,16 @@ class Publisher:
             url = self.source.publish(space_id, site)
             self.published[space_id] = url
             return url
+
+    def withdraw(self, space_id: str) -> None:
+        """The import of `space_id` has ended (done or not): its capability URL is dead."""
+        url = self.published.pop(space_id, None)
+        if url is not None:
+            self.source.withdraw(url)
+
+    def shown(self, text: str) -> str:
+        """`text` (a URL, an error) without a live capability or the public URL's password."""
+        return self.source.shown(text)
 
 
 def site_of_space(snapshot: Snapshot, space_id: str, blobs: Mapping[str, Path]) -> SpaceSite:

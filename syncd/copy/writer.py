@@ -220,14 +220,16 @@ class Writer:
 
     async def send_once(
         self, key: str, kind: str, source_id: str | None, method: str, path: str, body: Any, applied: Callable[[], Awaitable[bool]],
+        *, journal_body: Any = None,
     ) -> Any:
         """Send a target write that must not be repeated blindly (an import into a service that
         may add what it imports to what is there): when its answer is lost, `applied()` looks
         at the target to tell whether it took effect (`_once_or_found`). Returns the answer's
-        JSON (None when the effect was found instead)."""
+        JSON (None when the effect was found instead). `journal_body`: what the journal keeps
+        of the body when it must not keep it all (a capability URL), else the body."""
         seq = await self.db(
             journal.intend, self.run, self.pair, key=key, kind=kind, source_id=source_id, side="target",
-            method=method, path=path, body=body, intent={},
+            method=method, path=path, body=body if journal_body is None else journal_body, intent={},
         )
 
         async def took() -> bool | None:
