@@ -104,9 +104,13 @@ def register_secret(value: str | SecretStr | None) -> None:
         if value in _secrets:
             return
         _secrets.add(value)
-        # Longest first, so a secret containing another is masked whole.
-        ordered = sorted(_secrets, key=len, reverse=True)
-        _secrets_re = re.compile("|".join(_encoded_forms(s) for s in ordered))
+        _secrets_re = _secrets_pattern(_secrets)
+
+
+def _secrets_pattern(secrets: set[str]) -> re.Pattern[str] | None:
+    """One pattern for every secret, longest first (a secret containing another is masked whole)."""
+    ordered = sorted(secrets, key=len, reverse=True)
+    return re.compile("|".join(_encoded_forms(s) for s in ordered)) if ordered else None
 
 
 _NEVER_ESCAPED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
@@ -130,13 +134,11 @@ def forget_secret(value: str) -> None:
     short while, like a content source's capabilities, so the set does not grow forever."""
     global _secrets_re
     value = value.strip()
-    variants = {value, quote(value, safe=""), quote(value, safe="/")}
     with _lock:
-        if not variants & _secrets:
+        if value not in _secrets:
             return
-        _secrets.difference_update(variants)
-        ordered = sorted(_secrets, key=len, reverse=True)
-        _secrets_re = re.compile("|".join(re.escape(s) for s in ordered)) if ordered else None
+        _secrets.discard(value)
+        _secrets_re = _secrets_pattern(_secrets)
 
 
 def _forget_secrets() -> None:
