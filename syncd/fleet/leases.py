@@ -6,6 +6,10 @@ renews it (heartbeat) well before it ends, and anyone may take it once it has en
 and finishing are fenced: they only touch rows that still name the caller (and its attempt),
 so a replica that stalled and lost its run cannot overwrite the replica that took it over.
 
+A takeover also ends the server sessions the previous holder recorded for the run
+(`end_sessions`, `syncd.fencing`): a holder that is frozen, not dead, keeps its sessions and
+their tenants' advisory locks open, and the new holder would otherwise wait for them.
+
 Lock order, everywhere: the run's row first, then its job's lease row (no deadlocks between
 claimers, heartbeats and finishers); claimers never wait on a run row (`SKIP LOCKED`).
 Functions take an autocommit connection and return plain rows; `syncd.fleet.runs` turns them
@@ -24,10 +28,12 @@ from psycopg.rows import dict_row
 
 from syncd.daemon.runs import DIED
 from syncd.fleet.connect import FleetError
+from syncd.logging import get_logger
 
 __all__ = [
     "Replica",
     "claim_run",
+    "end_sessions",
     "expire_replica",
     "heartbeat_replica",
     "heartbeat_run",
@@ -36,6 +42,7 @@ __all__ = [
     "retire_replica",
 ]
 
+log = get_logger("syncd.fleet")
 Row = dict[str, Any]
 T = TypeVar("T")
 _TRIES = 5
@@ -254,9 +261,13 @@ def claim_run(
         verdict, row = _retrying(lambda: _claim_once(conn, replica, lease_seconds, names, tried, max_attempts))
         if verdict == "none":
             return None
-        if verdict == "claimed":
-            return row
         assert row is not None
+        if verdict == "claimed":
+            if row["taken_from"] is not None:
+                end_sessions(conn, row["id"], row["attempt"])
+            return row
+        if verdict == "given up":
+            end_sessions(conn, row["id"], row["attempt"] + 1)
         tried.append(row["id"])  # its job was leased by a racing claimer, or it was given up: next one
     return None
 
@@ -287,6 +298,32 @@ def _claim_once(
         cur.execute(_START, args)
         verdict = ("claimed", cur.fetchone())
     return verdict
+
+
+_OLD_SESSIONS = """
+SELECT b.pid, pg_terminate_backend(b.pid) FROM fleet_run_backends b
+JOIN pg_stat_activity a ON a.pid = b.pid AND a.backend_start = b.backend_start
+WHERE b.run = %s AND b.attempt < %s AND b.pid <> pg_backend_pid()
+"""
+
+
+def end_sessions(conn: psycopg.Connection, run_id: int, attempt: int) -> int:
+    """End the server sessions that earlier attempts of the run recorded (`syncd.fencing`):
+    their holder lost the lease, and the tenants' advisory locks they hold go with them now,
+    not when TCP gives up on a frozen or vanished host. Returns how many were ended. A server
+    that refuses (another role's sessions, without `pg_signal_backend`) is logged: the new
+    holder then waits for the locks as before."""
+    try:
+        with conn.transaction():
+            ended = conn.execute(_OLD_SESSIONS, (run_id, attempt)).fetchall()
+            conn.execute("DELETE FROM fleet_run_backends WHERE run = %s AND attempt < %s", (run_id, attempt))
+    except psycopg.Error as exc:
+        log.warning("fleet.sessions_not_ended", run=run_id, error=(str(exc).strip().splitlines() or [type(exc).__name__])[0])
+        return 0
+    pids = [pid for pid, done in ended if done]
+    if ended:
+        log.warning("fleet.sessions_ended", run=run_id, attempt=attempt, pids=pids)
+    return len(pids)
 
 
 def heartbeat_run(conn: psycopg.Connection, run_id: int, replica: str, lease_seconds: float, attempt: int | None) -> bool:

@@ -248,6 +248,7 @@ class FleetRunLog:
                 row = conn.execute(_WRITE, args).fetchone()
                 if row is not None and record.finished and replica is not None:
                     conn.execute(free, (record.job, record.id, replica))
+                    conn.execute("DELETE FROM fleet_run_backends WHERE run = %s", (record.id,))
         except FleetError as exc:
             log.error("runs.save_failed", run=record.id, error=str(exc))
             return False

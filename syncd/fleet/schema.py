@@ -106,11 +106,25 @@ DELETE FROM token_budgets;
 key of `token_budgets` rows is an HMAC under one. The rows keyed by a plain sha256 go: a guessed
 token could be confirmed against them, and they hold only pacing figures the next answers rebuild."""
 
+_RUN_BACKENDS = """
+CREATE TABLE fleet_run_backends (
+    run bigint NOT NULL REFERENCES fleet_runs (id) ON DELETE CASCADE,
+    attempt integer NOT NULL,
+    pid integer NOT NULL,
+    backend_start timestamptz NOT NULL,
+    PRIMARY KEY (run, attempt, pid, backend_start)
+);
+"""
+"""The server sessions that took a tenant's writer lock for a run's attempt (`syncd.fencing`):
+the replica that takes the run over ends them (`pg_terminate_backend`), so the advisory locks
+of a frozen or lost holder go at once. A pid with its start time names one session only."""
+
 FLEET_MIGRATIONS: tuple[FleetMigration, ...] = (
     FleetMigration("0001-runs", _RUNS),
     FleetMigration("mirror-0001", MIRROR_TABLES),  # the mirror, id map and journal (syncd.mirror.pg_schema)
     FleetMigration("0002-token-budgets", _TOKEN_BUDGETS),
     FleetMigration("0003-budget-key-secret", _BUDGET_KEY_SECRET),
+    FleetMigration("0004-run-backends", _RUN_BACKENDS),
 )
 """Append new migrations at the end; never edit or reorder a released one."""
 
