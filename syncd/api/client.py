@@ -91,6 +91,7 @@ from syncd.api.answers import read_capped as _read_capped
 from syncd.api.stats import ClientStats
 from syncd.api.telemetry import current_observer
 from syncd.config import RetryConfig
+from syncd.fencing import require_lease
 from syncd.logging import get_logger, redact_text, register_secret
 from syncd.safe_text import one_line
 
@@ -434,6 +435,8 @@ class TenantClient:
         limit_global = self._global_limiter if self._global_limiter is not None else contextlib.nullcontext()
         async with self._limiter, self.pacer.slot() as slot:
             async with limit_global:
+                if method not in _READ_METHODS:
+                    require_lease()  # a fleet run's write, its lease still running (syncd.fencing)
                 self.stats.record_sent()
                 try:
                     # The deadline of the whole attempt: connect, redirects, headers, body.

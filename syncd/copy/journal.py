@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from syncd.copy.model import IdMap, Origin
+from syncd.fencing import check_lease
 from syncd.mirror import Mirror, MirrorError
 from syncd.mirror.schema import utc_now
 
@@ -170,6 +171,7 @@ def intend(
     forgotten, so the next read of the target reads that space again (`touched_scope`)."""
     with mirror.transaction() as db:
         mirror.require_open(run)
+        check_lease(db, mirror.dialect)  # a fleet run's lease, or LeaseLost: nothing journaled, nothing sent
         scope = touched_scope(path)
         if scope is not None and side == "target":
             db.execute("DELETE FROM scopes WHERE tenant = ? AND scope = ?", [pair.target_tenant, scope])
@@ -189,6 +191,7 @@ def intend(
 def resend(mirror: Mirror, run: int, seq: int) -> None:
     """An intent is about to be sent once more (nothing of the previous attempt was found)."""
     with mirror.transaction() as db:
+        check_lease(db, mirror.dialect)
         db.execute("UPDATE journal SET state = 'sent', attempts = attempts + 1, updated_at = ? WHERE run = ? AND seq = ?", [utc_now(), run, seq])
 
 

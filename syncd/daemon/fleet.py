@@ -13,7 +13,12 @@ signals, reloads, the jobs themselves):
   replica asked looks at once, the others at their next poll (`fleet.poll`).
 - **Leases**: a running run's lease is renewed every third of `fleet.lease`; a replica that
   cannot renew it (another took the run over: this one stalled or lost the database) cancels
-  the run at once. A replica killed with SIGKILL stops renewing: when its lease ends, another
+  the run at once. Every write of the run checks the lease first (`syncd.fencing`: in the
+  transaction that journals its intent, and right before the request), so a replica that
+  wakes up after losing its run sends nothing more; that run ends `cancelled`, "lost the
+  lease", and its row is left to the replica that took it over (or takes it over: its lease
+  has ended). Taking a run over ends the previous holder's sessions on the server, so the
+  tenants' locks it held go at once. A replica killed with SIGKILL stops renewing: when its lease ends, another
   replica takes the run over (attempt + 1) and runs the job again; the job's own state (the
   write side's journal) settles what the dead one had started.
 - **Failures** delay the job's next slot by the same backoff one daemon uses, read from the
@@ -26,8 +31,10 @@ The database calls are short and synchronous (psycopg); the loop runs them in a 
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
+import time
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,6 +45,7 @@ from syncd.daemon.runs import RunRecord, iso_utc
 from syncd.daemon.schedule import failure_backoff
 from syncd.daemon.service import Daemon, JobState, TriggerResult, log, log_run_end
 from syncd.daemon.slots import due_slot, next_slot, not_before
+from syncd.fencing import RunFence, fencing
 from syncd.fleet.connect import display_url
 from syncd.fleet.runs import FleetRunLog, FleetRunRecord
 
@@ -65,6 +73,7 @@ class FleetDaemon(Daemon):
         assert settings.state_url is not None
         self.url_of_state = settings.state_url.get_secret_value()
         self.replica = settings.fleet.replica or default_replica()
+        self._fences: dict[int, RunFence] = {}
 
     @property
     def lease(self) -> float:
@@ -148,6 +157,7 @@ class FleetDaemon(Daemon):
             busy = sum(state.current is not None for state in self.jobs.values())
             if not free or (limit is not None and busy >= limit):  # full: the others take what is due
                 return
+            asked = time.monotonic()
             record = await anyio.to_thread.run_sync(self.runs.claim, self.replica, self.lease, free)
             if record is None:
                 return
@@ -159,7 +169,9 @@ class FleetDaemon(Daemon):
             if record.takeover:
                 log.warning("fleet.run_taken_over", job=record.job, run=record.id, attempt=record.attempt, previous=record.taken_from)
             state.current = record
-            self._runs_group.start_soon(self._run, state, record, name=f"job {record.job} run {record.id}")
+            fence = RunFence.leased(record.id, self.replica, record.attempt, self.lease, asked)
+            self._fences[record.id] = fence
+            self._runs_group.start_soon(functools.partial(self._run, state, record, fence), name=f"job {record.job} run {record.id}")
 
     def trigger(self, name: str) -> TriggerResult:
         assert self.runs is not None
@@ -173,23 +185,28 @@ class FleetDaemon(Daemon):
 
     # -- one run ------------------------------------------------------------------------------
 
-    async def _run(self, state: JobState, record: RunRecord) -> None:
-        """The run as one daemon runs it, with its lease renewed beside it; a renewal refused
-        (the run was taken over) cancels it at once."""
+    async def _run(self, state: JobState, record: RunRecord, fence: RunFence | None = None) -> None:
+        """The run as one daemon runs it, its writes fenced by its lease (`syncd.fencing`), the
+        lease renewed beside it; a renewal refused (the run was taken over) cancels it at once."""
         assert isinstance(record, FleetRunRecord)
+        if fence is None:
+            fence = self._fences.setdefault(record.id, RunFence.leased(record.id, self.replica, record.attempt, self.lease, time.monotonic()))
         async with anyio.create_task_group() as group:
-            with anyio.CancelScope() as run_scope:
+            with anyio.CancelScope() as run_scope, fencing(fence):
 
                 async def renew() -> None:
                     assert self.runs is not None
                     while True:
                         await anyio.sleep(self.lease / 3)
+                        asked = time.monotonic()
                         held = await anyio.to_thread.run_sync(self.runs.heartbeat, record.id, self.replica, self.lease, record.attempt)
-                        if not held:
-                            log.error("fleet.lease_lost", job=record.job, run=record.id, detail="taken over by another replica: stopping it here")
-                            record.error = "this replica lost the run's lease (another replica took it over)"
-                            run_scope.cancel()
-                            return
+                        if held:
+                            fence.renewed(asked)
+                            continue
+                        log.error("fleet.lease_lost", job=record.job, run=record.id, detail="taken over by another replica: stopping it here")
+                        fence.lose("another replica took the run over")
+                        run_scope.cancel()
+                        return
 
                 group.start_soon(renew)
                 await super()._run(state, record)
@@ -199,8 +216,19 @@ class FleetDaemon(Daemon):
         assert self.runs is not None
         if record.ended_at is None:
             record.ended_at = self.clock()
-        if not self.runs.finish(record):
-            log.warning("fleet.finish_fenced", job=record.job, run=record.id, detail="another replica holds the run now: its outcome stands")
+        fence = self._fences.pop(record.id, None)
+        lost = fence is not None and fence.lost is not None
+        if not lost and not self.runs.finish(record):  # fenced: another replica holds the run now
+            lost = True
+            if fence is not None:
+                fence.lose("another replica took the run over")
+        if lost:
+            # Whatever the run met on the way out (a refused write, its sessions ended by the
+            # new holder), it ended because its lease did: the row is the new holder's, or
+            # waits for one (its lease has ended), and is not written here.
+            record.outcome = "cancelled"
+            record.error = fence.lost if fence is not None else "this replica lost the run's lease (another replica took it over)"
+            log.warning("fleet.run_lost", job=record.job, run=record.id, detail="the run is left to the replica that takes it over")
         elif record.outcome == "failed":
             self._back_off(record.job)
         seconds = record.seconds or 0.0

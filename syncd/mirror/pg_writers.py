@@ -31,6 +31,7 @@ from typing import Any
 
 import psycopg
 
+from syncd.fencing import enlist_session
 from syncd.mirror.errors import MirrorBusyError
 from syncd.mirror.pg import PgDatabase
 
@@ -88,6 +89,7 @@ class TenantWriters:
                 key = self.key(tenant)
                 if self._try(key):
                     try:
+                        enlist_session(self.db)  # in a fleet run: a takeover ends this session (syncd.fencing)
                         recover(tenant)
                     except BaseException:
                         self._unlock(key)
