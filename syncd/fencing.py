@@ -12,10 +12,12 @@ so each write of a fleet run looks first, where it cannot be skipped:
 - right before a request that writes leaves (`syncd.api.client`): the lease must not have ended
   on this process's monotonic clock, counted from the last time the server confirmed it, which
   is what a process frozen between its intent and its request finds on waking;
-- each PostgreSQL session that takes a tenant's writer lock for the run is recorded with it
-  (`fleet_run_backends`, in the same checked transaction), so the replica that takes the run
-  over ends those sessions (`pg_terminate_backend`, `syncd.fleet.leases`) and their advisory
-  locks go at once instead of when TCP gives up on a frozen or lost host.
+- each PostgreSQL session about to take a tenant's writer lock for the run is recorded with it
+  first (`fleet_run_backends`, committed with a check), and checks again once it holds the lock,
+  so the replica that takes the run over ends those sessions (`pg_terminate_backend`,
+  `syncd.fleet.leases`) and their advisory locks go at once instead of when TCP gives up on a
+  frozen or lost host. Recorded before, checked after: whichever way a takeover interleaves,
+  the session is either ended by it or finds the run lost and lets the lock go.
 
 A check and the send after it are two steps: a process frozen between them still sends that one
 request on waking. The monotonic check makes that gap the few instructions before the socket
@@ -38,7 +40,7 @@ from typing import Any
 
 from syncd.errors import SyncdError
 
-__all__ = ["LeaseLost", "RunFence", "check_lease", "current_fence", "enlist_session", "fencing", "require_lease"]
+__all__ = ["LeaseLost", "RunFence", "check_lease", "confirm_lease", "current_fence", "enlist_session", "fencing", "require_lease"]
 
 
 class LeaseLost(SyncdError):
@@ -49,11 +51,11 @@ class LeaseLost(SyncdError):
 
 _HELD = (
     "SELECT extract(epoch FROM lease_until - clock_timestamp()) FROM fleet_runs "
-    "WHERE id = ? AND replica = ? AND attempt = ? AND outcome = 'running' AND lease_until > clock_timestamp() "
-    "FOR SHARE"
+    "WHERE id = ? AND replica = ? AND attempt = ? AND outcome = 'running' AND lease_until > clock_timestamp()"
 )
-"""The run still ours and its lease running: how many seconds are left. FOR SHARE: a takeover
-(`FOR UPDATE`) waits for this transaction, or this one waits for it and then sees it."""
+"""The run still ours and its lease running: how many seconds are left. No row lock: a process
+frozen inside this transaction would hold it, and claimers skip locked runs (`SKIP LOCKED`), so
+its run could never be taken over."""
 
 _ENLIST = (
     "INSERT INTO fleet_run_backends (run, attempt, pid, backend_start) "
@@ -113,8 +115,8 @@ class RunFence:
         self.valid_until = max(self.valid_until, asked + float(row[0]))
 
     def enlist(self, db: Any) -> None:
-        """Record the session of `db` as one of the run's (it took a tenant's writer lock), in
-        one transaction with `check`: a takeover then ends it."""
+        """Record the session of `db` as one of the run's (it is about to take a tenant's
+        writer lock), committed with a `check`: a takeover from then on ends it."""
         with db.atomic():
             self.check(db)
             db.execute(_ENLIST, [self.run, self.attempt])
@@ -157,8 +159,16 @@ def require_lease() -> None:
 
 
 def enlist_session(db: Any) -> None:
-    """The writer lock's hook (`syncd.mirror.pg_writers`): a session that just took a tenant's
-    lock for a fleet run is recorded with the run, or LeaseLost when the run is no longer ours."""
+    """The writer lock's hook (`syncd.mirror.pg_writers`), before a try for a tenant's lock in a
+    fleet run: the session is recorded with the run, or LeaseLost when the run is not ours."""
     fence = _CURRENT.get()
     if fence is not None:
         fence.enlist(db)
+
+
+def confirm_lease(db: Any) -> None:
+    """The writer lock's hook once the lock is held: LeaseLost (the caller lets it go) when a
+    takeover came between the record and the lock."""
+    fence = _CURRENT.get()
+    if fence is not None:
+        fence.check(db)

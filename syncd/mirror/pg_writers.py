@@ -31,7 +31,7 @@ from typing import Any
 
 import psycopg
 
-from syncd.fencing import enlist_session
+from syncd.fencing import confirm_lease, enlist_session
 from syncd.mirror.errors import MirrorBusyError
 from syncd.mirror.pg import PgDatabase
 
@@ -87,9 +87,10 @@ class TenantWriters:
                     self._users[tenant] += 1
                     return
                 key = self.key(tenant)
+                enlist_session(self.db)  # in a fleet run: from here on a takeover ends this session (syncd.fencing)
                 if self._try(key):
                     try:
-                        enlist_session(self.db)  # in a fleet run: a takeover ends this session (syncd.fencing)
+                        confirm_lease(self.db)
                         recover(tenant)
                     except BaseException:
                         self._unlock(key)
