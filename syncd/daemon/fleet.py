@@ -18,9 +18,9 @@ signals, reloads, the jobs themselves):
   wakes up after losing its run sends nothing more; that run ends `cancelled`, "lost the
   lease", and its row is left to the replica that took it over (or takes it over: its lease
   has ended). Taking a run over ends the previous holder's sessions on the server, so the
-  tenants' locks it held go at once. A replica killed with SIGKILL stops renewing: when its lease ends, another
-  replica takes the run over (attempt + 1) and runs the job again; the job's own state (the
-  write side's journal) settles what the dead one had started.
+  tenants' locks it held go at once. A replica killed with SIGKILL stops renewing: when its
+  lease ends, another replica takes the run over (attempt + 1) and runs the job again; the
+  job's own state (the write side's journal) settles what the dead one had started.
 - **Failures** delay the job's next slot by the same backoff one daemon uses, read from the
   fleet's history, so every replica waits alike; a failure also moves the job's queued slots
   behind it, and while one slot waits out a backoff, the slots falling due meanwhile collapse
