@@ -84,13 +84,13 @@ def test_a_state_upgraded_by_a_newer_syncd_is_refused(pg_url: str) -> None:
 
 
 def test_a_state_made_before_run_backends_gains_the_table_and_keeps_its_runs(pg_url: str) -> None:
-    """Issue 22: `0003-run-backends` comes to a running fleet's state like any migration."""
+    """Issue 22: `0004-run-backends` comes to a running fleet's state like any migration."""
     from syncd.fleet.schema import FLEET_MIGRATIONS
 
-    older = tuple(m for m in FLEET_MIGRATIONS if m.name != "0003-run-backends")
+    older = tuple(m for m in FLEET_MIGRATIONS if m.name != "0004-run-backends")
     with connect(pg_url) as conn:
         migrate_fleet(conn, older)
         conn.execute("INSERT INTO fleet_runs (job, kind, reason, queued_at) VALUES ('a', 'sync', 'trigger', now())")
-        assert migrate_fleet(conn) == ["0003-run-backends"]
+        assert migrate_fleet(conn) == ["0004-run-backends"]
         assert conn.execute("SELECT count(*) FROM fleet_runs").fetchone() == (1,)
         assert conn.execute("SELECT count(*) FROM fleet_run_backends").fetchone() == (0,)
