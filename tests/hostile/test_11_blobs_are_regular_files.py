@@ -8,7 +8,7 @@ only and the content source followed the link. A blob replaced by other bytes of
 size went the same way. Now a blob is opened without following links, must be a regular file
 of the manifest's size and hash to its name; anything else is a file the backup does not
 hold: left out, said in a warning, reported as not restored. `check` names a link or a FIFO
-as such.
+as such, and `export` refuses them with a warning.
 
 Real loopback HTTP: the emulator runs in process (its stored file bytes are looked at), syncd
 is the real command line, its content source a real server the emulator imports from.
@@ -126,7 +126,7 @@ async def test_item22_a_restore_never_publishes_what_a_blob_links_to(tenant: Ten
     assert "announced by the plan: equal" in out, out
 
 
-async def test_item22_check_names_links_and_fifos(
+async def test_item22_check_names_links_and_fifos_and_export_refuses_them(
     tenant: Tenant, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     backup, manifest, _ = await hostile_backup(tenant, tmp_path)
@@ -153,3 +153,11 @@ async def test_item22_check_names_links_and_fifos(
     assert any(line.startswith(f"blob-not-regular: evil.blobs/{fifo_sha[:2]}/{fifo_sha[2:]}: is not a regular file (a FIFO)") for line in lines), out + err
     assert any(line.startswith("blob-symlink: evil.blobs/ff: is a symbolic link") for line in lines), out + err
     assert any(line.startswith("blob-hash: ") for line in lines), out + err  # the tampered one, as before
+
+    assert await cli("export", str(backup), str(tmp_path / "out")) == 0
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    assert any("export.binary_refused" in line and "symbolic link" in line for line in err.splitlines()), err
+    exported = [p.read_bytes() for p in (tmp_path / "out").rglob("*") if p.is_file()]
+    assert not any(SECRET[:40] in body for body in exported)
+    assert "2 file binaries are not in the backup" in out.replace("\n", " "), out
