@@ -7,9 +7,11 @@ written into the file or beside it):
   no backup: `NotABackup`, exit 2);
 - `PRAGMA integrity_check`: every page, index and constraint (each message is a problem);
 - the blob folder beside it (`FILE.blobs/`, `syncd.backup.blobs_dir`), when there is one:
-  every blob is hashed and must hash to its name (content addressed: `ab/cdef...` holds the
-  bytes whose sha256 is `abcdef...`), and every file row of the backup's current snapshot
-  must have a manifest entry whose blob is there with the file's size.
+  every blob must be a regular file, reached without following a link (a symbolic link, a
+  FIFO, a device is named as such: a restore, the content source and export refuse it, see
+  `syncd.blobs`), and must hash to its name (content addressed: `ab/cdef...` holds the bytes
+  whose sha256 is `abcdef...`); every file row of the backup's current snapshot must have a
+  manifest entry whose blob is there with the file's size.
 
 A backup made without `--with-files` has no blob folder: its binaries are not checked (a note,
 not a problem). Problems are reported, not repaired: a damaged backup is replaced by a new
@@ -31,7 +33,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from syncd.backup import blobs_dir
-from syncd.blobs import FILE_KINDS, BlobError, BlobStore
+from syncd.blobs import FILE_KINDS, BlobError, BlobRefused, BlobStore, open_regular
 from syncd.mirror import FINISHED, MirrorError
 from syncd.mirror.schema import check_readable
 from syncd.mirror.store import _connect_readonly, _sqlite_header, database_failure
@@ -41,6 +43,9 @@ __all__ = ["INTEGRITY_LINES", "CheckReport", "NotABackup", "Problem", "check_bac
 INTEGRITY_LINES = 100
 """At most this many messages from `PRAGMA integrity_check`: one damaged page can give many."""
 _CHUNK = 1 << 20
+_REFUSED_KINDS = {"symlink": "blob-symlink", "not-regular": "blob-not-regular"}
+"""The problem kind of a blob `open_regular` refuses (anything else: `blob-unreadable`)."""
+_UNUSED = "never restored, served or exported"
 _HEX = re.compile(r"[0-9a-f]+")
 
 
@@ -53,8 +58,8 @@ class Problem:
     """One thing wrong with the backup: `kind` for scripts, `subject` what it is about."""
 
     kind: str
-    """`sqlite`, `blob-hash`, `blob-unreadable`, `blob-missing`, `blob-size`, `manifest`,
-    `file-not-stored` or `rows-unreadable`."""
+    """`sqlite`, `blob-hash`, `blob-symlink`, `blob-not-regular`, `blob-unreadable`,
+    `blob-missing`, `blob-size`, `manifest`, `file-not-stored` or `rows-unreadable`."""
     subject: str
     message: str
 
@@ -180,16 +185,34 @@ def _rows(conn: sqlite3.Connection, report: CheckReport) -> list[tuple[str, str,
     return rows
 
 
-def _blob_files(root: Path) -> Iterator[Path]:
-    """Every file of the content-addressed layout (`ab/cdef...`), not the manifest nor `.tmp/`."""
+def _blob_files(report: CheckReport, root: Path, users: dict[str, list[str]], damaged: set[str]) -> Iterator[Path]:
+    """Every entry of the content-addressed layout (`ab/cdef...`), not the manifest nor
+    `.tmp/`. A two-letter folder that is a link (or no folder) is a problem of its own, what
+    it leads to is not looked at, and the blobs the manifest places in it join `damaged`."""
     for folder in sorted(root.iterdir()):
-        if len(folder.name) == 2 and _HEX.fullmatch(folder.name) and folder.is_dir():
-            yield from sorted(path for path in folder.iterdir() if len(path.name) == 62 and _HEX.fullmatch(path.name))
+        if len(folder.name) != 2 or not _HEX.fullmatch(folder.name):
+            continue
+        if folder.is_symlink() or not folder.is_dir():
+            kind = "blob-symlink" if folder.is_symlink() else "blob-not-regular"
+            what = "a symbolic link" if folder.is_symlink() else "not a folder"
+            inside = [name for name in users if name.startswith(folder.name)]
+            damaged.update(inside)
+            used = sorted(entry for name in inside for entry in users[name])
+            report.problems.append(Problem(kind, _shown(folder, root), f"is {what}, where a folder of blobs should be: the blobs it leads to are {_UNUSED}{_by(used)}"))
+            continue
+        yield from sorted(path for path in folder.iterdir() if len(path.name) == 62 and _HEX.fullmatch(path.name))
+
+
+def _by(used: list[str]) -> str:
+    """` (the binary of A, B, C ...)`: the file rows a blob holds the bytes of."""
+    return f" (the binary of {', '.join(used[:3])}{' ...' if len(used) > 3 else ''})" if used else ""
 
 
 def _hash(path: Path) -> tuple[str, int]:
+    """sha256 and size of a blob opened as every user of blobs opens it (`open_regular`):
+    BlobRefused for a link or anything but a regular file."""
     digest, size = hashlib.sha256(), 0
-    with path.open("rb") as handle:
+    with open_regular(path) as handle:
         while chunk := handle.read(_CHUNK):
             digest.update(chunk)
             size += len(chunk)
@@ -229,12 +252,16 @@ def _hash_blobs(
     """Hash every blob file: (name -> size of those that hash to their name, names of those that do not)."""
     present: dict[str, int] = {}
     damaged: set[str] = set()
-    for path in _blob_files(root):
+    for path in _blob_files(report, root, users, damaged):
         name = path.parent.name + path.name
-        used = users.get(name, [])
-        by = f" (the binary of {', '.join(used[:3])}{' ...' if len(used) > 3 else ''})" if used else ""
+        by = _by(users.get(name, []))
         try:
             sha256, size = _hash(path)
+        except BlobRefused as exc:
+            kind = _REFUSED_KINDS.get(exc.kind, "blob-unreadable")
+            report.problems.append(Problem(kind, _shown(path, root), f"{exc}: {_UNUSED}{by}" if kind != "blob-unreadable" else f"{exc}{by}"))
+            damaged.add(name)
+            continue
         except OSError as exc:
             report.problems.append(Problem("blob-unreadable", _shown(path, root), f"{exc.strerror or exc}{by}"))
             damaged.add(name)

@@ -89,14 +89,16 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import unquote
 
 from syncd.backup import blobs_dir
-from syncd.blobs import BlobStore
+from syncd.blobs import BlobRefused, BlobStore
 from syncd.errors import SyncdError
 from syncd.files import PRIVATE_FILE, private_dir, storage_error
+from syncd.logging import get_logger
 from syncd.mirror import FINISHED, Mirror, MirrorError
+from syncd.safe_text import one_line
 from syncd.scope import EVERYTHING, Scope
 from syncd.selection import LINK_KINDS, VALUE_KINDS, Dependency, content_dependencies, item_of_row, select
 
@@ -110,9 +112,12 @@ __all__ = [
     "front_matter",
     "json_text",
     "rewrite_links",
+    "rewritten_lines",
     "slugify",
     "yaml_scalar",
 ]
+
+log = get_logger("syncd.export")
 
 MARKER = ".syncd-export"
 MAX_REMOVED_RATIO = 0.5
@@ -147,6 +152,13 @@ _SCOPED_KINDS = (
     "change-request-comment", "change-request-comment-reply",
 )  # fmt: skip
 HANDLED_KINDS = frozenset(_ORG_KINDS + _SCOPED_KINDS)
+HELD_TEXT_MAX = 1 << 20
+"""A page's markdown or an OpenAPI source longer than this is not held with the other rows of
+its space or organization: it is read again when its own file is written, and written as it
+is rewritten (see `_Exporter._current`)."""
+_DEFERRED_FIELD = {"page": "markdown", "change-request-page": "markdown", "openapi-spec-source": "text"}
+_DEFERRED = "deferred"
+"""The row key naming the field of `data` left out to be read when it is written."""
 
 
 class ExportError(SyncdError):
@@ -251,20 +263,39 @@ def rewrite_links(markdown: str, resolve: Callable[[str], str | None]) -> str:
     """`markdown` with the destination of each inline link and image (`[text](dest)`,
     `![alt](dest "title")`, `[text](<dest>)`) replaced by `resolve(dest)` when that is not
     None; nothing else changes, and nothing inside fenced code blocks or code spans."""
-    out: list[str] = []
+    return "".join(rewritten_lines(markdown, resolve))
+
+
+def rewritten_lines(markdown: str, resolve: Callable[[str], str | None]) -> Iterator[str]:
+    """`rewrite_links`, line by line as `str.splitlines(keepends=True)` cuts them: a page is
+    written as it is rewritten, never held twice."""
     fence = ""
-    for line in markdown.splitlines(keepends=True):
+    for line in _lines(markdown):
         opening = _FENCE.match(line)
         if fence:
             if opening and opening.group(1)[0] == fence[0] and len(opening.group(1)) >= len(fence) and not line[opening.end() :].strip():
                 fence = ""
-            out.append(line)
+            yield line
         elif opening and not (opening.group(1)[0] == "`" and "`" in line[opening.end() :]):
             fence = opening.group(1)
-            out.append(line)
+            yield line
         else:
-            out.append(_rewrite_line(line, resolve))
-    return "".join(out)
+            yield _rewrite_line(line, resolve)
+
+
+_LINES_BLOCK = 1 << 20
+
+
+def _lines(text: str) -> Iterator[str]:
+    """`text.splitlines(keepends=True)`, made as it is read: pieces of about 1 MiB cut after a
+    `\n` (which always ends a line, and never parts a `\r\n`) are split in turn, so the
+    lines of a huge page are never all in memory at once."""
+    start, end = 0, len(text)
+    while start < end:
+        cut = text.find("\n", min(start + _LINES_BLOCK, end) - 1)
+        stop = end if cut == -1 else cut + 1
+        yield from text[start:stop].splitlines(keepends=True)
+        start = stop
 
 
 def _code_spans(line: str) -> list[tuple[int, int]]:
@@ -423,6 +454,101 @@ def _sha256_of(path: Path) -> str:
 
 # ----- the output directory --------------------------------------------------------------
 
+_BLOCK = 1 << 16
+_JSON = json.JSONEncoder(sort_keys=True, indent=2, ensure_ascii=False, allow_nan=True)
+
+
+def _json_pieces(value: Any) -> Iterator[str]:
+    """`json_text(value)` in pieces, as the encoder makes them (the same text: `json.dumps`
+    with an indent is this encoder joined)."""
+    for piece in _JSON.iterencode(value):
+        yield _SURROGATE.sub(_escape, piece)
+    yield "\n"
+
+
+Content = str | bytes | Iterable[str | bytes]
+"""What a file of the export holds: text, bytes, or pieces of either, written as they come."""
+
+
+def _blocks(content: Content) -> Iterator[bytes]:
+    """`content` as UTF-8 (`_encode`) in blocks of about 64 KiB: small pieces are joined, big
+    ones cut (a `str` is cut between characters, and a lone surrogate is replaced alike
+    whatever the cut), so what is written is never a second copy of a big text."""
+    pieces: Iterable[str | bytes] = (content,) if isinstance(content, (str, bytes)) else content
+    pending: list[str] = []
+    size = 0
+    for piece in pieces:
+        if isinstance(piece, bytes) or len(piece) >= _BLOCK:
+            if pending:
+                yield _encode("".join(pending))
+                pending, size = [], 0
+            for at in range(0, len(piece), _BLOCK):
+                part = piece[at : at + _BLOCK]
+                yield part if isinstance(part, bytes) else _encode(part)
+            continue
+        pending.append(piece)
+        size += len(piece)
+        if size >= _BLOCK:
+            yield _encode("".join(pending))
+            pending, size = [], 0
+    if pending:
+        yield _encode("".join(pending))
+
+
+class _Rewrite:
+    """Replaces the file at `path` with the bytes given, block by block, only if they differ
+    from what it holds: they are compared with it as they come, and a temporary file is begun
+    at the first difference (the equal part copied from the file), renamed over it at the
+    end. So an unchanged file is never touched, and nothing is held whole in memory."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.old: BinaryIO | None = open(path, "rb") if path.is_file() and not path.is_symlink() else None  # noqa: SIM115
+        self.equal = 0
+        """Bytes given so far, all equal to the file's first bytes (while `out` is None)."""
+        self.temporary: Path | None = None
+        self.out: BinaryIO | None = None
+
+    def write(self, block: bytes) -> None:
+        if self.out is None:
+            if self.old is not None and self.old.read(len(block)) == block:
+                self.equal += len(block)
+                return
+            self._begin()
+        assert self.out is not None
+        self.out.write(block)
+
+    def _begin(self) -> None:
+        """The temporary file, holding the equal part read so far."""
+        self.temporary, fd = _Tree._temporary(self.path)
+        self.out = os.fdopen(fd, "wb")
+        if self.old is not None:
+            self.old.seek(0)
+            left = self.equal
+            while left > 0 and (chunk := self.old.read(min(left, 1 << 20))):
+                self.out.write(chunk)
+                left -= len(chunk)
+
+    def finish(self) -> bool:
+        """True when the file was replaced (its bytes differed, or there was none)."""
+        if self.out is None:
+            if self.old is not None and self.old.read(1) == b"":
+                return False
+            self._begin()
+        assert self.out is not None and self.temporary is not None
+        self.out.close()
+        os.replace(self.temporary, self.path)
+        self.temporary = None
+        return True
+
+    def close(self) -> None:
+        """Files closed, and the temporary file gone if it was not renamed."""
+        for stream in (self.old, self.out):
+            if stream is not None:
+                stream.close()
+        if self.temporary is not None:
+            self.temporary.unlink(missing_ok=True)
+
 
 @contextlib.contextmanager
 def _writing(temporary: Path, path: Path) -> Iterator[None]:
@@ -433,16 +559,6 @@ def _writing(temporary: Path, path: Path) -> Iterator[None]:
     except OSError as exc:
         temporary.unlink(missing_ok=True)
         raise (storage_error(exc, path, doing="write") or exc) from None
-
-
-def _chunks(source: Path) -> Iterator[bytes | None]:
-    """The bytes of `source` in 64 KiB pieces, then None if reading it failed."""
-    try:
-        with open(source, "rb") as stream:
-            while chunk := stream.read(1 << 16):
-                yield chunk
-    except OSError:
-        yield None
 
 
 class _Tree:
@@ -502,47 +618,63 @@ class _Tree:
         # O_EXCL: never write through a symlink someone left at the temporary name.
         return temporary, os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), PRIVATE_FILE)
 
-    def write(self, parts: tuple[str, ...], content: str | bytes) -> None:
-        data = _encode(content) if isinstance(content, str) else content
+    def write(self, parts: tuple[str, ...], content: Content) -> None:
+        """Write `content` at `parts` (streamed: see `_Rewrite`); a file that already holds
+        these bytes is left untouched."""
         path = self._claim_path(parts)
-        if path.is_file() and not path.is_symlink() and path.stat().st_size == len(data) and path.read_bytes() == data:
-            return
-        temporary, fd = self._temporary(path)
-        with _writing(temporary, path):
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.replace(temporary, path)
-        self.written += 1
+        rewrite = _Rewrite(path)
+        try:
+            for block in _blocks(content):
+                rewrite.write(block)
+            changed = rewrite.finish()
+        except OSError as exc:
+            raise (storage_error(exc, path, doing="write") or exc) from None
+        finally:
+            rewrite.close()
+        self.written += changed
 
-    def copy(self, parts: tuple[str, ...], source: Path, sha256: str, size: int) -> bool:
-        """Write the bytes of `source`, which must have this sha256 and size; False (and
-        nothing written or kept at `parts`) when they do not or cannot be read. Streams:
-        large binaries are never held in memory; a file already holding them is left alone."""
+    def copy(self, parts: tuple[str, ...], blobs: BlobStore, sha256: str, size: int) -> BlobRefused | None:
+        """Write the bytes of the blob `sha256`, which must be `size` bytes hashing to it;
+        None when written, else why not (nothing is then written or kept at `parts`). The blob
+        is opened as `BlobStore.open` opens it (no link followed, a regular file only) and
+        streamed: large binaries are never held in memory; a file already holding them is
+        left alone."""
         path = self._claim_path(parts)
         if path.is_file() and not path.is_symlink() and path.stat().st_size == size and _sha256_of(path) == sha256:
-            return True
+            return None
+        try:
+            source = blobs.open(sha256, size)
+        except (BlobRefused, ValueError) as exc:
+            self.paths.discard("/".join(parts))  # pruned if an older export left one there
+            return exc if isinstance(exc, BlobRefused) else BlobRefused("missing", "is named by no sha256 in the manifest")
         temporary, fd = self._temporary(path)
         digest, count = hashlib.sha256(), 0
-        with _writing(temporary, path):  # a failed write is an error, not a skipped file
+        with source, _writing(temporary, path):  # a failed write is an error, not a skipped file
             with os.fdopen(fd, "wb") as handle:
-                for chunk in _chunks(source):
-                    if chunk is None:  # the blob cannot be read: reported as missing by the caller
+                while count <= size:
+                    try:
+                        chunk = source.read(1 << 16)
+                    except OSError:
                         count = -1
+                        break
+                    if not chunk:
                         break
                     digest.update(chunk)
                     count += len(chunk)
                     handle.write(chunk)
         if count != size or digest.hexdigest() != sha256:
             temporary.unlink(missing_ok=True)
-            self.paths.discard("/".join(parts))  # pruned if an older export left one there
-            return False
+            self.paths.discard("/".join(parts))
+            if count < 0:
+                return BlobRefused("unreadable", "cannot be read")
+            return BlobRefused("hash", "holds other bytes than its name says: they changed after they were stored")
         with _writing(temporary, path):
             os.replace(temporary, path)
         self.written += 1
-        return True
+        return None
 
     def json(self, parts: tuple[str, ...], value: Any) -> None:
-        self.write(parts, json_text(value))
+        self.write(parts, _json_pieces(value))
 
     def prune(self, directory: Path | None = None, rel: str = "") -> bool:
         """Remove what this export did not write; True when `directory` ends up empty."""
@@ -566,17 +698,17 @@ class _Tree:
 
 class _Plan(_Tree):
     """A dry run: the paths the export would write, with nothing read from or written to disk
-    (a binary the blob store holds counts as written)."""
+    (a binary whose blob is there, a regular file of its size, counts as written)."""
 
-    def write(self, parts: tuple[str, ...], content: str | bytes) -> None:
+    def write(self, parts: tuple[str, ...], content: Content) -> None:
         self._record(parts)
 
     def json(self, parts: tuple[str, ...], value: Any) -> None:
         self._record(parts)
 
-    def copy(self, parts: tuple[str, ...], source: Path, sha256: str, size: int) -> bool:
+    def copy(self, parts: tuple[str, ...], blobs: BlobStore, sha256: str, size: int) -> BlobRefused | None:
         self._record(parts)
-        return True
+        return None if blobs.present(sha256, size) else BlobRefused("missing", "is missing")
 
 
 def _files_below(directory: Path, rel: str = "") -> Iterator[str]:
@@ -715,7 +847,43 @@ class _Exporter:
         """Called after each space is written (progress, and a safe point to stop at)."""
 
     def rows(self, kind: str, org: str) -> list[dict[str, Any]]:
-        return sorted(self.mirror.current(self.tenant, kind=kind, org=org), key=_order)
+        return sorted(self._current(kind=kind, org=org), key=_order)
+
+    def _current(self, **where: str) -> Iterator[dict[str, Any]]:
+        """The current rows (`Mirror.current`'s filters), one object read at a time: the file
+        sorts their keys only (`current_keys`), and a text field longer than `HELD_TEXT_MAX`
+        (`_DEFERRED_FIELD`) is left out of `data`, named by the row's `deferred`, and read
+        again when its file is written (`_text`). So the memory a row takes is that of its
+        own file while it is written, whatever the size of its space."""
+        for row in self.mirror.current_keys(self.tenant, **where):
+            data = self.mirror.current_value(self.tenant, row["kind"], row["id"])
+            if data is None:  # not within one snapshot of the file: cannot happen
+                continue
+            field = _DEFERRED_FIELD.get(row["kind"])
+            value = data.get(field) if field else None
+            if field and isinstance(value, str) and len(value) > HELD_TEXT_MAX:
+                del data[field]
+                row[_DEFERRED] = field
+            del value  # nor held by this frame while the caller works on the row
+            row["data"] = data
+            yield row
+
+    def _text(self, row: dict[str, Any], field: str) -> Any:
+        """The row's `field`, read again from the file when it was deferred (`_current`)."""
+        if row.get(_DEFERRED) != field:
+            return row["data"].get(field)
+        data = self.mirror.current_value(self.tenant, row["kind"], row["id"])
+        return data.get(field) if isinstance(data, dict) else None
+
+    def _has_text(self, row: dict[str, Any], field: str) -> bool:
+        return row.get(_DEFERRED) == field or isinstance(row["data"].get(field), str)
+
+    def _text_pieces(self, row: dict[str, Any], field: str) -> Iterator[str]:
+        """The text of the row's `field`, read when the first piece is asked for (a dry run
+        asks for none)."""
+        text = self._text(row, field)
+        if isinstance(text, str):
+            yield text
 
     # ----- organization ---------------------------------------------------------------
 
@@ -777,17 +945,17 @@ class _Exporter:
         for spec, slug in _assign(((r, slugify(r["data"].get("slug"), "spec")) for r in specs), _WINDOWS_RESERVED):
             self.tree.json(base + ("openapi", f"{slug}.json"), spec["data"])
             for source in sources.get(("openapi-spec", spec["id"]), [])[:1]:
-                text, fmt = source["data"].get("text"), source["data"].get("format")
-                if isinstance(text, str):
+                fmt = source["data"].get("format")
+                if self._has_text(source, "text"):
                     extension = fmt if fmt in ("yaml", "json") else "txt"
-                    self.tree.write(base + ("openapi", f"{slug}.source.{extension}"), text)
+                    self.tree.write(base + ("openapi", f"{slug}.source.{extension}"), self._text_pieces(source, "text"))
 
     def _other(self, org: str, base: tuple[str, ...]) -> None:
         """Rows of kinds this module does not know, so nothing in the file is left out."""
         for kind in sorted(set(self.mirror.counts(self.tenant, org)) - HANDLED_KINDS):
             rows = [
                 {k: r[k] for k in ("id", "parent_kind", "parent_id", "position", "data")}
-                for r in self.mirror.current(self.tenant, kind=kind, org=org)
+                for r in self._current(kind=kind, org=org)
             ]
             self.tree.json(base + ("other", f"{slugify(kind, 'kind')}.json"), rows)
 
@@ -848,7 +1016,7 @@ class _Exporter:
 
     def _scoped(self, scope: str) -> dict[str, list[dict[str, Any]]]:
         grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for row in self.mirror.current(self.tenant, scope=scope):
+        for row in self._current(scope=scope):
             grouped[row["kind"]].append(row)
         for rows in grouped.values():
             rows.sort(key=_order)
@@ -896,15 +1064,17 @@ class _Exporter:
                 by_name.setdefault(name, "/".join(ASSETS + (asset,)))
             parts = where + ASSETS + (asset,)
             entry = self.manifest.get(str(row["id"]))
-            stored = False
+            why: BlobRefused | None = BlobRefused("missing", "is not in the manifest")
             if isinstance(entry, dict):
                 sha256, size = entry.get("sha256"), entry.get("size")
-                if isinstance(sha256, str) and isinstance(size, int) and self.blobs.has(sha256, size):
-                    stored = self.tree.copy(parts, self.blobs.path_for(sha256), sha256, size)
-            if stored:
+                if isinstance(sha256, str) and isinstance(size, int) and not isinstance(size, bool):
+                    why = self.tree.copy(parts, self.blobs, sha256, size)
+            if why is None:
                 self.report.assets += 1
-            else:
-                self.report.missing_binaries.append("/".join(parts))
+                continue
+            self.report.missing_binaries.append("/".join(parts))
+            if why.kind != "missing" and not isinstance(self.tree, _Plan):
+                log.warning("export.binary_refused", file=one_line(row["id"])[:200], path="/".join(parts), reason=f"its blob {why}")
         return by_name
 
     def _pages(self, rows: list[dict[str, Any]], where: tuple[str, ...], kind: str, assets: Mapping[str, str]) -> int:
@@ -962,9 +1132,15 @@ class _Exporter:
         fields += [(name, data[name]) for name in ("description", "emoji") if data.get(name) not in (None, "")]
         if data.get("hidden") is True:
             fields.append(("hidden", True))
-        markdown = data.get("markdown")
-        body = rewrite_links(markdown, resolve) if isinstance(markdown, str) else ""
-        self.tree.write(parts, front_matter(fields) + body)
+        self.tree.write(parts, self._page_pieces(row, front_matter(fields), resolve))
+
+    def _page_pieces(self, row: dict[str, Any], head: str, resolve: Callable[[str], str | None]) -> Iterator[str]:
+        """A page file as it is written: its front matter, then its markdown rewritten line
+        by line (read only now when it was deferred)."""
+        yield head
+        markdown = self._text(row, "markdown")
+        if isinstance(markdown, str):
+            yield from rewritten_lines(markdown, resolve)
 
     # ----- sites ----------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -17,7 +18,8 @@ import pytest
 from aiohttp import web
 
 from syncd.emulator.server import serve_app
-from syncd.blobs import BlobError, BlobStore, download_files
+from syncd import blobs as blobs_module
+from syncd.blobs import BlobError, BlobRefused, BlobStore, download_files
 from syncd.emulator import revisions
 from tests.conftest import Api
 
@@ -211,3 +213,81 @@ def test_store_paths_and_a_broken_manifest(tmp_path: Path) -> None:
     store.manifest_path.write_text("{not json")
     with pytest.raises(BlobError, match="unreadable"):
         store.manifest()
+
+
+def put_blob(store: BlobStore, content: bytes) -> tuple[str, Path]:
+    digest = hashlib.sha256(content).hexdigest()
+    path = store.path_for(digest)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+    return digest, path
+
+
+def test_a_blob_is_used_only_as_a_regular_file_holding_its_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = BlobStore(tmp_path / "blobs")
+    hashed: list[str] = []
+    real_hash = blobs_module._hash_open
+    monkeypatch.setattr(blobs_module, "_hash_open", lambda stream: hashed.append("x") or real_hash(stream))
+    digest, path = put_blob(store, b"the backed-up bytes")
+    assert store.verify(digest, 19) == path and store.verify(digest, 19) == path
+    assert len(hashed) == 1, "a blob is hashed once while it stays the same file"
+    with store.open(digest, 19) as stream:
+        assert stream.read() == b"the backed-up bytes"
+
+    other = tmp_path / "other"
+    other.write_bytes(b"X" * 19)
+    os.replace(other, path)  # another file of the same size: hashed again, refused
+    with pytest.raises(BlobRefused, match="hash to") as refused:
+        store.verify(digest, 19)
+    assert refused.value.kind == "hash" and len(hashed) == 2 and not store.has(digest, 19)
+    assert store.present(digest, 19)  # a dry run's look: a regular file of the size
+
+    secret = tmp_path / "secret.toml"
+    secret.write_bytes(b"the backed-up bytes")  # even the right bytes, behind a link, are refused
+    path.unlink()
+    path.symlink_to(secret)
+    for use in (lambda: store.verify(digest, 19), lambda: store.open(digest, 19)):
+        with pytest.raises(BlobRefused, match="symbolic link") as refused:
+            use()
+        assert refused.value.kind == "symlink"
+    assert not store.present(digest, 19) and not store.has(digest, 19)
+
+    path.unlink()
+    os.mkfifo(path)  # opened as a file, a FIFO waits for a writer forever
+    with pytest.raises(BlobRefused, match=r"not a regular file \(a FIFO\)"):
+        store.verify(digest, 0)
+    path.unlink()
+    path.mkdir()
+    with pytest.raises(BlobRefused, match=r"not a regular file \(a directory\)"):
+        store.verify(digest, 0)
+    path.rmdir()
+    with pytest.raises(BlobRefused, match="is missing") as refused:
+        store.verify(digest, 19)
+    assert refused.value.kind == "missing"
+
+    # The blob's folder a link to a folder elsewhere holding the right bytes: refused too.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / path.name).write_bytes(b"the backed-up bytes")
+    path.parent.rmdir()
+    path.parent.symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(BlobRefused, match="folder that is a symbolic link") as refused:
+        store.verify(digest, 19)
+    assert refused.value.kind == "symlink"
+
+
+def test_storing_a_download_replaces_a_link_never_writes_through_it(tmp_path: Path) -> None:
+    store = BlobStore(tmp_path / "blobs")
+    content = b"downloaded bytes"
+    digest = hashlib.sha256(content).hexdigest()
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"not to be touched")
+    path = store.path_for(digest)
+    path.parent.mkdir(parents=True)
+    path.symlink_to(victim)
+    temporary = store.open_temporary()
+    temporary.write_bytes(content)
+    assert store.store(temporary, digest) == path
+    assert not path.is_symlink() and path.read_bytes() == content
+    assert victim.read_bytes() == b"not to be touched"
+    assert store.verify(digest, len(content)) == path

@@ -6,21 +6,28 @@ from there.
 and the bytes of its files: a backup's blob folder, or, for a live source, the files
 downloaded into the state directory's blob cache (`STATE_DIR/blobs/TENANT/`, fetched with no
 credentials from their signed download URLs) just before the site is published.
+
+Only verified blobs are published (`held_blobs`, `BlobStore.verify`): a regular file reached
+without following a link, of the manifest's size, whose bytes hash to its name. A file whose
+blob is anything else (a link to some file on this machine, a FIFO, bytes that changed) is
+left out of the site like a file the backup does not hold, with a warning naming it: what
+the content source serves is only ever what was backed up.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import anyio
 
-from syncd.blobs import BlobStore, download_files
+from syncd.blobs import BlobRefused, BlobStore, download_files
 from syncd.content import ContentSource, ServedFile, SitePage, SpaceSite
 from syncd.copy.model import Node, Snapshot
 from syncd.copy.rules import text
 from syncd.logging import get_logger
+from syncd.safe_text import one_line
 
 __all__ = ["Publisher", "held_blobs", "site_of_space"]
 
@@ -28,13 +35,23 @@ log = get_logger("syncd.copy")
 _SEGMENT = re.compile(r"[^a-z0-9]+")
 
 
-def held_blobs(store: BlobStore) -> dict[str, Path]:
-    """File row id -> the path of its bytes, for the files whose blob is in `store`."""
+def held_blobs(store: BlobStore, rows: Iterable[str] | None = None, *, warn: bool = True) -> dict[str, Path]:
+    """File row id -> the path of its verified blob (`BlobStore.verify`), for the file rows
+    `rows` (every one of the manifest when None); files without one are left out. With `warn`,
+    a blob that is there but refused (a link, not a regular file, other bytes) is said once
+    per file on stderr: the file is then not served, as one the backup does not hold."""
+    manifest = store.manifest()
     out: dict[str, Path] = {}
-    for row_id, entry in store.manifest().items():
-        sha256, size = entry.get("sha256"), entry.get("size")
-        if isinstance(sha256, str) and isinstance(size, int) and store.has(sha256, size):
-            out[row_id] = store.path_for(sha256)
+    for row_id in manifest if rows is None else rows:
+        entry = manifest.get(row_id)
+        sha256, size = (entry.get("sha256"), entry.get("size")) if isinstance(entry, dict) else (None, None)
+        if not isinstance(sha256, str) or not isinstance(size, int) or isinstance(size, bool):
+            continue
+        try:
+            out[row_id] = store.verify(sha256, size)
+        except BlobRefused as exc:
+            if warn and exc.kind != "missing":
+                log.warning("content.file_not_served", file=one_line(row_id)[:200], reason=f"its blob {exc}")
     return out
 
 
@@ -60,7 +77,10 @@ class Publisher:
                 report = await download_files(rows, self.blobs, concurrency=self.concurrency)
                 for row_id, why in report.failed.items():
                     log.warning("content.file_not_fetched", space=space_id, file=row_id, reason=why)
-            held = await anyio.to_thread.run_sync(held_blobs, self.blobs)
+            # A restore's blobs were verified (and refusals said) when the run began; the hashes
+            # are remembered, so this costs a stat per file.
+            files = [str(row["id"]) for row in rows]
+            held = await anyio.to_thread.run_sync(lambda: held_blobs(self.blobs, files, warn=self.fetch))
             site = site_of_space(self.snapshot, space_id, held)
             self.missing[space_id] = [f.name for f in site.missing_files]
             url = self.source.publish(space_id, site)
