@@ -34,17 +34,17 @@ import asyncio
 import contextlib
 import os
 import secrets
-import stat
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, BinaryIO
 from urllib.parse import quote, unquote
 
 import anyio
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
+from syncd.blobs import BlobRefused, open_regular
 from syncd.config import ContentSourceConfig, shown_url
 from syncd.content.site import Served, SpaceSite
 from syncd.errors import SyncdError
@@ -471,18 +471,14 @@ def _once(body: bytes) -> Callable[[], Awaitable[bytes]]:
     return chunk
 
 
-def _open_regular(path: Path) -> tuple[IO[bytes], int]:
-    """`path` opened for reading without following a link (nor blocking on a FIFO), and its
-    size; OSError unless it is a regular file."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+def _open_regular(path: Path) -> tuple[BinaryIO, int]:
+    """`path` opened as a blob is (no link followed, for the file or its folder; a regular file;
+    no blocking on a FIFO), and its size; OSError otherwise."""
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(f"{path.name} is not a regular file")
-        return os.fdopen(fd, "rb", buffering=0), info.st_size
-    except BaseException:
-        os.close(fd)
-        raise
+        file = open_regular(path)
+    except BlobRefused as exc:
+        raise OSError(str(exc)) from None
+    return file, os.fstat(file.fileno()).st_size
 
 
 def _safe_type(content_type: str) -> str:
