@@ -140,11 +140,9 @@ class FleetDaemon(Daemon):
             slot = due_slot(schedule, self.runs.last_slot(name), now, self.started_at)
             if slot is None:
                 continue
-            # Missed intervals give one run, not a burst: while a slot of the job waits for a
-            # replica (the job still runs, or it is a failure's retry), later slots collapse into it.
-            if self.runs.waiting_slot(name):
-                continue
             failures, last_failure = self._failures(name)
+            if failures and self.runs.waiting_slot(name):  # the waiting slot is its retry: later slots collapse into it
+                continue
             start = not_before(name, schedule, slot, failures, last_failure, self.settings.daemon.failure_backoff)
             offered = self.runs.offer_scheduled(name, state.config.kind, slot, start, reason="retry" if failures else "schedule")
             if offered is not None:
