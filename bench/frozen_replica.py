@@ -53,7 +53,7 @@ from psycopg.rows import dict_row
 TOP = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(TOP))
 
-from bench.fleet import Replica, fresh_schema, own_database, start_replica, stop_replicas  # noqa: E402
+from bench.fleet import Replica, _interrupt, fresh_schema, own_database, start_replica, stop_replicas  # noqa: E402
 from syncd.emulator.process import emulator_process  # noqa: E402
 
 TOKEN = "bench-frozen-token"
@@ -320,11 +320,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--spec", default=DEFAULT_SPEC, help="what the emulator generates (1 source and 2 empty organizations)")
     parser.add_argument("--server", default="postgresql://postgres@127.0.0.1:5432/postgres", help="PostgreSQL to create the database on")
     return parser.parse_args(argv)
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    """SIGTERM ends the benchmark like Ctrl-C: every process and the database are cleaned up."""
-    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
