@@ -57,11 +57,11 @@ def _config(tmp: Path, url: str, source: str, target: str) -> Path:
         retry={"max_attempts": 10, "initial_wait": "0.1s", "max_wait": "1s"},
         daemon={"port": 0, "failure_backoff": "0.5s", "shutdown_deadline": "20s"},
         jobs=[
-            # Intervals the runs fit in on a slow machine (a sync ~0.5 s, a mirror ~0.6 s on 2 busy
+            # Intervals the runs fit in on a slow machine under the whole suite (a sync 0.5-2 s, a mirror 0.6-3 s on 2 busy
             # cores, taking turns on the state): a fleet queues every slot of a busy job, so a
             # schedule tighter than the runs grows a backlog that no phase's runs ever get past.
-            {"name": "sync", "kind": "sync", "source": "src", "schedule": {"every": "2s"}},
-            {"name": "mirror", "kind": "mirror", "source": f"src:{source}", "target": f"dst:{target}", "schedule": {"every": "3s"}},
+            {"name": "sync", "kind": "sync", "source": "src", "schedule": {"every": "4s"}},
+            {"name": "mirror", "kind": "mirror", "source": f"src:{source}", "target": f"dst:{target}", "schedule": {"every": "6s"}},
         ],
     )
 
