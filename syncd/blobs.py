@@ -234,11 +234,13 @@ def _remember(key: _Identity, sha256: str) -> None:
             _HASHED.popitem(last=False)
 
 
-def _hash_open(stream: BinaryIO) -> str:
-    digest = hashlib.sha256()
+def hash_stream(stream: BinaryIO) -> tuple[str, int]:
+    """sha256 (hex) and byte count of what `stream` holds from where it is, read in chunks."""
+    digest, size = hashlib.sha256(), 0
     while chunk := stream.read(_CHUNK * 16):
         digest.update(chunk)
-    return digest.hexdigest()
+        size += len(chunk)
+    return digest.hexdigest(), size
 
 
 @dataclass(frozen=True)
@@ -302,7 +304,7 @@ class BlobStore:
             key = _identity(path, os.fstat(stream.fileno()))
             actual = _remembered(key)
             if actual is None:
-                actual = _hash_open(stream)
+                actual, _ = hash_stream(stream)
                 _remember(key, actual)
         if actual != sha256:
             raise BlobRefused("hash", f"holds bytes that hash to {actual[:16]}..., not to its name: they changed after they were stored")

@@ -20,7 +20,6 @@ one, not patched.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import sqlite3
@@ -33,7 +32,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from syncd.backup import blobs_dir
-from syncd.blobs import FILE_KINDS, BlobError, BlobRefused, BlobStore, open_regular
+from syncd.blobs import FILE_KINDS, BlobError, BlobRefused, BlobStore, hash_stream, open_regular
 from syncd.mirror import FINISHED, MirrorError
 from syncd.mirror.schema import check_readable
 from syncd.mirror.store import _connect_readonly, _sqlite_header, database_failure
@@ -42,7 +41,6 @@ __all__ = ["INTEGRITY_LINES", "CheckReport", "NotABackup", "Problem", "check_bac
 
 INTEGRITY_LINES = 100
 """At most this many messages from `PRAGMA integrity_check`: one damaged page can give many."""
-_CHUNK = 1 << 20
 _REFUSED_KINDS = {"symlink": "blob-symlink", "not-regular": "blob-not-regular"}
 """The problem kind of a blob `open_regular` refuses (anything else: `blob-unreadable`)."""
 _UNUSED = "never restored, served or exported"
@@ -211,12 +209,8 @@ def _by(used: list[str]) -> str:
 def _hash(path: Path) -> tuple[str, int]:
     """sha256 and size of a blob opened as every user of blobs opens it (`open_regular`):
     BlobRefused for a link or anything but a regular file."""
-    digest, size = hashlib.sha256(), 0
     with open_regular(path) as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
-    return digest.hexdigest(), size
+        return hash_stream(handle)
 
 
 def _blobs(report: CheckReport, rows: list[tuple[str, str, dict[str, Any]]] | None, on_blob: Callable[[int], None] | None) -> None:

@@ -226,8 +226,8 @@ def put_blob(store: BlobStore, content: bytes) -> tuple[str, Path]:
 def test_a_blob_is_used_only_as_a_regular_file_holding_its_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = BlobStore(tmp_path / "blobs")
     hashed: list[str] = []
-    real_hash = blobs_module._hash_open
-    monkeypatch.setattr(blobs_module, "_hash_open", lambda stream: hashed.append("x") or real_hash(stream))
+    real_hash = blobs_module.hash_stream
+    monkeypatch.setattr(blobs_module, "hash_stream", lambda stream: hashed.append("x") or real_hash(stream))
     digest, path = put_blob(store, b"the backed-up bytes")
     assert store.verify(digest, 19) == path and store.verify(digest, 19) == path
     assert len(hashed) == 1, "a blob is hashed once while it stays the same file"
