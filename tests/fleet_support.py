@@ -14,7 +14,7 @@ from psycopg.rows import dict_row
 from syncd.fleet import connect
 from syncd.fleet.runs import FleetRunLog
 
-__all__ = ["JOBS", "LONG", "T0", "db_rows", "fleet", "fleet_runs", "overlaps", "run_in_threads"]
+__all__ = ["JOBS", "LONG", "T0", "db_rows", "fleet", "fleet_runs", "overlaps", "run_in_threads", "slot_gap_problems"]
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 JOBS = {"a", "b", "c", "d", "e"}
@@ -84,3 +84,27 @@ def overlaps(runs: list[dict[str, Any]]) -> list[tuple[int, int]]:
             if start_b < end_a:
                 found.append((a, b))
     return found
+
+
+def slot_gap_problems(runs: list[dict[str, Any]], job: str, every: float, slack: float = 1.0) -> list[str]:
+    """What breaks "each slot of `job` on its grid, once; a slot skipped only while one waited".
+
+    Missed intervals give one run: while a slot of a job is queued, the slots falling due
+    meanwhile are not offered. So consecutive slots lie a multiple of `every` apart, and a gap
+    of k intervals means the earlier slot still waited (not started) k-1 intervals after it
+    fell due (`slack` seconds for the poll that noticed)."""
+    mine = sorted((r for r in runs if r["job"] == job and r["due_at"] is not None), key=lambda r: r["due_at"])
+    problems = []
+    for a, b in zip(mine, mine[1:], strict=False):
+        gap = (b["due_at"] - a["due_at"]).total_seconds()
+        steps = round(gap / every)
+        if steps < 1 or abs(gap - steps * every) > 1e-6:
+            problems.append(f"{job}: slots {a['due_at']:%T.%f} and {b['due_at']:%T.%f} {gap:g} s apart, not a multiple of {every:g}")
+        elif steps > 1:
+            waited_until = a["started_at"] or a["ended_at"]
+            if waited_until is not None and (waited_until - a["due_at"]).total_seconds() < (steps - 1) * every - slack:
+                problems.append(f"{job}: {steps - 1} slot(s) after {a['due_at']:%T.%f} lost while it had started")
+    waiting = [r["id"] for r in mine if r["outcome"] == "queued"]
+    if len(waiting) > 1:
+        problems.append(f"{job}: {len(waiting)} slots queued at once: {waiting}")
+    return problems

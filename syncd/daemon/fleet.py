@@ -140,9 +140,9 @@ class FleetDaemon(Daemon):
             slot = due_slot(schedule, self.runs.last_slot(name), now, self.started_at)
             if slot is None:
                 continue
-            failures, last_failure = self._failures(name)
-            if failures and self.runs.waiting_slot(name):  # the waiting slot is its retry: later slots collapse into it
+            if self.runs.waiting_slot(name):  # missed intervals give one run: later slots collapse into the waiting one
                 continue
+            failures, last_failure = self._failures(name)
             start = not_before(name, schedule, slot, failures, last_failure, self.settings.daemon.failure_backoff)
             offered = self.runs.offer_scheduled(name, state.config.kind, slot, start, reason="retry" if failures else "schedule")
             if offered is not None:
