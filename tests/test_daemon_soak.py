@@ -57,11 +57,10 @@ def _config(tmp: Path, url: str, source: str, target: str) -> Path:
         retry={"max_attempts": 10, "initial_wait": "0.1s", "max_wait": "1s"},
         daemon={"port": 0, "failure_backoff": "0.5s", "shutdown_deadline": "20s"},
         jobs=[
-            # Intervals the runs fit in on a slow machine under the whole suite (a sync 0.5-2 s, a mirror 0.6-3 s on 2 busy
-            # cores, taking turns on the state): a fleet queues every slot of a busy job, so a
-            # schedule tighter than the runs grows a backlog that no phase's runs ever get past.
-            {"name": "sync", "kind": "sync", "source": "src", "schedule": {"every": "4s"}},
-            {"name": "mirror", "kind": "mirror", "source": f"src:{source}", "target": f"dst:{target}", "schedule": {"every": "6s"}},
+            # Tighter than the runs (a sync 0.5-2 s, a mirror 0.6-3 s on 2 busy cores): runs follow
+            # each other, and the slots missed meanwhile collapse into one (no backlog, also in a fleet).
+            {"name": "sync", "kind": "sync", "source": "src", "schedule": {"every": "1s"}},
+            {"name": "mirror", "kind": "mirror", "source": f"src:{source}", "target": f"dst:{target}", "schedule": {"every": "1.5s"}},
         ],
     )
 
@@ -133,6 +132,7 @@ class History:
         return count_rows(self.where, self.table, where, params)
 
 
+@pytest.mark.long
 def test_daemon_survives_faults_and_outages_and_converges(
     tmp_path: Path, backend: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
