@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -69,3 +72,52 @@ def test_failures_push_the_slot_back_by_the_daemons_backoff() -> None:
     assert not_before("job", schedule, T0, 0, None, 30.0) == T0
     assert not_before("job", schedule, T0, 1, failed_at, 30.0) == failed_at + timedelta(seconds=30)
     assert not_before("job", schedule, T0, 3, failed_at, 30.0) == failed_at + timedelta(seconds=120)
+
+
+def test_a_cron_slot_follows_the_last_offered_one_not_the_replicas_start() -> None:
+    """A replica started after the fleet's last slot still runs the slots since that one."""
+    quarterly = Schedule(cron="*/15 * * * *")
+    started = T0 + timedelta(minutes=20)
+    now = T0 + timedelta(minutes=21)
+    assert due_slot(quarterly, T0, now, started) == T0 + timedelta(minutes=15)
+    assert next_slot(quarterly, T0 + timedelta(minutes=15), now, started) == T0 + timedelta(minutes=30)
+
+
+def test_a_slot_is_due_at_its_own_instant() -> None:
+    hourly = Schedule(cron="0 * * * *")
+    assert due_slot(hourly, T0, T0 + timedelta(hours=1), T0) == T0 + timedelta(hours=1)  # not a tick later
+    assert due_slot(hourly, T0, T0 + timedelta(hours=3), T0) == T0 + timedelta(hours=3)  # the latest, reached exactly
+
+
+def test_jitter_delays_the_slot_over_its_whole_range_whatever_its_size() -> None:
+    schedule = Schedule(every=60, jitter=0.5)  # below one second it still jitters
+    starts = [not_before("job", schedule, T0 + timedelta(minutes=n), 0, None, 30.0) - (T0 + timedelta(minutes=n)) for n in range(200)]
+    assert all(timedelta(0) <= s <= timedelta(seconds=0.5) for s in starts)
+    assert max(starts) > timedelta(seconds=0.45) and min(starts) < timedelta(seconds=0.05)  # the whole range, not half of it
+    later = [not_before("job", schedule, T0, 0, None, 30.0), not_before("other", schedule, T0, 0, None, 30.0)]
+    assert later[0] != later[1]  # drawn from the job, and from the slot (above)
+
+
+def test_backoff_counts_only_with_failures_and_uses_the_configured_base() -> None:
+    schedule = Schedule(every=60)
+    failed_at = T0 + timedelta(seconds=5)
+    assert not_before("job", schedule, T0, 0, failed_at, 30.0) == T0  # a failure time without failures: no backoff
+    assert not_before("job", schedule, T0, 1, failed_at, 2.0) == failed_at + timedelta(seconds=2)
+
+
+def test_the_next_cron_slot_follows_one_another_replica_offered_since_this_one_started() -> None:
+    quarterly = Schedule(cron="*/15 * * * *")
+    assert next_slot(quarterly, T0 + timedelta(minutes=15), T0 + timedelta(minutes=21), T0) == T0 + timedelta(minutes=30)
+
+
+def test_replicas_in_different_local_time_zones_draw_the_same_jitter(monkeypatch: pytest.MonkeyPatch) -> None:
+    drawn = []
+    try:
+        for zone in ("UTC", "Europe/Berlin", "America/New_York"):
+            monkeypatch.setenv("TZ", zone)
+            time.tzset()
+            drawn.append(jitter_for("job", T0, 30.0))
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert len(set(drawn)) == 1, drawn

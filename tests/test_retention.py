@@ -305,3 +305,17 @@ async def test_a_backup_job_prunes_by_its_policy_and_lists_what_it_pruned(tenant
     assert second.summary["pruned"] == [today.name]  # one day kept: its newest backup only
     assert backup_files(folder, "nightly") == [Path(second.summary["file"])]
     assert partial_backups(folder, "nightly") == []
+
+
+def test_ties_in_time_go_to_the_backup_given_later_and_an_offset_less_zone_is_refused() -> None:
+    import datetime as dt
+
+    class NoOffset(dt.tzinfo):
+        def utcoffset(self, _: dt.datetime | None) -> None:
+            return None
+
+    at = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    assert set(choose_kept([("b", at), ("a", at)], Policy(last=1)).kept) == {"a"}
+    assert set(choose_kept([("a", at), ("b", at)], Policy(last=1)).kept) == {"b"}
+    with pytest.raises(ValueError, match="timezone-aware"):
+        choose_kept([("x", datetime(2026, 3, 1, tzinfo=NoOffset()))], Policy(last=1))
