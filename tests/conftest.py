@@ -69,13 +69,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         _say(config, burners.stopped_line(burners.stop()))
 
 
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`: two workers a core. About 40% of the suite's wall is waiting (on child
-    processes, a daemon's schedule, a lease to end): one worker a core left the cores idle 41% of
-    the run (user+sys 805 s in 684 s of wall on 2 cores, measured without coverage)."""
-    return 2 * len(os.sched_getaffinity(0))
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests marked `long` (a minute or more, mostly waiting) first, so each starts on a worker
     at once and the others fill in around it, instead of one ending the run alone."""
