@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import datetime
+import enum
 import io
 import json
 import logging
 import secrets
 from collections.abc import Callable, Iterator
+from pathlib import PurePosixPath
 from urllib.parse import quote, quote_plus
 
 import aiohttp
@@ -14,11 +17,14 @@ import pytest
 import structlog
 from yarl import URL
 
+import syncd.logging as syncd_logging
 from syncd.emulator.server import RunningEmulator
 from syncd.logging import (
     MASK,
     LogFormat,
+    _forget_secrets,
     configure_logging,
+    forget_secret,
     get_logger,
     redact,
     redact_text,
@@ -240,3 +246,42 @@ def test_foreign_handlers_see_scrubbed_records(capture: Callable[[LogFormat], io
     text = sink.getvalue()
     assert token not in text and plain not in text
     assert "OSError" in text and MASK in text
+
+
+def test_a_forgotten_secret_is_shown_again_and_the_others_stay_masked() -> None:
+    """`forget_secret` (a content source's capability withdrawn): only that one is let go."""
+    kept, gone = _token("kept"), _token("gone")
+    register_secret(kept)
+    register_secret(gone)
+    assert redact_text(f"{kept} {gone}") == f"{MASK} {MASK}"
+    forget_secret(f"  {gone}\n")  # trimmed like at registration
+    forget_secret(_token("never"))  # unknown: nothing changes
+    assert redact_text(f"{kept} {gone}") == f"{MASK} {gone}"
+    forget_secret(kept)
+    assert redact_text(f"{kept} {gone}") == f"{kept} {gone}"
+    registered = set(syncd_logging._secrets)  # what other tests of this process registered, put back below
+    try:
+        _forget_secrets()
+        assert redact_text("plain words") == "plain words"  # no pattern left behind, not a broken one
+    finally:
+        for value in registered:
+            register_secret(value)
+
+
+class _Colour(enum.Enum):
+    SECRET = "value"
+
+
+def test_objects_are_logged_readably_and_scrubbed_inside() -> None:
+    token = _token("inside")
+    register_secret(token)
+
+    class Opaque:
+        def __repr__(self) -> str:
+            return f"<Opaque {token}>"
+
+    assert redact(ValueError(f"bad {token}")) == f"ValueError: bad {MASK}"
+    assert redact(PurePosixPath(f"/keys/{token}")) == f"/keys/{MASK}"
+    assert redact(_Colour.SECRET) == "value"
+    assert redact(Opaque()) == f"<Opaque {MASK}>"
+    assert redact(datetime.date(2026, 3, 1)) == "2026-03-01"
