@@ -1,0 +1,79 @@
+"""What a saved plan binds (`syncd.copy.planfile`): pure functions, no emulator.
+
+`check_same`: the file's ops must be exactly those syncd plans again from what it read, and the
+one-line refusal names the first difference. `restrict`: a later round of the plan's apply
+keeps only what the plan allows (every op it holds; with `binds="deletes"`, anything but a delete
+it does not hold) and reports the rest.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from syncd.copy.journal import Pair
+from syncd.copy.ops import Op, Plan, Skip
+from syncd.copy.planfile import PlanMismatch, SavedPlan, check_same, restrict
+
+PAIR = Pair("src", "S", "dst", "T")
+
+
+def _op(key: str, action: str = "create", kind: str = "space", **fields: object) -> Op:
+    return Op(key=key, action=action, kind=kind, source_id=key.rsplit(":", 1)[-1], **fields)  # type: ignore[arg-type]
+
+
+def _saved(*ops: Op, binds: str = "all") -> SavedPlan:
+    return SavedPlan(PAIR, "src:S", "dst:T", "copy", Plan(list(ops)), {}, binds=binds)  # type: ignore[arg-type]
+
+
+def test_the_same_ops_pass_in_any_order() -> None:
+    a, b = _op("create:space:a", title="A"), _op("patch:space:b", "patch", title="B")
+    check_same(_saved(a, b), Plan([b, a]))
+
+
+def test_an_op_only_in_the_file_is_named() -> None:
+    with pytest.raises(PlanMismatch) as caught:
+        check_same(_saved(_op("create:space:a"), _op("delete:space:x", "delete")), Plan([_op("create:space:a")]))
+    assert "its op 'delete:space:x' (delete space) is not in it; nothing was written" in str(caught.value)
+
+
+def test_an_op_only_in_the_new_plan_is_named() -> None:
+    with pytest.raises(PlanMismatch) as caught:
+        check_same(_saved(_op("create:space:a")), Plan([_op("create:space:a"), _op("create:collection:c", kind="collection")]))
+    assert "it lacks op 'create:collection:c' (create collection); nothing" in str(caught.value)
+
+
+def test_an_op_that_differs_names_every_field_either_side_has() -> None:
+    saved = _op("create:space:a", title="Old", path="/v1/orgs/T/spaces")
+    fresh = _op("create:space:a", title="New", path="/v1/orgs/T/spaces", after=["create:collection:c"])
+    with pytest.raises(PlanMismatch) as caught:
+        check_same(_saved(saved), Plan([fresh]))
+    assert "its op 'create:space:a' differs in after, title; nothing was written" in str(caught.value)
+
+
+def test_more_differences_are_counted_after_the_first() -> None:
+    with pytest.raises(PlanMismatch) as caught:
+        check_same(_saved(_op("create:space:a"), _op("create:space:b")), Plan([_op("create:space:c")]))
+    message = str(caught.value)
+    assert message.count("\n") == 0 and "its op 'create:space:a' (create space) is not in it (and 2 more)" in message
+    with pytest.raises(PlanMismatch) as caught:
+        check_same(_saved(_op("create:space:a")), Plan([_op("create:space:b")]))
+    assert "its op 'create:space:a' (create space) is not in it (and 1 more)" in str(caught.value)
+    with pytest.raises(PlanMismatch) as caught:
+        check_same(_saved(_op("create:space:a")), Plan([]))
+    assert "(and" not in str(caught.value)
+
+
+def test_a_later_round_keeps_only_the_plans_ops() -> None:
+    held, new, gone = _op("create:space:a"), _op("create:space:b"), _op("delete:space:d", "delete")
+    later = Plan([held, new, gone], skips=[Skip("member", "m", "Member", "no API")], refused="why not", warnings=["careful"])
+    kept, dropped = restrict(later, _saved(held, _op("create:space:z")))
+    assert kept.ops == [held] and dropped == [new, gone]
+    assert (kept.skips, kept.refused, kept.warnings) == (later.skips, "why not", ["careful"])  # carried over
+    assert kept.skips is not later.skips and kept.warnings is not later.warnings
+
+
+def test_a_plan_whose_deletes_were_confirmed_binds_only_its_deletes() -> None:
+    held_delete, new, other_delete = _op("delete:space:a", "delete"), _op("create:space:b"), _op("delete:space:d", "delete")
+    patch = _op("patch:space:p", "patch")
+    kept, dropped = restrict(Plan([held_delete, new, patch, other_delete]), _saved(held_delete, binds="deletes"))
+    assert kept.ops == [held_delete, new, patch] and dropped == [other_delete]
