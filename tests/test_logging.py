@@ -261,11 +261,35 @@ def test_a_forgotten_secret_is_shown_again_and_the_others_stay_masked() -> None:
     assert redact_text(f"{kept} {gone}") == f"{kept} {gone}"
     registered = set(syncd_logging._secrets)  # what other tests of this process registered, put back below
     try:
+        for value in registered:
+            forget_secret(value)
+        assert redact_text("plain words") == "plain words"  # the last one forgotten: no empty pattern left
+        register_secret(kept)
         _forget_secrets()
-        assert redact_text("plain words") == "plain words"  # no pattern left behind, not a broken one
+        assert redact_text(f"plain {kept}") == f"plain {kept}"  # no pattern left behind, not a broken one
     finally:
         for value in registered:
             register_secret(value)
+
+
+def test_a_secret_containing_another_is_masked_whole() -> None:
+    inner = f"zz{secrets.token_hex(8)}"
+    outer, around = f"{inner}-tail", f"aa-{inner}"  # the one it begins, the one it ends
+    for value in (inner, outer, around):
+        register_secret(value)
+    assert redact_text(f"[{outer}] [{around}] [{inner}]") == f"[{MASK}] [{MASK}] [{MASK}]"
+
+
+def test_a_secret_with_characters_of_several_bytes_is_masked_percent_encoded() -> None:
+    token = f"tök€n-{secrets.token_hex(8)}"
+    register_secret(token)
+    assert redact_text(f"?q={quote(token, safe='')} {quote(token).lower()}") == f"?q={MASK} {MASK}"
+
+
+def test_a_logger_carries_the_values_bound_at_creation(capture: Callable[[LogFormat], io.StringIO]) -> None:
+    buffer = capture("json")
+    get_logger("syncd.test", job="nightly").info("bound")
+    assert json.loads(buffer.getvalue().splitlines()[-1])["job"] == "nightly"
 
 
 class _Colour(enum.Enum):
