@@ -8,11 +8,24 @@ it does not hold) and reports the rest.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from syncd.copy.journal import Pair
 from syncd.copy.ops import Op, Plan, Skip
-from syncd.copy.planfile import PlanMismatch, SavedPlan, check_same, restrict
+from syncd.copy.invariants import Bounds
+from syncd.copy.planfile import (
+    PlanBreaksRules,
+    PlanMismatch,
+    SavedPlan,
+    StalePlan,
+    check_fresh,
+    check_intent,
+    check_same,
+    restrict,
+    save_plan,
+)
 
 PAIR = Pair("src", "S", "dst", "T")
 
@@ -77,3 +90,40 @@ def test_a_plan_whose_deletes_were_confirmed_binds_only_its_deletes() -> None:
     patch = _op("patch:space:p", "patch")
     kept, dropped = restrict(Plan([held_delete, new, patch, other_delete]), _saved(held_delete, binds="deletes"))
     assert kept.ops == [held_delete, new, patch] and dropped == [other_delete]
+
+
+def test_a_stale_plan_says_which_side_changed_and_since_when() -> None:
+    saved = _saved(_op("create:space:a"))
+    saved.fingerprints = {"source": "sha256:s", "target": "sha256:t"}
+    check_fresh(saved, {"source": "sha256:s", "target": "sha256:t"})
+    for now, what in (
+        ({"source": "sha256:S", "target": "sha256:t"}, "the source changed"),
+        ({"source": "sha256:s", "target": "sha256:T"}, "the target changed"),
+        ({"source": "sha256:S", "target": "sha256:T"}, "the source and the target changed"),
+    ):
+        with pytest.raises(StalePlan) as caught:
+            check_fresh(saved, now)
+        assert str(caught.value) == f"{what} since the plan was made (at an unknown time): make a new plan"
+    saved.created_at = "2026-11-27T10:00:00Z"
+    with pytest.raises(StalePlan, match=r"since the plan was made \(2026-11-27T10:00:00Z\)"):
+        check_fresh(saved, {})
+
+
+def test_a_plan_file_is_indented_for_review_and_private(tmp_path: Path) -> None:
+    path = tmp_path / "plan.json"
+    save_plan(path, {"format": "x", "ops": [{"key": "a", "after": ("b",)}], "kinds": {"space"}})
+    assert path.read_text() == '{\n  "format": "x",\n  "ops": [\n    {\n      "key": "a",\n      "after": [\n        "b"\n      ]\n    }\n  ],\n  "kinds": [\n    "space"\n  ]\n}\n'
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_plan_file_that_breaks_the_rules_is_refused_before_anything_is_read() -> None:
+    bounds = Bounds(target_org="T", mode="copy", max_delete=0)
+    check_intent(_saved(_op("create:space:a", method="POST", path="/v1/orgs/T/spaces")), bounds)
+    with pytest.raises(PlanBreaksRules) as caught:
+        check_intent(_saved(_op("delete:space:a", "delete", method="DELETE", path="/v1/spaces/a")), bounds)
+    assert str(caught.value).startswith("the plan file breaks the run's rules, nothing was written: ")
+    assert "mode copy never deletes" in str(caught.value)
+    refused = _saved(_op("create:space:a"))
+    refused.plan.refused = "deletes beyond --max-delete"
+    with pytest.raises(PlanBreaksRules, match=r"^the plan must not be applied: deletes beyond --max-delete$"):
+        check_intent(refused, bounds)
