@@ -17,17 +17,21 @@ from syncd.copy.ops import Op, Plan, Skip
 from syncd.copy.invariants import Bounds
 from syncd.copy.planfile import (
     PlanBreaksRules,
+    PlanFileError,
     PlanMismatch,
     SavedPlan,
     StalePlan,
     check_fresh,
     check_intent,
     check_same,
+    load_plan,
+    plan_document,
     restrict,
     save_plan,
 )
 
 PAIR = Pair("src", "S", "dst", "T")
+FP_S, FP_T = "sha256:" + "a" * 64, "sha256:" + "b" * 64
 
 
 def _op(key: str, action: str = "create", kind: str = "space", **fields: object) -> Op:
@@ -127,3 +131,33 @@ def test_a_plan_file_that_breaks_the_rules_is_refused_before_anything_is_read() 
     refused.plan.refused = "deletes beyond --max-delete"
     with pytest.raises(PlanBreaksRules, match=r"^the plan must not be applied: deletes beyond --max-delete$"):
         check_intent(refused, bounds)
+
+
+def test_a_saved_plan_reads_back_as_it_was_written(tmp_path: Path) -> None:
+    ops = [_op("create:space:a", method="POST", path="/v1/orgs/T/spaces", title="Ä guide", body={"title": "Ä guide"}),
+           _op("patch:space:b", "patch", method="PATCH", path="/v1/spaces/b", after=["create:space:a"])]
+    skips = [Skip("member", "m1", "Ann", "no API writes members", ("missing",)), Skip("comment", None, "", "history")]
+    saved = SavedPlan(PAIR, "src:S", "dst:T", "copy", Plan(ops, skips, None, ["careful"]),
+                      {"source": FP_S, "target": FP_T}, {"adopt": True}, "2026-11-27T10:00:00+00:00")
+    path = tmp_path / "plan.json"
+    save_plan(path, plan_document(saved, []))
+    read = load_plan(path)
+    assert (read.pair, read.source, read.target, read.mode, read.fingerprints, read.options, read.created_at) == (
+        PAIR, "src:S", "dst:T", "copy", {"source": FP_S, "target": FP_T}, {"adopt": True}, "2026-11-27T10:00:00+00:00")
+    assert read.plan.ops == ops and read.plan.skips == skips and read.plan.warnings == ["careful"] and read.plan.refused is None
+    check_same(read, Plan(ops))
+
+
+def test_an_unreadable_plan_file_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "plan.json"
+    with pytest.raises(PlanFileError, match=r"plan.json: no such plan file$"):
+        load_plan(path)
+    path.write_bytes(b"\xff\xfe{")
+    with pytest.raises(PlanFileError, match=r"plan.json cannot be read as a plan: "):
+        load_plan(path)
+    path.write_text('{"format": 1, "format": 2}')
+    with pytest.raises(PlanFileError, match=r"plan.json cannot be read as a plan: the name 'format' is given twice in one object$"):
+        load_plan(path)
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(PlanFileError, match=r"plan.json cannot be read as a plan: "):
+        load_plan(path)
