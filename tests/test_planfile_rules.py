@@ -161,3 +161,21 @@ def test_an_unreadable_plan_file_is_one_line_naming_the_file(tmp_path: Path) -> 
     path.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(PlanFileError, match=r"plan.json cannot be read as a plan: "):
         load_plan(path)
+
+
+def test_a_plan_of_another_version_or_damaged_is_one_line_saying_so(tmp_path: Path) -> None:
+    path = tmp_path / "plan.json"
+    document = plan_document(SavedPlan(PAIR, "src:S", "dst:T", "copy", Plan([]), {"source": FP_S, "target": FP_T}), [])
+    save_plan(path, {**document, "version": 99})
+    with pytest.raises(PlanFileError, match=r"plan.json is a plan of format version 99; this syncd applies version \d+: make a new plan$"):
+        load_plan(path)
+    save_plan(path, {**document, "ops": "all of them"})
+    with pytest.raises(PlanFileError, match=r"plan.json is a damaged plan: .+: make a new plan$"):
+        load_plan(path)
+
+
+def test_a_skip_without_title_or_reason_reads_as_empty_text(tmp_path: Path) -> None:
+    path = tmp_path / "plan.json"
+    document = plan_document(SavedPlan(PAIR, "src:S", "dst:T", "copy", Plan([]), {"source": FP_S, "target": FP_T}), [])
+    save_plan(path, {**document, "skips": [{"kind": "member", "source_id": "m"}]})
+    assert load_plan(path).plan.skips == [Skip("member", "m", "", "")]
