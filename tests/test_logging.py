@@ -15,6 +15,7 @@ from urllib.parse import quote, quote_plus
 import aiohttp
 import pytest
 import structlog
+from multidict import CIMultiDict
 from yarl import URL
 
 import syncd.logging as syncd_logging
@@ -27,8 +28,10 @@ from syncd.logging import (
     forget_secret,
     get_logger,
     redact,
+    redact_processor,
     redact_text,
     register_secret,
+    terminal_processor,
 )
 
 FORMATS: list[LogFormat] = ["console", "json"]
@@ -309,3 +312,40 @@ def test_objects_are_logged_readably_and_scrubbed_inside() -> None:
     assert redact(_Colour.SECRET) == "value"
     assert redact(Opaque()) == f"<Opaque {MASK}>"
     assert redact(datetime.date(2026, 3, 1)) == "2026-03-01"
+
+
+def test_nesting_is_walked_to_a_fixed_depth_then_shown_as_text() -> None:
+    token = _token("deep")
+    register_secret(token)
+    nested: object = [1, token]
+    for _ in range(11):  # the innermost list ends at depth 11: still walked
+        nested = [nested]
+    walked = redact(nested)
+    for _ in range(11):
+        assert isinstance(walked, list) and len(walked) == 1
+        walked = walked[0]
+    assert walked == [1, MASK]
+    deeper = redact([nested])  # one more level: depth 12 is shown as text, scrubbed
+    for _ in range(12):
+        deeper = deeper[0]
+    assert deeper == f"[1, '{MASK}']"
+    assert redact({"a": {"b": nested}})["a"]["b"][0][0][0][0][0][0][0][0][0][0] == f"[[1, '{MASK}']]"
+
+
+def test_keys_that_are_not_text_are_shown_scrubbed_and_repeated_names_keep_every_value() -> None:
+    token = _token("key")
+    register_secret(token)
+    assert redact({("tenant", token): 1, 5: 2, None: 3, 1.5: 4, True: 5}) == {f"('tenant', '{MASK}')": 1, 5: 2, None: 3, 1.5: 4, True: 5}
+    headers = CIMultiDict([("X-Tag", "a"), ("X-Tag", "b"), ("X-Tag", "c"), ("Authorization", f"Bearer {token}")])
+    assert redact(headers) == {"X-Tag": ["a", "b", "c"], "Authorization": MASK}
+    assert redact(("a", token)) == ("a", MASK) and isinstance(redact(("a",)), tuple)
+    assert redact({"token": "", "password": None}) == {"token": "", "password": None}  # nothing to hide
+
+
+def test_the_processors_keep_structlogs_own_keys_and_clean_console_text() -> None:
+    record = object()
+    event = {"event": "e", "token": "", "api_token": "t0ken-value", "_record": record, "_from_structlog": True}
+    assert redact_processor(None, "info", dict(event)) == {**event, "api_token": MASK}
+    shown = terminal_processor(None, "info", {"event": "a\x1b[31mb\nc", "exception": "Traceback\n  line", "_record": "raw\n", "n": 5})
+    assert "\x1b" not in shown["event"] and "\n" not in shown["event"] and "c" in shown["event"]
+    assert shown["exception"] == "Traceback\n  line" and shown["_record"] == "raw\n" and shown["n"] == 5
