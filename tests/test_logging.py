@@ -336,8 +336,9 @@ def test_keys_that_are_not_text_are_shown_scrubbed_and_repeated_names_keep_every
     token = _token("key")
     register_secret(token)
     assert redact({("tenant", token): 1, 5: 2, None: 3, 1.5: 4, True: 5}) == {f"('tenant', '{MASK}')": 1, 5: 2, None: 3, 1.5: 4, True: 5}
-    headers = CIMultiDict([("X-Tag", "a"), ("X-Tag", "b"), ("X-Tag", "c"), ("Authorization", f"Bearer {token}")])
-    assert redact(headers) == {"X-Tag": ["a", "b", "c"], "Authorization": MASK}
+    headers = CIMultiDict([("X-Tag", "one"), ("X-Tag", "two"), ("X-Tag", "three"), ("Authorization", f"Bearer {token}")])
+    assert redact(headers) == {"X-Tag": ["one", "two", "three"], "Authorization": MASK}
+    assert redact(token.encode()) == f"b'{MASK}'"
     assert redact(("a", token)) == ("a", MASK) and isinstance(redact(("a",)), tuple)
     assert redact({"token": "", "password": None}) == {"token": "", "password": None}  # nothing to hide
 
@@ -349,3 +350,11 @@ def test_the_processors_keep_structlogs_own_keys_and_clean_console_text() -> Non
     shown = terminal_processor(None, "info", {"event": "a\x1b[31mb\nc", "exception": "Traceback\n  line", "_record": "raw\n", "n": 5})
     assert "\x1b" not in shown["event"] and "\n" not in shown["event"] and "c" in shown["event"]
     assert shown["exception"] == "Traceback\n  line" and shown["_record"] == "raw\n" and shown["n"] == 5
+
+
+def test_a_foreign_records_stack_is_scrubbed(capture: Callable[[LogFormat], io.StringIO]) -> None:
+    capture("console")  # installs the record factory
+    token = _token("stack")
+    register_secret(token)
+    record = logging.getLogRecordFactory()("foreign", logging.INFO, "f.py", 1, "msg", (), None, None, f"Stack (most recent call last):\n  {token}")
+    assert record.stack_info == f"Stack (most recent call last):\n  {MASK}"
