@@ -14,7 +14,7 @@ from psycopg.rows import dict_row
 from syncd.fleet import connect
 from syncd.fleet.runs import FleetRunLog
 
-__all__ = ["JOBS", "LONG", "T0", "db_rows", "fleet", "fleet_runs", "overlaps", "run_in_threads", "slot_gap_problems"]
+__all__ = ["JOBS", "LONG", "T0", "db_rows", "fleet", "fleet_runs", "overlaps", "job_slots", "run_in_threads", "slot_gap_problems"]
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 JOBS = {"a", "b", "c", "d", "e"}
@@ -86,16 +86,22 @@ def overlaps(runs: list[dict[str, Any]]) -> list[tuple[int, int]]:
     return found
 
 
-def slot_gap_problems(runs: list[dict[str, Any]], job: str, every: float, slack: float = 1.0) -> list[str]:
-    """What breaks "each slot of `job` on its grid, once; a slot skipped only while one waited".
+def job_slots(runs: list[dict[str, Any]], job: str) -> list[dict[str, Any]]:
+    """The scheduled runs of `job` (triggers have no slot), by slot."""
+    return sorted((r for r in runs if r["job"] == job and r["due_at"] is not None), key=lambda r: r["due_at"])
+
+
+def slot_gap_problems(slots: list[dict[str, Any]], every: float, slack: float = 1.0) -> list[str]:
+    """What breaks "each slot of a job on its grid, once; a slot skipped only while one waited"
+    in `slots`, the job's scheduled runs by slot (`job_slots`).
 
     Missed intervals give one run: while a slot of a job is queued, the slots falling due
     meanwhile are not offered. So consecutive slots lie a multiple of `every` apart, and a gap
     of k intervals means the earlier slot still waited (not started) k-1 intervals after it
     fell due (`slack` seconds for the poll that noticed)."""
-    mine = sorted((r for r in runs if r["job"] == job and r["due_at"] is not None), key=lambda r: r["due_at"])
     problems = []
-    for a, b in zip(mine, mine[1:], strict=False):
+    for a, b in zip(slots, slots[1:], strict=False):
+        job = a["job"]
         gap = (b["due_at"] - a["due_at"]).total_seconds()
         steps = round(gap / every)
         if steps < 1 or abs(gap - steps * every) > 1e-6:
@@ -104,7 +110,7 @@ def slot_gap_problems(runs: list[dict[str, Any]], job: str, every: float, slack:
             waited_until = a["started_at"] or a["ended_at"]
             if waited_until is not None and (waited_until - a["due_at"]).total_seconds() < (steps - 1) * every - slack:
                 problems.append(f"{job}: {steps - 1} slot(s) after {a['due_at']:%T.%f} lost while it had started")
-    waiting = [r["id"] for r in mine if r["outcome"] == "queued"]
+    waiting = [r["id"] for r in slots if r["outcome"] == "queued"]
     if len(waiting) > 1:
-        problems.append(f"{job}: {len(waiting)} slots queued at once: {waiting}")
+        problems.append(f"{slots[0]['job']}: {len(waiting)} slots queued at once: {waiting}")
     return problems

@@ -44,7 +44,7 @@ import pytest
 
 from syncd.emulator.process import EmulatorProcess, emulator_process
 from tests.daemon_support import DaemonProcess, wait_for
-from tests.fleet_support import fleet_runs, overlaps, slot_gap_problems
+from tests.fleet_support import fleet_runs, job_slots, overlaps, slot_gap_problems
 from tests.loopback import EmulatorClient
 
 TOKENS = {"one": "fleet-one-token", "two": "fleet-two-token"}
@@ -150,8 +150,8 @@ def _slot_problems(runs: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> li
     problems = []
     for job in jobs:
         name, every = job["name"], _every(job)
-        mine = sorted((r for r in runs if r["job"] == name and r["due_at"] is not None), key=lambda r: r["due_at"])
-        problems += slot_gap_problems(runs, name, every)
+        mine = job_slots(runs, name)
+        problems += slot_gap_problems(mine, every)
         outcomes = [r["outcome"] for r in mine]
         done = len(outcomes) - outcomes[::-1].index("succeeded") if "succeeded" in outcomes else 0
         tail = outcomes[done:]  # what the stop interrupted: the running run, the slots due meanwhile

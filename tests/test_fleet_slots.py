@@ -6,7 +6,6 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -75,12 +74,12 @@ def test_failures_push_the_slot_back_by_the_daemons_backoff() -> None:
 
 
 def test_a_cron_slot_follows_the_last_offered_one_not_the_replicas_start() -> None:
-    """A replica started after the fleet's last slot still runs the slots since that one."""
+    """A replica started after the fleet's last slot still runs the slots since that one; one
+    started before a slot another replica offered shows the slot after that one as next."""
     quarterly = Schedule(cron="*/15 * * * *")
-    started = T0 + timedelta(minutes=20)
     now = T0 + timedelta(minutes=21)
-    assert due_slot(quarterly, T0, now, started) == T0 + timedelta(minutes=15)
-    assert next_slot(quarterly, T0 + timedelta(minutes=15), now, started) == T0 + timedelta(minutes=30)
+    assert due_slot(quarterly, T0, now, T0 + timedelta(minutes=20)) == T0 + timedelta(minutes=15)
+    assert next_slot(quarterly, T0 + timedelta(minutes=15), now, T0) == T0 + timedelta(minutes=30)
 
 
 def test_a_slot_is_due_at_its_own_instant() -> None:
@@ -103,11 +102,6 @@ def test_backoff_counts_only_with_failures_and_uses_the_configured_base() -> Non
     failed_at = T0 + timedelta(seconds=5)
     assert not_before("job", schedule, T0, 0, failed_at, 30.0) == T0  # a failure time without failures: no backoff
     assert not_before("job", schedule, T0, 1, failed_at, 2.0) == failed_at + timedelta(seconds=2)
-
-
-def test_the_next_cron_slot_follows_one_another_replica_offered_since_this_one_started() -> None:
-    quarterly = Schedule(cron="*/15 * * * *")
-    assert next_slot(quarterly, T0 + timedelta(minutes=15), T0 + timedelta(minutes=21), T0) == T0 + timedelta(minutes=30)
 
 
 def test_replicas_in_different_local_time_zones_draw_the_same_jitter(monkeypatch: pytest.MonkeyPatch) -> None:

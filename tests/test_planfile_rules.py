@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from syncd.copy.invariants import Bounds
 from syncd.copy.journal import Pair
 from syncd.copy.ops import Op, Plan, Skip
-from syncd.copy.invariants import Bounds
 from syncd.copy.planfile import (
     PlanBreaksRules,
     PlanFileError,
@@ -39,7 +39,7 @@ def _op(key: str, action: str = "create", kind: str = "space", **fields: object)
 
 
 def _saved(*ops: Op, binds: str = "all") -> SavedPlan:
-    return SavedPlan(PAIR, "src:S", "dst:T", "copy", Plan(list(ops)), {}, binds=binds)  # type: ignore[arg-type]
+    return SavedPlan(PAIR, "src:S", "dst:T", "copy", Plan(list(ops)), {"source": FP_S, "target": FP_T}, binds=binds)  # type: ignore[arg-type]
 
 
 def test_the_same_ops_pass_in_any_order() -> None:
@@ -165,7 +165,7 @@ def test_an_unreadable_plan_file_is_one_line_naming_the_file(tmp_path: Path) -> 
 
 def test_a_plan_of_another_version_or_damaged_is_one_line_saying_so(tmp_path: Path) -> None:
     path = tmp_path / "plan.json"
-    document = plan_document(SavedPlan(PAIR, "src:S", "dst:T", "copy", Plan([]), {"source": FP_S, "target": FP_T}), [])
+    document = plan_document(_saved(), [])
     save_plan(path, {**document, "version": 99})
     with pytest.raises(PlanFileError, match=r"plan.json is a plan of format version 99; this syncd applies version \d+: make a new plan$"):
         load_plan(path)
@@ -176,6 +176,6 @@ def test_a_plan_of_another_version_or_damaged_is_one_line_saying_so(tmp_path: Pa
 
 def test_a_skip_without_title_or_reason_reads_as_empty_text(tmp_path: Path) -> None:
     path = tmp_path / "plan.json"
-    document = plan_document(SavedPlan(PAIR, "src:S", "dst:T", "copy", Plan([]), {"source": FP_S, "target": FP_T}), [])
+    document = plan_document(_saved(), [])
     save_plan(path, {**document, "skips": [{"kind": "member", "source_id": "m"}]})
     assert load_plan(path).plan.skips == [Skip("member", "m", "", "")]

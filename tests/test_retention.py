@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -307,15 +307,16 @@ async def test_a_backup_job_prunes_by_its_policy_and_lists_what_it_pruned(tenant
     assert partial_backups(folder, "nightly") == []
 
 
+class _NoOffset(tzinfo):
+    """A zone that gives no offset: its times are as naive as those without a zone."""
+
+    def utcoffset(self, _: datetime | None) -> None:
+        return None
+
+
 def test_ties_in_time_go_to_the_backup_given_later_and_an_offset_less_zone_is_refused() -> None:
-    import datetime as dt
-
-    class NoOffset(dt.tzinfo):
-        def utcoffset(self, _: dt.datetime | None) -> None:
-            return None
-
     at = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
     assert set(choose_kept([("b", at), ("a", at)], Policy(last=1)).kept) == {"a"}
     assert set(choose_kept([("a", at), ("b", at)], Policy(last=1)).kept) == {"b"}
     with pytest.raises(ValueError, match="timezone-aware"):
-        choose_kept([("x", datetime(2026, 3, 1, tzinfo=NoOffset()))], Policy(last=1))
+        choose_kept([("x", datetime(2026, 3, 1, tzinfo=_NoOffset()))], Policy(last=1))

@@ -140,7 +140,9 @@ class FleetDaemon(Daemon):
             slot = due_slot(schedule, self.runs.last_slot(name), now, self.started_at)
             if slot is None:
                 continue
-            if self.runs.waiting_slot(name):  # missed intervals give one run: later slots collapse into the waiting one
+            # Missed intervals give one run, not a burst: while a slot of the job waits for a
+            # replica (the job still runs, or it is a failure's retry), later slots collapse into it.
+            if self.runs.waiting_slot(name):
                 continue
             failures, last_failure = self._failures(name)
             start = not_before(name, schedule, slot, failures, last_failure, self.settings.daemon.failure_backoff)
