@@ -3,6 +3,7 @@ plain functions that call and poll, like a user's scripts and monitoring would."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import urllib.error
@@ -10,6 +11,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+from syncd.emulator.process import EmulatorProcess, emulator_process
 from tests.oracle import copied_view
 
 
@@ -78,3 +80,25 @@ class EmulatorClient:
     def writes(self) -> int:
         stats = self.admin("GET", "/_emulator/stats")
         return sum(r["count"] for r in stats["routes"] if r["method"] in ("POST", "PUT", "PATCH", "DELETE"))
+
+
+class SharedEmulators(contextlib.ExitStack):
+    """Emulator processes a module's tests share, one per profile, each started on first use and
+    reset to its start (`POST /_emulator/reset`) before every later test: each test sees what a
+    fresh process would serve, without the start (a second or more of CPU, most of a short
+    test's). One that a test left stopped is started again. Stops them all on exit."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__()
+        self.options = options
+        self.running: dict[str, EmulatorProcess] = {}
+
+    def fresh(self, profile: str) -> EmulatorProcess:
+        running = self.running.get(profile)
+        if running is not None and running.process.poll() is None:
+            status, answer = http("POST", running.url + "/_emulator/reset")
+            assert status == 200, ("reset", status, answer)
+            return running
+        running = self.enter_context(emulator_process(profile=profile, resettable=True, **self.options))
+        self.running[profile] = running
+        return running

@@ -31,8 +31,7 @@ from syncd.cli import main
 from syncd.config import load_settings
 from syncd.daemon.jobs import execute_job
 from syncd.daemon.metrics import DaemonMetrics
-from syncd.emulator.process import emulator_process
-from tests.loopback import EmulatorClient
+from tests.loopback import EmulatorClient, SharedEmulators
 from tests.oracle import copied_view
 from tests.state_support import use_backend
 
@@ -61,10 +60,17 @@ class Emulator(EmulatorClient):
         return int(self.admin("GET", "/_emulator/stats")["by_status"].get("lost-answer", 0))
 
 
+@pytest.fixture(scope="module")
+def emulators() -> Iterator[SharedEmulators]:
+    with SharedEmulators(token=TOKEN, spec=SPEC, seed=3, rate=0) as shared:
+        yield shared
+
+
 @pytest.fixture
-def emulator(profile: str) -> Iterator[Emulator]:
-    with emulator_process(token=TOKEN, spec=SPEC, seed=3, rate=0, profile=profile) as running:
-        yield Emulator(running.url, running.report, TOKEN)
+def emulator(profile: str, emulators: SharedEmulators) -> Emulator:
+    """The module's emulator of `profile`, as it was when it started."""
+    running = emulators.fresh(profile)
+    return Emulator(running.url, running.report, TOKEN)
 
 
 @pytest.fixture

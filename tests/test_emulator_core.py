@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import aiohttp
 import pytest
@@ -140,6 +141,49 @@ async def test_lost_write_takes_effect_but_loses_the_answer() -> None:
         assert len(titles) == before + 1 and "Lost answer" in titles
         status, stats = await api.get(running.url + "/_emulator/stats")
         assert stats["by_status"].get("lost-answer") == 1
+
+
+async def test_reset_brings_back_the_start_and_only_when_asked_for_at_start() -> None:
+    """What tests sharing one emulator process rely on: after any writes and knob changes, a
+    reset serves what the emulator served when it started, and new objects get the same ids."""
+    async with await _emulator_with(rate_limit=50, resettable=True) as running, aiohttp.ClientSession() as session:
+        api = Api(session, running.url, ALL_TOKEN)
+        org_id = running.store.user_orgs(running.store.tokens[ALL_TOKEN])[0]["id"]
+        dump_path = f"{running.url}/_emulator/orgs/{org_id}/dump"
+        _, start_dump = await api.get(dump_path)
+        _, start_info = await api.get(running.url + "/_emulator/info")
+        status, first = await api.post(f"/v1/orgs/{org_id}/collections", {"title": "Made before the reset"})
+        assert status == 201
+        await api.put(running.url + "/_emulator/faults", {"5xx": 0.5})
+        await api.put(running.url + "/_emulator/profile", {"name": "divergent"})
+        await api.put(running.url + "/_emulator/forbidden", {"patterns": ["/collections"]})
+        await api.post(running.url + "/_emulator/clock", {"advance_seconds": 3600})
+        _, changed = await api.get(dump_path)
+        assert changed != start_dump
+
+        status, answer = await api.post(running.url + "/_emulator/reset")
+        assert (status, answer) == (200, {"reset": True, "organizations": 1})
+        _, faults = await api.get(running.url + "/_emulator/faults")
+        assert not any(faults.values())
+        _, stats = await api.get(running.url + "/_emulator/stats")
+        assert stats["total"] == 0  # the admin calls are not counted, the API calls were forgotten
+        _, info = await api.get(running.url + "/_emulator/info")
+        assert info == start_info and info["profile"] == "default"
+        assert (await api.get(dump_path))[1] == start_dump
+        status, again = await api.post(f"/v1/orgs/{org_id}/collections", {"title": "Made after the reset"})
+        assert status == 201 and again["id"] == first["id"]  # the id generator went back too
+        _, clock = await api.post(running.url + "/_emulator/clock", {"advance_seconds": 0})
+        assert abs(_iso_seconds(clock["now"]) - time.time()) < 600  # the clock too (it was an hour ahead)
+
+    async with await _emulator_with() as running, aiohttp.ClientSession() as session:
+        status, answer = await Api(session, running.url, ALL_TOKEN).post(running.url + "/_emulator/reset")
+        assert status == 409 and "--resettable" in answer["error"]["message"]
+
+
+def _iso_seconds(text: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def test_fault_spec_parsing_rejects_bad_input() -> None:

@@ -130,7 +130,11 @@ def test_read_only_media_for_a_user_who_cannot_write_there(backup: Backup) -> No
 
         def run(*args: str) -> subprocess.CompletedProcess[str]:
             env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": top, "NO_COLOR": "1", "COLUMNS": "200"}
-            drop = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups"]
+            # The user may read and search everywhere (CAP_DAC_READ_SEARCH, ambient): an interpreter
+            # under root's 0700 home, as pyenv's are, must load its shared libpython as that user.
+            # Writing stays refused wherever the modes refuse it, which is what this test is about.
+            drop = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups",
+                    "--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
             return subprocess.run([*drop, sys.executable, *args], cwd=top, env=env, capture_output=True, text=True, timeout=300)
 
         plain = run("-c", f"import sqlite3; sqlite3.connect({db.resolve().as_uri() + '?mode=ro'!r}, uri=True).execute('SELECT count(*) FROM runs')")

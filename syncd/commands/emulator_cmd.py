@@ -27,6 +27,7 @@ def serve(
     faults: str = typer.Option("", help="Fault probabilities, e.g. 5xx=0.1,drop=0.05,lost=0.1,truncate=0.05,html502=0.02,jitter=5."),
     profile: str = typer.Option("default", help="Behaviour at the points the spec leaves open: default, divergent, or mixed:SEED (each open point drawn from SEED)."),
     print_json: bool = typer.Option(False, "--json", help="Print the start-up report as one JSON line."),
+    resettable: bool = typer.Option(False, help="Keep a copy of the start, for POST /_emulator/reset (tests sharing one emulator)."),
 ) -> None:
     """Serve generated organizations over HTTP until interrupted."""
     from syncd.emulator.faults import parse_faults
@@ -78,7 +79,7 @@ def serve(
         asyncio.run(
             serve_forever(
                 store, host, port, ready,
-                profile=profile, rate_limit=rate_limit, burst=burst or None, page_cap=page_cap, faults=fault_values,
+                profile=profile, rate_limit=rate_limit, burst=burst or None, page_cap=page_cap, faults=fault_values, resettable=resettable,
             )
         )
     except OSError as exc:

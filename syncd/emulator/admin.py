@@ -1,6 +1,6 @@
 """Admin routes outside `/v1` (tests, benchmarks and the demo only): statistics, faults,
-rate limit, page size and page-token lifetime, clock, outages, and the canonical dump of an
-organization. No auth: the emulator is meant for loopback."""
+rate limit, page size and page-token lifetime, clock, outages, a reset to the start, and the
+canonical dump of an organization. No auth: the emulator is meant for loopback."""
 
 from __future__ import annotations
 
@@ -176,6 +176,22 @@ async def post_outage(request: web.Request) -> web.Response:
         raise conflict("outage: one is already scheduled or under way")
     listener.schedule_outage(float(seconds), delay=OUTAGE_DELAY)
     return h.json_answer({"down_for": float(seconds)}, status=202)
+
+
+@routes.post(ADMIN_PREFIX + "/reset")
+async def post_reset(request: web.Request) -> web.Response:
+    """Everything as it was when the emulator started (`app.reset_app`); 409 unless it was
+    started resettable (`syncd emulator serve --resettable`) or while an outage is under way."""
+    from syncd.emulator.app import START, reset_app
+    from syncd.emulator.server import LISTENER
+
+    if START not in request.app:
+        raise conflict("reset: this emulator was not started resettable (syncd emulator serve --resettable)")
+    listener = request.app.get(LISTENER)
+    if listener is not None and listener.busy:
+        raise conflict("reset: an outage is scheduled or under way")
+    reset_app(request.app)
+    return h.json_answer({"reset": True, "organizations": len(h.store_of(request).orgs)})
 
 
 @routes.get(ADMIN_PREFIX + "/info")

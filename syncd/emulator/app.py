@@ -5,6 +5,7 @@ of `syncd.emulator.routes`."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import hashlib
 import json
 import logging
@@ -74,6 +75,47 @@ class Emulator:
 
 
 EMULATOR: web.AppKey[Emulator] = web.AppKey("emulator", Emulator)
+
+
+@dataclass(frozen=True)
+class Start:
+    """What the emulator was when it started serving, kept by a resettable app only: tests that
+    share one emulator process (its start costs more than most tests) return it there between
+    tests, `POST /_emulator/reset`, instead of starting another."""
+
+    store: Store
+    """A deep copy, never served: each reset serves a fresh copy of it."""
+    profile: Profile
+    page_cap: int
+    page_token_ttl: float | None
+    rate: float
+    burst: float | None
+    faults: dict[str, float]
+    fault_seed: int
+
+
+START: web.AppKey[Start] = web.AppKey("start", Start)
+
+
+def reset_app(app: web.Application) -> None:
+    """Data, clock, profile, page size and token lifetime, rate limit, faults, statistics,
+    forbidden and corrupt paths: all as they were at the start. The store object stays the same
+    (the app and the rate limiter's clock hold it); its contents are replaced."""
+    start = app[START]
+    store = app[STORE]
+    store.__dict__.clear()
+    store.__dict__.update(copy.deepcopy(start.store).__dict__)
+    emu = app[EMULATOR]
+    emu.faults = Faults()
+    emu.faults.update(start.faults)
+    emu.stats = Stats()
+    emu.rng = random.Random(start.fault_seed)
+    emu.forbidden.clear()
+    emu.corrupt.clear()
+    emu.limiter.limited = 0
+    emu.limiter.configure(start.rate, start.burst)
+    app[PROFILE].profile = start.profile
+    app[CAPS].page_cap, app[CAPS].page_token_ttl = start.page_cap, start.page_token_ttl
 
 
 def route_name(request: web.Request) -> str:
@@ -322,9 +364,12 @@ def create_app(
     page_cap: int | None = None,
     faults: dict[str, float] | None = None,
     fault_seed: int = 0,
+    resettable: bool = False,
 ) -> web.Application:
     """An application serving `store` with the behaviour `profile` (see `syncd.emulator.profile`);
-    `page_cap` None takes the profile's. Every knob can be changed later through `/_emulator`."""
+    `page_cap` None takes the profile's. Every knob can be changed later through `/_emulator`.
+    `resettable` keeps a copy of the start (`reset_app`); off by default, since a benchmark's
+    store can be large."""
     from syncd.emulator import admin
     from syncd.emulator.routes import FAMILIES
 
@@ -350,6 +395,11 @@ def create_app(
     app[EMULATOR] = emu
     app[PROFILE] = Played(chosen)
     app[CAPS] = ServerCaps(page_cap=page_cap or chosen.page_cap, page_token_ttl=chosen.page_token_ttl)
+    if resettable:
+        app[START] = Start(
+            store=copy.deepcopy(store), profile=chosen, page_cap=app[CAPS].page_cap, page_token_ttl=chosen.page_token_ttl,
+            rate=rate_limit, burst=burst, faults=emu.faults.as_dict(), fault_seed=fault_seed,
+        )
     for family in FAMILIES:
         app.add_routes(family.routes)
     app.add_routes(admin.routes)

@@ -55,11 +55,13 @@ def emulator_process(
     latency_ms: float = 0.0,
     profile: str = "default",
     start_timeout: float = 120.0,
+    resettable: bool = False,
     extra: Sequence[str] = (),
 ) -> Iterator[EmulatorProcess]:
     """Start the emulator on a free port, yield it once it is serving, always stop it.
 
-    `profile` picks the behaviour at the points the spec leaves open (`default`, `divergent`)."""
+    `profile` picks the behaviour at the points the spec leaves open (`default`, `divergent`);
+    `resettable` lets `POST /_emulator/reset` bring it back to its start."""
     args = [
         sys.executable, "-m", "syncd.cli", "emulator", "serve", "--port", "0", "--json",
         "--token", token, "--generate", spec, "--seed", str(seed),
@@ -67,6 +69,8 @@ def emulator_process(
     ]
     if burst:
         args += ["--burst", f"{burst:g}"]
+    if resettable:
+        args.append("--resettable")
     args += list(extra)
     process = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
     try:
