@@ -69,6 +69,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         _say(config, burners.stopped_line(burners.stop()))
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: a worker a core, and one more. The tests marked `long` spend most of their
+    minutes waiting on schedules and child processes; started first, they land on one worker
+    (xdist hands each worker a contiguous share), and the extra worker keeps the cores busy
+    meanwhile."""
+    return len(os.sched_getaffinity(0)) + 1
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests marked `long` (a minute or more, mostly waiting) first, so each starts on a worker
     at once and the others fill in around it, instead of one ending the run alone."""
