@@ -76,11 +76,11 @@ def test_an_update_records_its_fields_on_either_backend(state: Path | str) -> No
     """The merge records old -> new per field (on PostgreSQL outside SQL: it cannot call Python),
     leaving out a kind's volatile fields; other ops record none."""
 
-    def run(mirror: Mirror, data: dict[str, object], position: int = 0) -> int:
+    def run(mirror: Mirror, data: dict[str, object], position: int = 0, kind: str = "space") -> int:
         number = mirror.start_run("sync", "t", "t")
         kept = {k: v for k, v in data.items() if k != "updatedAt"}
-        mirror.stage(number, [Row("t", "space", "s1", "o", "org", "o", position, "/spaces", None, data, content_hash(kept))])
-        mirror.record_listing(number, "t", "/spaces", True)
+        mirror.stage(number, [Row("t", kind, "s1", "o", "org", "o", position, f"/{kind}s", None, data, content_hash(kept))])
+        mirror.record_listing(number, "t", f"/{kind}s", True)
         mirror.finish_run(number, volatile={"space": ["updatedAt"]})
         return number
 
@@ -96,6 +96,13 @@ def test_an_update_records_its_fields_on_either_backend(state: Path | str) -> No
             {"field": "meta.tags", "old": ["x"], "new": ["x", "y"]},
         ]
         assert mirror.changes(third) == []  # only the volatile field and a lone position changed
+        # A kind with no volatile fields at all: every field counts, and none is left out.
+        run(mirror, {"title": "A", "updatedAt": "1"}, kind="team")
+        [update] = mirror.changes(run(mirror, {"title": "B", "updatedAt": "2"}, kind="team"))
+        assert update["op"] == "updated" and update["fields"] == [
+            {"field": "title", "old": "A", "new": "B"},
+            {"field": "updatedAt", "old": "1", "new": "2"},
+        ]
 
 
 emulator = module_thread_emulator(SPEC)
