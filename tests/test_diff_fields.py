@@ -103,6 +103,11 @@ def test_an_update_records_its_fields_on_either_backend(state: Path | str) -> No
             {"field": "title", "old": "A", "new": "B"},
             {"field": "updatedAt", "old": "1", "new": "2"},
         ]
+        # More changed fields than are kept: the record says how many were left out.
+        many = {f"f{i:02}": i for i in range(MAX_FIELDS + 3)}
+        run(mirror, many, kind="team")
+        [update] = mirror.changes(run(mirror, {k: -v - 1 for k, v in many.items()}, kind="team"))
+        assert len(update["fields"]) == MAX_FIELDS and update["fields_omitted"] == 3
 
 
 emulator = module_thread_emulator(SPEC)
