@@ -11,7 +11,7 @@ import pytest
 from syncd.emulator.faults import parse_faults
 from syncd.emulator.generate import generate, parse_spec
 from syncd.emulator.server import serve_emulator
-from syncd.emulator.store import Store
+from syncd.emulator.store import Store, parse_iso
 from tests.conftest import ALL_TOKEN, Api
 
 
@@ -158,6 +158,7 @@ async def test_reset_brings_back_the_start_and_only_when_asked_for_at_start() ->
         await api.put(running.url + "/_emulator/profile", {"name": "divergent"})
         await api.put(running.url + "/_emulator/forbidden", {"patterns": ["/collections"]})
         await api.post(running.url + "/_emulator/clock", {"advance_seconds": 3600})
+        await api.put(running.url + "/_emulator/page-cap", {"cap": 1})
         _, changed = await api.get(dump_path)
         assert changed != start_dump
 
@@ -170,20 +171,16 @@ async def test_reset_brings_back_the_start_and_only_when_asked_for_at_start() ->
         _, info = await api.get(running.url + "/_emulator/info")
         assert info == start_info and info["profile"] == "default"
         assert (await api.get(dump_path))[1] == start_dump
+        status, page = await api.get(f"/v1/orgs/{org_id}/spaces", limit=50)
+        assert status == 200 and len(page["items"]) == 3  # the page cap of 1 is gone
         status, again = await api.post(f"/v1/orgs/{org_id}/collections", {"title": "Made after the reset"})
         assert status == 201 and again["id"] == first["id"]  # the id generator went back too
         _, clock = await api.post(running.url + "/_emulator/clock", {"advance_seconds": 0})
-        assert abs(_iso_seconds(clock["now"]) - time.time()) < 600  # the clock too (it was an hour ahead)
+        assert abs(parse_iso(clock["now"]).timestamp() - time.time()) < 600  # the clock too (it was an hour ahead)
 
     async with await _emulator_with() as running, aiohttp.ClientSession() as session:
         status, answer = await Api(session, running.url, ALL_TOKEN).post(running.url + "/_emulator/reset")
         assert status == 409 and "--resettable" in answer["error"]["message"]
-
-
-def _iso_seconds(text: str) -> float:
-    from datetime import datetime
-
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def test_fault_spec_parsing_rejects_bad_input() -> None:

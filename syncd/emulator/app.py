@@ -86,36 +86,38 @@ class Start:
     store: Store
     """A deep copy, never served: each reset serves a fresh copy of it."""
     profile: Profile
-    page_cap: int
-    page_token_ttl: float | None
+    caps: ServerCaps
     rate: float
     burst: float | None
-    faults: dict[str, float]
+    faults: dict[str, float] | None
     fault_seed: int
 
 
 START: web.AppKey[Start] = web.AppKey("start", Start)
 
 
+def _knobs(store: Store, rate: float, burst: float | None, faults: dict[str, float] | None, fault_seed: int) -> Emulator:
+    """The run-time knobs of a new app, and of one reset to its start (`reset_app`)."""
+    # Buckets refill on the emulator's clock: real time plus what `POST /_emulator/clock` added.
+    limiter = RateLimiter(clock=lambda: time.monotonic() + store.clock_offset(), wall=lambda: time.time() + store.clock_offset())
+    emu = Emulator(store=store, limiter=limiter, rng=random.Random(fault_seed))
+    emu.limiter.configure(rate, burst)
+    if faults:
+        emu.faults.update(faults)
+    return emu
+
+
 def reset_app(app: web.Application) -> None:
-    """Data, clock, profile, page size and token lifetime, rate limit, faults, statistics,
-    forbidden and corrupt paths: all as they were at the start. The store object stays the same
-    (the app and the rate limiter's clock hold it); its contents are replaced."""
+    """Everything back to the start, built as `create_app` built it. A started app's keys cannot
+    be replaced, so the objects they hold (the store, the knobs, the profile, the caps) take the
+    contents of new ones."""
     start = app[START]
     store = app[STORE]
-    store.__dict__.clear()
-    store.__dict__.update(copy.deepcopy(start.store).__dict__)
-    emu = app[EMULATOR]
-    emu.faults = Faults()
-    emu.faults.update(start.faults)
-    emu.stats = Stats()
-    emu.rng = random.Random(start.fault_seed)
-    emu.forbidden.clear()
-    emu.corrupt.clear()
-    emu.limiter.limited = 0
-    emu.limiter.configure(start.rate, start.burst)
+    vars(store).clear()
+    vars(store).update(vars(copy.deepcopy(start.store)))
+    vars(app[EMULATOR]).update(vars(_knobs(store, start.rate, start.burst, start.faults, start.fault_seed)))
     app[PROFILE].profile = start.profile
-    app[CAPS].page_cap, app[CAPS].page_token_ttl = start.page_cap, start.page_token_ttl
+    vars(app[CAPS]).update(vars(start.caps))
 
 
 def route_name(request: web.Request) -> str:
@@ -374,12 +376,7 @@ def create_app(
     from syncd.emulator.routes import FAMILIES
 
     chosen = get_profile(profile)
-    # Buckets refill on the emulator's clock: real time plus what `POST /_emulator/clock` added.
-    limiter = RateLimiter(clock=lambda: time.monotonic() + store.clock_offset(), wall=lambda: time.time() + store.clock_offset())
-    emu = Emulator(store=store, limiter=limiter, rng=random.Random(fault_seed))
-    emu.limiter.configure(rate_limit, burst)
-    if faults:
-        emu.faults.update(faults)
+    emu = _knobs(store, rate_limit, burst, faults, fault_seed)
     app = web.Application(
         middlewares=[
             stats_middleware,
@@ -397,8 +394,8 @@ def create_app(
     app[CAPS] = ServerCaps(page_cap=page_cap or chosen.page_cap, page_token_ttl=chosen.page_token_ttl)
     if resettable:
         app[START] = Start(
-            store=copy.deepcopy(store), profile=chosen, page_cap=app[CAPS].page_cap, page_token_ttl=chosen.page_token_ttl,
-            rate=rate_limit, burst=burst, faults=emu.faults.as_dict(), fault_seed=fault_seed,
+            store=copy.deepcopy(store), profile=chosen, caps=copy.copy(app[CAPS]),
+            rate=rate_limit, burst=burst, faults=dict(faults or {}), fault_seed=fault_seed,
         )
     for family in FAMILIES:
         app.add_routes(family.routes)
