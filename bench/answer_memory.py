@@ -1,8 +1,8 @@
 """Benchmark of issue 22, case 11 (answers): peak RSS of syncd while several 200 MB answers are
 in flight at once. Prints figures, asserts nothing.
 
-`syncd sync src:ORG` runs as a process of its own (its peak RSS is the kernel's ru_maxrss of
-that process alone, from `wait4`), with the default settings (`concurrency` 16, 8 requests in
+`syncd sync src:ORG` runs as a process of its own (its peak RSS is that of its own memory
+map, VmHWM when it exits: hostile's `run_syncd`), with the default settings (`concurrency` 16, 8 requests in
 flight per tenant), pointed at `tests/hostile/hostile_server.py` (on a thread of this process)
 in front of the emulator (a process of its own). Every listing of the organization
 (`/v1/orgs/ORG/<list>`: members, teams, collections, spaces, ...) is answered by a valid 200 MB
@@ -107,7 +107,7 @@ async def bench(args: argparse.Namespace) -> None:
     budget = Settings.model_fields["answer_budget"].default
     cap = Settings.model_fields["max_answer_bytes"].default
     print(f"spec: {SPEC}  seed: 7")
-    print("syncd: `syncd sync src:ORG --config CFG`, a process of its own, default concurrency; peak RSS of that process (wait4)")
+    print("syncd: `syncd sync src:ORG --config CFG`, a process of its own, default concurrency; peak RSS of that process (its VmHWM)")
     print(f"every org listing ({LISTINGS}) answers a chunked {size / MB:.0f} MB list envelope; columns: org GETs = requests of")
     print("those listings (attempts), at once = most oversized answers streamed at the same time, streamed = their bytes sent")
     with emulator_process(token=TOKEN, spec=SPEC, seed=7) as emulator:

@@ -1,7 +1,7 @@
 """Benchmark of issue 11's two measurable limits: prints figures and ratios, asserts nothing.
 
 Each limit is measured against a baseline run in the same benchmark, `syncd sync src:ORG`
-being a process of its own (its peak RSS is the kernel's, of that process alone: `wait4`),
+being a process of its own (its peak RSS is that of its own memory map, VmHWM when it exits),
 pointed at `tests/hostile/hostile_server.py` in front of the emulator (a process of its own
 too; the hostile server runs on a thread of the benchmark):
 
@@ -47,7 +47,7 @@ from _util import run_benchmark, target
 
 from syncd.config import Settings
 from syncd.emulator.process import emulator_process
-from tests.hostile.hostile_server import MiB, HostileServer, inflate, trickle, write_config
+from tests.hostile.hostile_server import MiB, HostileServer, inflate, measured_cli, measured_peak, trickle, write_config
 
 SPEC = "orgs=2,collections=4,spaces=8,pages=5,files=2,sites=2,sections=3,members=4,teams=2,comments=2,change_requests=1"
 """The hostile suite's tenant (tests/conftest.py `SMALL`): small, the run is all about one listing."""
@@ -101,28 +101,26 @@ def clean_environment() -> dict[str, str]:
 
 def run_syncd(*args: str, cwd: Path, timeout: float) -> tuple[int, float, int, str, str]:
     """`python -m syncd.cli ARGS` to its end, measured like tests/hostile's `run_cli` (wall
-    seconds, peak RSS from `wait4`); killed after `timeout` s, and killed if this process is
-    interrupted while waiting (the handle is ours: nothing is left running)."""
-    command = [sys.executable, "-m", "syncd.cli", *args]
+    seconds, the peak RSS of its own memory map: `measured_cli`); killed after `timeout` s, and
+    killed if this process is interrupted while waiting (the handle is ours: nothing is left
+    running)."""
     started = time.monotonic()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        process = subprocess.Popen(command, cwd=cwd, stdout=out, stderr=err, env=clean_environment())
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryDirectory() as scratch:
+        peak_file = Path(scratch) / "peak"
+        process = subprocess.Popen(measured_cli(peak_file, *args), cwd=cwd, stdout=out, stderr=err, env=clean_environment())
         timer = threading.Timer(timeout, process.kill)
         timer.start()
-        reaped = False
         try:
-            _, status, usage = os.wait4(process.pid, 0)
-            reaped = True
+            code = process.wait()
         finally:
             timer.cancel()
-            if not reaped:
+            if process.returncode is None:
                 process.kill()
                 process.wait()
-        process.returncode = code = os.waitstatus_to_exitcode(status)
         seconds = time.monotonic() - started
         out.seek(0)
         err.seek(0)
-        return (code, seconds, usage.ru_maxrss * 1024, out.read().decode("utf-8", "replace"),
+        return (code, seconds, measured_peak(peak_file), out.read().decode("utf-8", "replace"),
                 err.read().decode("utf-8", "replace"))  # fmt: skip
 
 
@@ -208,7 +206,7 @@ def bench_trickle(args: argparse.Namespace, upstream: str, org: str) -> tuple[Sy
 async def bench(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     print(f"spec: {SPEC}  seed: 7")
-    print("syncd: `syncd sync src:ORG --config CFG`, a process of its own; peak RSS of that process (wait4)")
+    print("syncd: `syncd sync src:ORG --config CFG`, a process of its own; peak RSS of that process (its VmHWM)")
     print("columns: requests = syncd's own count (its summary line); spaces GETs = GETs of the organization's")
     print("spaces listing the hostile server saw (attempts); streamed = body bytes the hostile rule sent")
     with emulator_process(token=TOKEN, spec=SPEC, seed=7) as emulator:

@@ -426,19 +426,18 @@ def write_config(path: Path, base_url: str, token: str, **settings: Any) -> Path
 
 def run_cli(*args: str, cwd: Path, timeout: float = 120.0, env: Mapping[str, str] | None = None) -> CliRun:
     """Run `python -m syncd.cli ARGS` to its end (killed after `timeout` s) and measure it: the
-    peak RSS is the kernel's, of that process alone (`wait4`), read after it exits."""
-    command = [sys.executable, "-m", "syncd.cli", *args]
+    peak RSS is that process's own (`measured_cli`), read after it exits (0 if it was killed)."""
     environment = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", **(env or {})}
     started = time.monotonic()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        process = subprocess.Popen(command, cwd=cwd, stdout=out, stderr=err, env=environment)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryDirectory() as scratch:
+        peak_file = Path(scratch) / "peak"
+        process = subprocess.Popen(measured_cli(peak_file, *args), cwd=cwd, stdout=out, stderr=err, env=environment)
         timer = threading.Timer(timeout, process.kill)
         timer.start()
         try:
-            _, status, usage = os.wait4(process.pid, 0)
+            process.wait()
         finally:
             timer.cancel()
-        process.returncode = os.waitstatus_to_exitcode(status)
         seconds = time.monotonic() - started
         out.seek(0)
         err.seek(0)
@@ -447,5 +446,36 @@ def run_cli(*args: str, cwd: Path, timeout: float = 120.0, env: Mapping[str, str
             out.read().decode("utf-8", "replace"),
             err.read().decode("utf-8", "replace"),
             seconds,
-            usage.ru_maxrss * 1024,  # kilobytes on Linux
+            measured_peak(peak_file),
         )
+
+
+# The high-water mark of the process's own memory map, written when it exits. Not `wait4`'s
+# ru_maxrss: Linux carries the memory map's peak across exec, and subprocess starts the child
+# with vfork, whose memory map before exec is the parent's. The parent here is a test worker or a
+# bench that served hundreds of megabytes, so ru_maxrss reported the parent's peak.
+_RECORD_PEAK = """\
+import atexit, runpy, sys
+peak_file = sys.argv.pop(1)
+def record_peak():
+    with open("/proc/self/status") as status:
+        kib = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
+    with open(peak_file, "w") as out:
+        out.write(kib)
+atexit.register(record_peak)
+runpy.run_module("syncd.cli", run_name="__main__", alter_sys=True)
+"""
+
+
+def measured_cli(peak_file: Path, *args: str) -> list[str]:
+    """The command that runs `python -m syncd.cli ARGS` and, when it exits, writes its peak
+    RSS (KiB, of its own memory map) to `peak_file`."""
+    return [sys.executable, "-c", _RECORD_PEAK, str(peak_file), *args]
+
+
+def measured_peak(peak_file: Path) -> int:
+    """The peak RSS in bytes that `measured_cli` wrote (0 when the process was killed)."""
+    try:
+        return int(peak_file.read_text()) * 1024
+    except (FileNotFoundError, ValueError):
+        return 0
