@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import os
 import sqlite3
 import sys
 from typing import Any
@@ -63,29 +64,75 @@ def _global_options(
     configure_logging(LOG_OPTIONS.get("format", "console"), LOG_OPTIONS.get("level", "info"))  # type: ignore[arg-type]
 
 
-def _register() -> None:
-    """Add the commands to `app`, once: `main` runs many times in one process (the tests)."""
-    if app.registered_commands:
-        return
-    from syncd.commands import check_cmd, completion_cmd, config_cmd, daemon_cmds, demo_cmd, emulator_cmd, mirror_cmds, orgs_cmd, read_cmds, state_cmd
+# Each command and group, in `--help`'s order: its name, the module in `syncd.commands` that
+# defines it, and there the function (a command) or the typer app (a group, "app").
+_COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("demo", "demo_cmd", "demo"),
+    ("sync", "read_cmds", "sync"),
+    ("diff", "read_cmds", "diff"),
+    ("status", "read_cmds", "status"),
+    ("backup", "read_cmds", "backup"),
+    ("export", "read_cmds", "export"),
+    ("check", "check_cmd", "check"),
+    ("restore", "mirror_cmds", "restore"),
+    ("serve", "daemon_cmds", "serve"),
+    ("jobs", "daemon_cmds", "jobs"),
+    ("trigger", "daemon_cmds", "trigger"),
+    ("mirror", "mirror_cmds", "app"),
+    ("config", "config_cmd", "app"),
+    ("emulator", "emulator_cmd", "app"),
+    ("state", "state_cmd", "app"),
+    ("orgs", "orgs_cmd", "orgs"),
+    ("completion", "completion_cmd", "completion"),
+)
+_OPTIONS_WITH_VALUES = ("--log-format", "--log-level")
 
-    app.command("demo")(demo_cmd.demo)
-    app.command("sync")(read_cmds.sync)
-    app.command("diff")(read_cmds.diff)
-    app.command("status")(read_cmds.status)
-    app.command("backup")(read_cmds.backup)
-    app.command("export")(read_cmds.export)
-    app.command("check")(check_cmd.check)
-    app.command("restore")(mirror_cmds.restore)
-    app.command("serve")(daemon_cmds.serve)
-    app.command("jobs")(daemon_cmds.jobs)
-    app.command("trigger")(daemon_cmds.trigger)
-    app.add_typer(mirror_cmds.app, name="mirror")
-    app.add_typer(config_cmd.app, name="config")
-    app.add_typer(emulator_cmd.app, name="emulator")
-    app.add_typer(state_cmd.app, name="state")
-    app.command("orgs")(orgs_cmd.orgs)
-    app.command("completion")(completion_cmd.completion)
+
+def _register(argv: list[str] | None = None) -> None:
+    """Add the commands to `app`: only the one `argv` names when it names one (a process
+    imports what that command needs, not every command's libraries: `syncd emulator serve`
+    starts in a third of the time), else all of them, in `--help`'s order. `main` runs many
+    times in one process (the tests): a command added once stays."""
+    wanted = _command_named(argv)
+    registered = {info.name for info in app.registered_commands} | {info.name for info in app.registered_groups}
+    if wanted is not None:
+        if wanted not in registered:
+            _add(*next(entry for entry in _COMMANDS if entry[0] == wanted))
+        return
+    if registered == {name for name, _, _ in _COMMANDS}:
+        return
+    app.registered_commands.clear()
+    app.registered_groups.clear()
+    for entry in _COMMANDS:
+        _add(*entry)
+
+
+def _add(name: str, module_name: str, attribute: str) -> None:
+    module = importlib.import_module(f"syncd.commands.{module_name}")
+    if attribute == "app":
+        app.add_typer(module.app, name=name)
+    else:
+        app.command(name)(getattr(module, attribute))
+
+
+def _command_named(argv: list[str] | None) -> str | None:
+    """The command `argv` (the process's arguments when None) runs, when it is one of
+    `_COMMANDS`; None for help, shell completion or a name syncd does not have (then every
+    command is added, so that help lists them and click's error names the near ones)."""
+    if os.environ.get("_SYNCD_COMPLETE"):
+        return None
+    args = sys.argv[1:] if argv is None else argv
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in _OPTIONS_WITH_VALUES:
+            i += 2
+            continue
+        if arg.startswith("-"):
+            i += 1
+            continue
+        return arg if any(arg == name for name, _, _ in _COMMANDS) else None
+    return None
 
 
 def _click_modules() -> list[Any]:
@@ -150,7 +197,7 @@ def error_line(exc: BaseException) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; a SyncdError (or a failure of the world, module docstring) becomes one
     line on stderr and its exit code."""
-    _register()
+    _register(argv)
     with private_umask():
         return _main(argv)
 

@@ -3,6 +3,8 @@ that read as flags in `--help`, tables that fit 80 columns."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from importlib.metadata import version
 from pathlib import Path
 
@@ -11,7 +13,7 @@ from typing import Any
 import pytest
 import typer
 
-from syncd.cli import _register, app, main
+from syncd.cli import _COMMANDS, _command_named, _register, app, main
 from syncd.commands.completion_cmd import completion_script
 from tests.console_script import run_installed
 from tests.hostile.cli_support import clean_env
@@ -61,6 +63,46 @@ def test_completion_scripts_of_other_shells(shell: str, capsys: pytest.CaptureFi
 def test_unknown_shell_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["completion", "tcsh"]) == 2
     assert "tcsh" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["emulator", "serve", "--port", "0"], "emulator"),
+        (["--log-format", "json", "--log-level=debug", "sync", "src"], "sync"),
+        (["--log-level", "debug", "mirror", "plan"], "mirror"),
+        (["--help"], None),
+        ([], None),
+        (["synk"], None),  # every command, so that click's error names `sync`
+        (["--log-format", "sync"], None),  # `sync` is the option's value here
+    ],
+)
+def test_a_process_adds_only_the_command_it_runs(argv: list[str], named: str | None) -> None:
+    assert _command_named(argv) == named
+
+
+def test_the_emulator_starts_without_the_libraries_of_other_commands(tmp_path: Path) -> None:
+    """`syncd emulator serve` (started hundreds of times by the tests and the bench) imports what
+    it needs: not the mirror's sqlite-utils, the configuration's pydantic-settings, the crawl or the copy."""
+    probe = (
+        "import sys\n"
+        "from syncd.cli import main\n"
+        "code = main(['emulator', 'serve', '--help'])\n"
+        "print(code, sorted(m for m in ('sqlite_utils', 'pydantic_settings', 'syncd.crawl', 'syncd.copy') if m in sys.modules))\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, env=clean_env(), timeout=60, check=False)
+    assert ran.returncode == 0 and ran.stdout.splitlines()[-1] == "0 []", (ran.stdout[-2000:], ran.stderr[-2000:])
+
+
+def test_help_lists_every_command_in_order_after_one_was_run(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["orgs", "--help"]) == 0  # adds `orgs` alone, when it is the first command run here
+    capsys.readouterr()
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    first_words = [line[2:].split(" ", 1)[0] for line in out.splitlines() if line.startswith("│ ") and line[2:3] != " "]
+    commands = [name for name, _, attribute in _COMMANDS if attribute != "app"]
+    groups = [name for name, _, attribute in _COMMANDS if attribute == "app"]
+    assert [word for word in first_words if word in commands + groups] == commands + groups  # typer lists groups last
 
 
 def test_flags_read_as_flags_in_every_help(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
