@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
@@ -69,18 +70,57 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         _say(config, burners.stopped_line(burners.stop()))
 
 
+LONG_LANES = 2
+"""Workers whose queues start with the `long` tests (tests/conftest.py `placed_in_lanes`)."""
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`: a worker a core, and one more. The tests marked `long` spend most of their
-    minutes waiting on schedules and child processes; started first, they land on one worker
-    (xdist hands each worker a contiguous share), and the extra worker keeps the cores busy
-    meanwhile."""
+    """`-n auto`: a worker a core, and one more: the `long` tests spend most of their minutes
+    waiting on schedules and child processes, and the extra worker keeps the cores busy
+    meanwhile. (Two more cost a tenth more CPU, module fixtures set up on more workers, and
+    were no faster: the suite is bound by the two cores.)"""
     return len(os.sched_getaffinity(0)) + 1
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked `long` (a minute or more, mostly waiting) first, so each starts on a worker
-    at once and the others fill in around it, instead of one ending the run alone."""
-    items.sort(key=lambda item: item.get_closest_marker("long") is None)  # stable: the rest keep their order
+    """The `long` tests (a minute or more, mostly waiting) are shared between `LONG_LANES`
+    workers, each lane's at the front of that worker's queue, so that no worker runs them all
+    one after another: that chain (six minutes) was the suite's wall time. The others fill in
+    around them, and steal from the ends of queues when theirs run out."""
+    long = sorted((item for item in items if item.get_closest_marker("long")), key=_expected_seconds, reverse=True)
+    rest = [item for item in items if not item.get_closest_marker("long")]  # keep their order
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    items[:] = placed_in_lanes(long, rest, workers, min(LONG_LANES, workers - 1), _expected_seconds)
+
+
+def _expected_seconds(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("long")
+    return float(marker.kwargs.get("seconds", 60)) if marker is not None else 0.0
+
+
+def placed_in_lanes(long: list[Any], rest: list[Any], workers: int, lanes: int, seconds: Callable[[Any], float]) -> list[Any]:
+    """`long` spread over `lanes` chains (longest first, each to the chain that ends soonest),
+    chain k at the front of worker k's share, with `rest` around them in its order. xdist's
+    worksteal hands the workers contiguous shares of the collection: worker i takes
+    `remaining // (workers - i)` from the front. Where that leaves no room, the long tests simply go first."""
+    if lanes < 1 or not long:
+        return long + rest
+    chains: list[list[Any]] = [[] for _ in range(lanes)]
+    ends = [0.0] * lanes
+    for item in long:
+        k = ends.index(min(ends))
+        chains[k].append(item)
+        ends[k] += seconds(item)
+    remaining, placed, rest_left = len(long) + len(rest), [], iter(rest)
+    for i in range(workers):
+        share = remaining // (workers - i)
+        remaining -= share
+        chain = chains[i] if i < lanes else []
+        if len(chain) > share:
+            return long + rest
+        placed.extend(chain)
+        placed.extend(itertools.islice(rest_left, share - len(chain)))
+    return placed
 
 
 @pytest.hookimpl(wrapper=True)

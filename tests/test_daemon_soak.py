@@ -132,7 +132,7 @@ class History:
         return count_rows(self.where, self.table, where, params)
 
 
-@pytest.mark.long
+@pytest.mark.long(seconds=80)  # on each backend
 def test_daemon_survives_faults_and_outages_and_converges(
     tmp_path: Path, backend: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -185,7 +185,7 @@ def _stop_all(replicas: list[DaemonProcess]) -> list[int]:
     return codes
 
 
-@pytest.mark.long
+@pytest.mark.long(seconds=140)
 def test_three_replicas_run_twenty_jobs_of_two_rate_limited_tenants_for_two_minutes(
     tmp_path: Path, emulator: EmulatorProcess, pg_url: str
 ) -> None:
