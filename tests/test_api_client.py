@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import io
 import itertools
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -261,6 +262,64 @@ async def test_a_503_with_retry_after_waits_at_least_that() -> None:
             assert await api.get_json("/v1/orgs") == {"items": [], "next": None}
     assert api.stats.retries == 1 and api.stats.rate_limited == 0
     assert len(waits) == 1 and 100 <= waits[0] <= 120, waits  # the hint (jittered up to 1.2x), not 1 ms
+
+
+async def test_a_429_without_retry_after_waits_until_the_reset_header_and_counts_each() -> None:
+    # Two 429s that give only `X-RateLimit-Reset` (an epoch second 50 s ahead), then a 200: each
+    # retry waits until the reset, not the 1 ms the backoff starts at, and both are counted.
+    def limited() -> web.Response:
+        reset = int(time.time()) + 50
+        return web.json_response({"error": {"code": 429, "message": "slow down"}}, status=429, headers={"X-RateLimit-Reset": str(reset)})
+
+    answers = [limited(), limited()]
+
+    async def busy(request: web.Request) -> web.Response:
+        return answers.pop() if answers else web.json_response({"items": [], "next": None})
+
+    waits: list[float] = []
+
+    async def record(seconds: float) -> None:
+        waits.append(seconds)
+
+    retry = RetryConfig(max_attempts=4, initial_wait=0.001, max_wait=1000)
+    async with serve(app_with(("GET", "/v1/orgs", busy))) as url:
+        async with TenantClient("t", url, "tok-reset", retry=retry, pace=False, sleep=record) as api:
+            assert await api.get_json("/v1/orgs") == {"items": [], "next": None}
+    assert api.stats.rate_limited == 2 and api.stats.retries == 2
+    assert len(waits) == 2 and all(40 <= wait <= 61 for wait in waits), waits  # ~50 s (jittered up to 1.2x)
+
+
+async def test_error_bodies_not_in_the_documented_shape_are_told_as_they_came() -> None:
+    """A proxy's text, an empty body and a text body over the 1 MiB an error may take: the error
+    says what came (the text's start, `HTTP 404 with an empty body`, the start and the cut)."""
+
+    async def text(request: web.Request) -> web.Response:
+        return web.Response(status=404, text="no such thing here, says the proxy")
+
+    async def empty(request: web.Request) -> web.Response:
+        return web.Response(status=404)
+
+    async def huge(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(status=400, headers={"Content-Type": "text/plain"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        with contextlib.suppress(ConnectionError):
+            await response.write(b"refused, and then " + b"x" * (2 * 1024 * 1024))
+        return response
+
+    found: dict[str, ApiError] = {}
+    async with serve(app_with(("GET", "/text", text), ("GET", "/empty", empty), ("GET", "/huge", huge))) as url:
+        async with TenantClient("t", url, "tok-bodies", retry=FAST, pace=False) as api:
+            for path in ("/text", "/empty", "/huge"):
+                with pytest.raises(ApiError) as caught:
+                    await api.get_json(path)
+                found[path] = caught.value
+    assert found["/text"].status == 404 and "no such thing here, says the proxy" in found["/text"].message
+    assert found["/empty"].message == "HTTP 404 with an empty body"
+    cut = found["/huge"]
+    assert cut.status == 400 and cut.message.startswith("refused, and then xxx"), cut.message[:100]
+    assert cut.message.endswith("... [error body over 1 MiB: cut]"), cut.message[-100:]  # the start kept, then the marker
+    assert api.stats.too_large == 0 and api.stats.rate_limited == 0
 
 
 async def test_pacing_keeps_sequential_calls_under_a_tiny_limit(emulator: Any, org_id: str) -> None:

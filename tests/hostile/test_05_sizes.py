@@ -55,8 +55,12 @@ async def test_item05_an_answer_over_the_cap_is_one_error_and_not_retried(declar
     assert "\n" not in text and len(text) < 400, text
     assert "GET /v1/orgs" in text and "4 MiB" in text and "max_answer_bytes" in text, text
     assert error.attempts == 1 and len(hostile.seen) == 1 and not error.retryable
+    assert (error.status, error.method, error.path, error.tenant, error.may_have_applied) == (200, "GET", "/v1/orgs", "src", False)
+    assert api.stats.too_large == 1
     if declare_length:
-        assert "Content-Length" in text and api.stats.bytes_received == 0, text  # refused unread
+        assert f"refused from its Content-Length ({40 * MiB} bytes), unread" in text and api.stats.bytes_received == 0, text
+    else:
+        assert "refused while reading" in text and "Content-Length" not in text, text
     # Never read much past the cap (the rest stays in socket buffers or is never sent).
     assert api.stats.bytes_received <= 4 * MiB
     assert hostile.sent_bytes < 40 * MiB
