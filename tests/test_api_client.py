@@ -32,6 +32,7 @@ from syncd.api import (
     make_global_limiter,
     parse_rate_headers,
 )
+from syncd.api.telemetry import observing
 from syncd.config import RetryConfig, Settings
 from syncd.emulator.server import serve_app
 from syncd.errors import SyncdError
@@ -320,6 +321,33 @@ async def test_error_bodies_not_in_the_documented_shape_are_told_as_they_came() 
     assert cut.status == 400 and cut.message.startswith("refused, and then xxx"), cut.message[:100]
     assert cut.message.endswith("... [error body over 1 MiB: cut]"), cut.message[-100:]  # the start kept, then the marker
     assert api.stats.too_large == 0 and api.stats.rate_limited == 0
+
+
+async def test_the_observer_hears_each_attempt_and_each_retry_by_tenant() -> None:
+    """What the daemon's metrics count (syncd.api.telemetry): a 503, the retry, then the 200,
+    and an attempt that got no answer, each under the client's tenant name."""
+    heard: list[tuple[Any, ...]] = []
+
+    class Recorder:
+        def on_response(self, tenant: str, method: str, status: int | str, remaining: int | None) -> None:
+            heard.append(("response", tenant, method, status, remaining))
+
+        def on_retry(self, tenant: str) -> None:
+            heard.append(("retry", tenant))
+
+    answers = [web.json_response({"error": {"code": 503, "message": "busy"}}, status=503)]
+
+    async def flaky(request: web.Request) -> web.Response:
+        return answers.pop() if answers else web.json_response({"items": []}, headers={"X-RateLimit-Remaining": "7"})
+
+    async def nowhere(seconds: float) -> None:
+        return None
+
+    async with serve(app_with(("GET", "/v1/orgs", flaky))) as url:
+        with observing(Recorder()):
+            async with TenantClient("observed", url, "tok-observed", retry=FAST, pace=False, sleep=nowhere) as api:
+                await api.get_json("/v1/orgs")
+    assert heard == [("response", "observed", "GET", 503, None), ("retry", "observed"), ("response", "observed", "GET", 200, 7)]
 
 
 async def test_pacing_keeps_sequential_calls_under_a_tiny_limit(emulator: Any, org_id: str) -> None:
