@@ -486,6 +486,26 @@ async def test_redirects_never_carry_the_token_to_another_host() -> None:
                 assert await api.get_json("/v1/home") == {"authorization": "Bearer tok-redirect-secret"}
 
 
+async def test_a_redirect_loop_and_a_broken_redirect_are_errors_of_that_request() -> None:
+    async def loop(request: web.Request) -> web.Response:
+        raise web.HTTPFound("/v1/loop")
+
+    async def broken(request: web.Request) -> web.Response:
+        return web.Response(status=302, headers={"Location": "http://[not-an-address/v1/x"})
+
+    async with serve(app_with(("GET", "/v1/loop", loop), ("GET", "/v1/broken", broken))) as url:
+        async with TenantClient("t", url, "tok-loop", retry=FAST, pace=False) as api:
+            with pytest.raises(ApiError) as looped:
+                await api.get_json("/v1/loop")
+            with pytest.raises(ApiError) as bad:
+                await api.get_json("/v1/broken")
+    assert looped.value.message == "more than 5 redirects"
+    assert (looped.value.method, looped.value.path, looped.value.tenant) == ("GET", "/v1/loop", "t")
+    assert bad.value.message.startswith("invalid redirect: ") and "not-an-address" in bad.value.message, bad.value.message
+    assert (bad.value.method, bad.value.path, bad.value.tenant) == ("GET", "/v1/broken", "t")
+    assert api.stats.transport_errors == 0 and api.stats.retries == 0  # the server's doing: no retry
+
+
 async def test_the_token_never_reaches_the_logs(emulator: Any) -> None:
     token = "log-secret-token-99"
     buffer = io.StringIO()

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from syncd.api import ApiError, ServerError
+from syncd.api.client import retry_notice
 from syncd.cli import main
 from syncd.mirror import Mirror
 from tests.hostile.cli_support import HOSTILE_TEXT, Server
@@ -41,7 +43,7 @@ def _retries(err: str) -> list[tuple[int, int, str]]:
     for line in err.splitlines():
         match = RETRY.search(line)
         if match:
-            assert "[warning" in line, line
+            assert "[warning" in line and "tenant=src" in line, line  # which tenant's request
             found.append((int(match[1]), int(match[2]), match[4]))
     return found
 
@@ -127,3 +129,13 @@ async def test_a_probe_without_an_answer_holds_no_retry_back(pg_url: str) -> Non
         budget.forget(1)  # failed: no note()
         await budget.acquire(2)
         assert budget.stats.waits == 0 and budget.stats.granted == 2
+
+
+def test_the_notice_says_the_wait_and_the_reason_of_any_error() -> None:
+    refused = ApiError("connection refused", method="GET", path="/v1/orgs")
+    assert retry_notice(1, 7, 1.25, refused) == "retry 1/7 in 1.2 s: GET /v1/orgs: connection refused"
+    assert retry_notice(2, 7, 12.4, ServerError("down", status=503)) == "retry 2/7 in 12 s: 503 down"  # no request known
+    assert retry_notice(3, 7, 0.5, ValueError("odd")) == "retry 3/7 in 0.5 s: ValueError: odd"
+    assert retry_notice(4, 7, 0.5, None) == "retry 4/7 in 0.5 s: unknown error"
+    long = retry_notice(5, 7, 0.5, ValueError("x" * 1000))
+    assert long == "retry 5/7 in 0.5 s: " + ("ValueError: " + "x" * 1000)[:300]
