@@ -11,6 +11,8 @@ import asyncio
 import contextlib
 import io
 import itertools
+import socket
+import struct
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -348,6 +350,53 @@ async def test_the_observer_hears_each_attempt_and_each_retry_by_tenant() -> Non
             async with TenantClient("observed", url, "tok-observed", retry=FAST, pace=False, sleep=nowhere) as api:
                 await api.get_json("/v1/orgs")
     assert heard == [("response", "observed", "GET", 503, None), ("retry", "observed"), ("response", "observed", "GET", 200, 7)]
+
+
+async def test_backoff_doubles_from_the_initial_wait_up_to_the_maximum() -> None:
+    async def down(request: web.Request) -> web.Response:
+        return web.json_response({"error": {"code": 503, "message": "down"}}, status=503)
+
+    waits: list[float] = []
+
+    async def record(seconds: float) -> None:
+        waits.append(seconds)
+
+    retry = RetryConfig(max_attempts=6, initial_wait=1.0, max_wait=10.0)
+    async with serve(app_with(("GET", "/v1/orgs", down))) as url:
+        async with TenantClient("t", url, "tok-backoff", retry=retry, pace=False, sleep=record) as api:
+            with pytest.raises(ServerError):
+                await api.get_json("/v1/orgs")
+    # Jittered between half and all of 1, 2, 4, 8, then 16 clamped to 10 s.
+    bounds = [(0.5, 1.0), (1.0, 2.0), (2.0, 4.0), (4.0, 8.0), (5.0, 10.0)]
+    assert len(waits) == 5 and all(low <= wait <= high for wait, (low, high) in zip(waits, bounds, strict=True)), waits
+
+
+async def test_a_connection_reset_after_sending_is_told_and_may_have_applied_a_write() -> None:
+    """A connection the server resets once the request is in: `connection failed`, with the
+    error's type and text; a POST may have been applied, a GET is just failed."""
+
+    async def reset(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(100)
+        writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()
+
+    server = await asyncio.start_server(reset, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    once = RetryConfig(max_attempts=1, initial_wait=0.001, max_wait=0.001)
+    try:
+        async with TenantClient("t", f"http://127.0.0.1:{port}", "tok-reset", retry=once, pace=False) as api:
+            with pytest.raises(TransportError) as read:
+                await api.get_json("/v1/orgs")
+            with pytest.raises(TransportError) as write:
+                await api.request("POST", "/v1/orgs/x/collections", json={"title": "t"})
+    finally:
+        server.close()
+        await server.wait_closed()
+    for caught in (read, write):
+        assert caught.value.message.startswith("connection failed: ClientOSError: ") and "reset" in caught.value.message.lower(), caught.value.message
+        assert caught.value.sent is True
+    assert read.value.may_have_applied is False and write.value.may_have_applied is True
+    assert api.stats.transport_errors == 2
 
 
 async def test_pacing_keeps_sequential_calls_under_a_tiny_limit(emulator: Any, org_id: str) -> None:
