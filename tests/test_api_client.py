@@ -399,6 +399,84 @@ async def test_a_connection_reset_after_sending_is_told_and_may_have_applied_a_w
     assert api.stats.transport_errors == 2
 
 
+async def test_retry_after_wins_over_the_reset_header_and_a_past_reset_waits_nothing() -> None:
+    now = int(time.time())
+    answers = {
+        "/v1/both": [web.json_response({}, status=429, headers={"Retry-After": "100", "X-RateLimit-Reset": str(now + 5)})],
+        "/v1/past": [web.json_response({}, status=429, headers={"X-RateLimit-Reset": str(now - 3600)})],
+    }
+
+    async def limited(request: web.Request) -> web.Response:
+        waiting = answers[request.path]
+        return waiting.pop() if waiting else web.json_response({"items": []})
+
+    waits: dict[str, list[float]] = {"/v1/both": [], "/v1/past": []}
+    current = ["/v1/both"]
+
+    async def record(seconds: float) -> None:
+        waits[current[0]].append(seconds)
+
+    retry = RetryConfig(max_attempts=3, initial_wait=0.001, max_wait=1000)
+    async with serve(app_with(("GET", "/v1/both", limited), ("GET", "/v1/past", limited))) as url:
+        async with TenantClient("t", url, "tok-hints", retry=retry, pace=False, sleep=record) as api:
+            for path in ("/v1/both", "/v1/past"):
+                current[0] = path
+                assert await api.get_json(path) == {"items": []}
+    assert len(waits["/v1/both"]) == 1 and 100 <= waits["/v1/both"][0] <= 120, waits  # Retry-After, not the reset
+    assert len(waits["/v1/past"]) == 1 and waits["/v1/past"][0] <= 0.001, waits  # the backoff alone
+
+
+async def test_which_error_answers_mean_a_write_may_have_applied() -> None:
+    """A 5xx to a write may have come after the write was done; a 4xx refused it; a read
+    changes nothing either way. Every error names the client's tenant."""
+
+    async def status_of(request: web.Request) -> web.Response:
+        return web.json_response({"error": {"code": 0, "message": "no"}}, status=int(request.match_info["status"]))
+
+    once = RetryConfig(max_attempts=1, initial_wait=0.001, max_wait=0.001)
+    seen: dict[tuple[str, int], ApiError] = {}
+    async with serve(app_with(("*", "/v1/status/{status}", status_of))) as url:
+        async with TenantClient("tenant-x", url, "tok-status", retry=once, pace=False) as api:
+            for method in ("GET", "POST"):
+                for status in (400, 499, 500, 502):
+                    with pytest.raises(ApiError) as caught:
+                        await api.request(method, f"/v1/status/{status}", json={} if method == "POST" else None)
+                    seen[method, status] = caught.value
+    assert {key: error.may_have_applied for key, error in seen.items()} == {
+        ("GET", 400): False, ("GET", 499): False, ("GET", 500): False, ("GET", 502): False,
+        ("POST", 400): False, ("POST", 499): False, ("POST", 500): True, ("POST", 502): True,
+    }  # fmt: skip
+    assert {error.tenant for error in seen.values()} == {"tenant-x"}
+
+
+async def test_a_body_cut_short_and_a_connection_closed_unanswered_are_told_apart() -> None:
+    async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(100)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"items\": [")
+        await writer.drain()
+        writer.close()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(100)
+        writer.close()
+
+    once = RetryConfig(max_attempts=1, initial_wait=0.001, max_wait=0.001)
+    errors: list[TransportError] = []
+    for handler in (cut, silent):
+        server = await asyncio.start_server(handler, "127.0.0.1", 0)
+        try:
+            port = server.sockets[0].getsockname()[1]
+            async with TenantClient("t", f"http://127.0.0.1:{port}", "tok-cut", retry=once, pace=False) as api:
+                with pytest.raises(TransportError) as caught:
+                    await api.get_json("/v1/orgs")
+                errors.append(caught.value)
+        finally:
+            server.close()
+            await server.wait_closed()
+    assert errors[0].message.startswith("answer cut short (") and errors[0].message.endswith(")"), errors[0].message
+    assert errors[1].message == "connection dropped before the answer", errors[1].message
+
+
 async def test_pacing_keeps_sequential_calls_under_a_tiny_limit(emulator: Any, org_id: str) -> None:
     await admin(emulator, "PUT", "/rate-limit", {"rate": 2, "burst": 1})
     async with client(emulator) as api:

@@ -135,6 +135,8 @@ def test_the_notice_says_the_wait_and_the_reason_of_any_error() -> None:
     refused = ApiError("connection refused", method="GET", path="/v1/orgs")
     assert retry_notice(1, 7, 1.25, refused) == "retry 1/7 in 1.2 s: GET /v1/orgs: connection refused"
     assert retry_notice(2, 7, 12.4, ServerError("down", status=503)) == "retry 2/7 in 12 s: 503 down"  # no request known
+    assert retry_notice(2, 7, 10.0, ServerError("down", status=503)) == "retry 2/7 in 10 s: 503 down"
+    assert retry_notice(2, 7, 9.96, ServerError("down", status=503)) == "retry 2/7 in 10.0 s: 503 down"
     assert retry_notice(3, 7, 0.5, ValueError("odd")) == "retry 3/7 in 0.5 s: ValueError: odd"
     assert retry_notice(4, 7, 0.5, None) == "retry 4/7 in 0.5 s: unknown error"
     long = retry_notice(5, 7, 0.5, ValueError("x" * 1000))

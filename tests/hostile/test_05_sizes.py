@@ -57,10 +57,23 @@ async def test_item05_an_answer_over_the_cap_is_one_error_and_not_retried(declar
     assert error.attempts == 1 and len(hostile.seen) == 1 and not error.retryable
     assert (error.status, error.method, error.path, error.tenant, error.may_have_applied) == (200, "GET", "/v1/orgs", "src", False)
     assert api.stats.too_large == 1
+    limit = "answer larger than the 4 MiB limit (max_answer_bytes): "
     if declare_length:
-        assert f"refused from its Content-Length ({40 * MiB} bytes), unread" in text and api.stats.bytes_received == 0, text
+        assert error.message == f"{limit}refused from its Content-Length ({40 * MiB} bytes), unread" and api.stats.bytes_received == 0, text
     else:
-        assert "refused while reading" in text and "Content-Length" not in text, text
+        assert error.message == f"{limit}refused while reading", text
+
+
+async def test_item05_a_write_whose_answer_is_over_the_cap_may_have_applied() -> None:
+    """The request went and the service may have done it: the error says so, and counts."""
+    async with HostileServer() as hostile:
+        hostile.on("/v1/orgs/o/collections", inflate(8 * MiB, declare_length=False), method="POST")
+        async with TenantClient("src", hostile.url, "size-token-3", retry=FAST, max_answer_bytes=MiB) as api:
+            for _ in range(2):
+                with pytest.raises(AnswerTooLarge) as caught:
+                    await api.request("POST", "/v1/orgs/o/collections", json={"title": "t"})
+                assert caught.value.may_have_applied is True and caught.value.method == "POST"
+    assert api.stats.too_large == 2 and len(hostile.seen) == 2
     # Never read much past the cap (the rest stays in socket buffers or is never sent).
     assert api.stats.bytes_received <= 4 * MiB
     assert hostile.sent_bytes < 40 * MiB
