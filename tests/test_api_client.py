@@ -27,6 +27,7 @@ from syncd.api import (
     AuthError,
     MalformedResponse,
     NotFound,
+    Pacer,
     RateLimited,
     ServerError,
     TenantClient,
@@ -591,6 +592,74 @@ async def test_from_settings_uses_the_tenant_configuration(emulator: Any, org_id
         assert (await api.get_json(f"/v1/orgs/{org_id}"))["id"] == org_id
     with pytest.raises(RuntimeError, match="closed"):
         await api.get_json("/v1/orgs")
+
+
+async def test_clients_from_one_settings_share_its_answer_budget_and_limiter() -> None:
+    settings = Settings.model_validate(
+        {"tenants": {"a": {"base_url": "http://127.0.0.1:9", "token": "tok-a"}, "b": {"base_url": "http://127.0.0.1:9", "token": "tok-b"}},
+         "answer_budget": "200MiB", "max_answer_bytes": "8MiB"}
+    )  # fmt: skip
+    limiter = make_global_limiter(settings)
+    a, b = TenantClient.from_settings(settings, "a", limiter), TenantClient.from_settings(settings, "b", limiter)
+    try:
+        assert a.answer_budget is b.answer_budget and a.answer_budget.limit == 200 * 1024 * 1024
+        assert a._global_limiter is limiter and b._global_limiter is limiter
+        assert a._owned_budget is None and a.pacer.shared is None  # no PostgreSQL state: each paces alone
+    finally:
+        await a.aclose()
+        await b.aclose()
+
+
+async def test_with_a_postgresql_state_a_client_paces_through_the_tokens_shared_budget(pg_url: str) -> None:
+    settings = Settings.model_validate({"tenants": {"a": {"base_url": "http://127.0.0.1:9", "token": "tok-a"}}, "state_url": pg_url})
+    client = TenantClient.from_settings(settings, "a")
+    try:
+        assert client._owned_budget is not None and client.pacer.shared is client._owned_budget
+    finally:
+        await client.aclose()
+    given = Pacer(enabled=True)
+    with_pacer = TenantClient.from_settings(settings, "a", pacer=given)
+    try:
+        assert with_pacer._owned_budget is None and with_pacer.pacer is given  # the caller's pacing, not a second budget
+    finally:
+        await with_pacer.aclose()
+
+
+async def test_what_a_2xx_body_may_be_and_what_is_malformed() -> None:
+    """An empty body is fine from a write or as a 204, not as a read's 200; a body that is not
+    JSON, or JSON of the wrong shape, is malformed (counted, named, retried like a 5xx)."""
+
+    async def empty(request: web.Request) -> web.Response:
+        return web.Response(status=int(request.query.get("status", "200")))
+
+    async def broken(request: web.Request) -> web.Response:
+        return web.Response(status=200, body=b"{", content_type="application/json")
+
+    async def listing(request: web.Request) -> web.Response:
+        return web.json_response({"items": "not a list"})
+
+    def items_are_a_list(data: Any) -> None:
+        if not isinstance(data["items"], list):
+            raise ValueError("items is not a list")
+
+    once = RetryConfig(max_attempts=1, initial_wait=0.001, max_wait=0.001)
+    routes = (("*", "/v1/empty", empty), ("GET", "/v1/broken", broken), ("GET", "/v1/listing", listing))
+    async with serve(app_with(*routes)) as url:
+        async with TenantClient("t", url, "tok-bodies", retry=once, pace=False) as api:
+            assert (await api.request("GET", "/v1/empty", params={"status": 204})).data is None
+            assert (await api.request("POST", "/v1/empty")).data is None
+            assert (await api.request("PUT", "/v1/empty")).data is None
+            assert (await api.request("GET", "/v1/listing")).data == {"items": "not a list"}  # no check asked for
+            problems = []
+            for method, path, check in (("GET", "/v1/empty", None), ("GET", "/v1/broken", None), ("GET", "/v1/listing", items_are_a_list)):
+                with pytest.raises(MalformedResponse) as caught:
+                    await api.request(method, path, validate=check)
+                assert (caught.value.status, caught.value.path, caught.value.tenant) == (200, path, "t")
+                problems.append(caught.value.message)
+    assert problems[0] == "empty body"
+    assert problems[1].startswith("unparsable JSON body (1 bytes): "), problems[1]
+    assert problems[2] == "unexpected answer: items is not a list"
+    assert api.stats.malformed == 3
 
 
 async def test_redirects_never_carry_the_token_to_another_host() -> None:
