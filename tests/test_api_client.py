@@ -662,6 +662,16 @@ async def test_what_a_2xx_body_may_be_and_what_is_malformed() -> None:
     assert api.stats.malformed == 3
 
 
+async def test_query_values_are_sent_as_the_api_reads_them() -> None:
+    async def echo(request: web.Request) -> web.Response:
+        return web.json_response({"query": [[key, value] for key, value in request.query.items()]})
+
+    async with serve(app_with(("GET", "/v1/echo", echo))) as url:
+        async with TenantClient("t", url, "tok-query", pace=False) as api:
+            data = await api.get_json("/v1/echo", params={"left_out": None, "yes": True, "no": False, "after": "x", "ids": [1, False, "z"]})
+    assert data["query"] == [["yes", "true"], ["no", "false"], ["after", "x"], ["ids", "1"], ["ids", "false"], ["ids", "z"]]
+
+
 async def test_redirects_never_carry_the_token_to_another_host() -> None:
     # Tiny servers: the emulator never redirects, nor echoes a request's headers.
     async def echo(request: web.Request) -> web.Response:
