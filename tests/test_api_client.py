@@ -36,6 +36,7 @@ from syncd.api import (
     parse_rate_headers,
 )
 from syncd.api.telemetry import observing
+from syncd.fleet.budget import SharedBudget
 from syncd.config import RetryConfig, Settings
 from syncd.emulator.server import serve_app
 from syncd.errors import SyncdError
@@ -624,6 +625,12 @@ async def test_with_a_postgresql_state_a_client_paces_through_the_tokens_shared_
         assert with_pacer._owned_budget is None and with_pacer.pacer is given  # the caller's pacing, not a second budget
     finally:
         await with_pacer.aclose()
+    async with SharedBudget(pg_url, "http://127.0.0.1:9", "tok-a") as budget:
+        with_budget = TenantClient.from_settings(settings, "a", budget=budget)
+        try:
+            assert with_budget._owned_budget is None and with_budget.pacer.shared is budget  # the caller's budget
+        finally:
+            await with_budget.aclose()
 
 
 async def test_what_a_2xx_body_may_be_and_what_is_malformed() -> None:
