@@ -680,6 +680,16 @@ async def test_query_values_are_sent_as_the_api_reads_them() -> None:
     assert data["query"] == [["yes", "true"], ["no", "false"], ["after", "x"], ["ids", "1"], ["ids", "false"], ["ids", "z"]]
 
 
+async def test_paginate_sends_the_callers_parameters_and_page_size() -> None:
+    async def listing(request: web.Request) -> web.Response:
+        return web.json_response({"items": [dict(request.query)], "next": None})
+
+    async with serve(app_with(("GET", "/v1/things", listing))) as url:
+        async with TenantClient("t", url, "tok-pages", pace=False) as api:
+            pages = [page async for page in api.paginate("/v1/things", {"verbose": True}, limit=7, max_pages=3)]
+    assert pages == [[{"verbose": "true", "limit": "7"}]]
+
+
 async def test_redirects_never_carry_the_token_to_another_host() -> None:
     # Tiny servers: the emulator never redirects, nor echoes a request's headers.
     async def echo(request: web.Request) -> web.Response:
