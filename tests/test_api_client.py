@@ -35,14 +35,16 @@ from syncd.api import (
     make_global_limiter,
     parse_rate_headers,
 )
+from syncd.api.answers import AnswerBudget, allocation_bound
 from syncd.api.telemetry import observing
 from syncd.fleet.budget import SharedBudget
 from syncd.config import RetryConfig, Settings
 from syncd.emulator.server import serve_app
 from syncd.errors import SyncdError
-from syncd.logging import configure_logging
+from syncd.logging import configure_logging, redact_text
 from tests.conftest import ALL_TOKEN
 
+MiB = 1024 * 1024
 FAST = RetryConfig(max_attempts=8, initial_wait=0.001, max_wait=0.01)
 SAFETY = 30.0
 """Seconds after which waiting for the emulator's statistics is a failure."""
@@ -662,7 +664,7 @@ async def test_what_a_2xx_body_may_be_and_what_is_malformed() -> None:
             for method, path, check in (("GET", "/v1/empty", None), ("GET", "/v1/broken", None), ("GET", "/v1/listing", items_are_a_list)):
                 with pytest.raises(MalformedResponse) as caught:
                     await api.request(method, path, validate=check)
-                assert (caught.value.status, caught.value.path, caught.value.tenant) == (200, path, "t")
+                assert (caught.value.status, caught.value.method, caught.value.path, caught.value.tenant) == (200, method, path, "t")
                 problems.append(caught.value.message)
     assert problems[0] == "empty body"
     assert problems[1].startswith("unparsable JSON body (1 bytes): "), problems[1]
@@ -688,6 +690,32 @@ async def test_paginate_sends_the_callers_parameters_and_page_size() -> None:
         async with TenantClient("t", url, "tok-pages", pace=False) as api:
             pages = [page async for page in api.paginate("/v1/things", {"verbose": True}, limit=7, max_pages=3)]
     assert pages == [[{"verbose": "true", "limit": "7"}]]
+
+
+async def test_a_path_is_sent_as_given_with_dot_segments_and_lone_percents_escaped() -> None:
+    async def raw(request: web.Request) -> web.Response:
+        return web.json_response({"raw": request.raw_path})
+
+    async with serve(app_with(("GET", "/{tail:.*}", raw))) as url:
+        async with TenantClient("t", url + "/", "tok-paths", pace=False) as api:  # (a base URL's trailing slash is dropped)
+            sent = (await api.get_json("/v1/x/./y/../a b/100%/%41/k:v@w;p=q,r")).get("raw")
+    assert sent == "/v1/x/%2E/y/%2E%2E/a%20b/100%25/%41/k:v@w;p=q,r", sent
+    assert api.base_url == url
+
+
+async def test_a_client_keeps_its_defaults_and_refuses_what_cannot_work() -> None:
+    api = TenantClient("t", "http://127.0.0.1:9", "tok-defaults-0913")
+    try:
+        assert (api.concurrency, api.timeout, api.pacer.max_block) == (8, 30.0, api.retry.max_wait)
+        assert "tok-defaults-0913" not in redact_text("sent tok-defaults-0913 to the log")  # the token is a secret from the start
+    finally:
+        await api.aclose()
+    with pytest.raises(ValueError, match="^tenant 'e': the API token is empty$"):
+        TenantClient("e", "http://127.0.0.1:9", "")
+    fits = AnswerBudget(allocation_bound(MiB))
+    TenantClient("fits", "http://127.0.0.1:9", "tok", max_answer_bytes=MiB, answer_budget=fits)  # exactly one answer: enough
+    with pytest.raises(ValueError, match=r"^tenant 'small': an answer budget of \d+ bytes cannot hold one answer of max_answer_bytes \(1048576 bytes\)"):
+        TenantClient("small", "http://127.0.0.1:9", "tok", max_answer_bytes=MiB, answer_budget=AnswerBudget(allocation_bound(MiB) - 1))
 
 
 async def test_redirects_never_carry_the_token_to_another_host() -> None:
