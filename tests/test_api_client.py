@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import io
 import itertools
+from importlib.metadata import version
 import socket
 import struct
 import time
@@ -716,6 +717,27 @@ async def test_a_client_keeps_its_defaults_and_refuses_what_cannot_work() -> Non
     TenantClient("fits", "http://127.0.0.1:9", "tok", max_answer_bytes=MiB, answer_budget=fits)  # exactly one answer: enough
     with pytest.raises(ValueError, match=r"^tenant 'small': an answer budget of \d+ bytes cannot hold one answer of max_answer_bytes \(1048576 bytes\)"):
         TenantClient("small", "http://127.0.0.1:9", "tok", max_answer_bytes=MiB, answer_budget=AnswerBudget(allocation_bound(MiB) - 1))
+
+
+async def test_requests_say_who_sends_them_keep_no_cookies_and_ignore_proxy_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Accept and User-Agent on every request; a cookie the server sets is not sent back (a
+    session's state is not syncd's); proxy variables of the environment are not used (nor a
+    .netrc, which would replace the Bearer token)."""
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+
+    async def echo(request: web.Request) -> web.Response:
+        response = web.json_response({name: request.headers.get(name) for name in ("Accept", "User-Agent", "Cookie", "Authorization")})
+        response.set_cookie("session", "abc")
+        return response
+
+    async with serve(app_with(("GET", "/v1/echo", echo))) as url:
+        async with TenantClient("t", url, "tok-headers", pace=False) as api:
+            first = await api.get_json("/v1/echo")
+            second = await api.get_json("/v1/echo")
+    assert first["Accept"] == "application/json" and first["User-Agent"] == f"syncd/{version('syncd')}"
+    assert first["Authorization"] == second["Authorization"] == "Bearer tok-headers"
+    assert first["Cookie"] is None and second["Cookie"] is None
 
 
 async def test_redirects_never_carry_the_token_to_another_host() -> None:
