@@ -581,6 +581,9 @@ async def test_absolute_urls_to_another_origin_are_refused(emulator: Any) -> Non
         assert same["items"]
         with pytest.raises(ApiError, match="another origin"):
             await api.get_json("http://example.invalid/v1/orgs")
+        with pytest.raises(ApiError, match="another origin") as secure:
+            await api.get_json("https://example.invalid/v1/orgs")
+    assert (secure.value.method, secure.value.path, secure.value.tenant) == ("GET", "/v1/orgs", api.name)
     assert api.stats.requests == 1
 
 
