@@ -711,6 +711,8 @@ async def test_a_client_keeps_its_defaults_and_refuses_what_cannot_work() -> Non
     api = TenantClient("t", "http://127.0.0.1:9", "tok-defaults-0913")
     try:
         assert (api.concurrency, api.timeout, api.pacer.max_block) == (8, 30.0, api.retry.max_wait)
+        patient = TenantClient("p", "http://127.0.0.1:9", "tok", retry=RetryConfig(max_attempts=2, initial_wait=0.1, max_wait=5))
+        assert patient.pacer.max_block == 5.0  # a pause for the rate limit no longer than the longest retry wait
         assert "tok-defaults-0913" not in redact_text("sent tok-defaults-0913 to the log")  # the token is a secret from the start
     finally:
         await api.aclose()
@@ -735,7 +737,8 @@ async def test_requests_say_who_sends_them_keep_no_cookies_and_ignore_proxy_sett
         return response
 
     async with serve(app_with(("GET", "/v1/echo", echo))) as url:
-        async with TenantClient("t", url, "tok-headers", pace=False) as api:
+        # By name: aiohttp's own cookie jar would keep no cookie of a bare IP address anyway.
+        async with TenantClient("t", url.replace("127.0.0.1", "localhost"), "tok-headers", pace=False) as api:
             first = await api.get_json("/v1/echo")
             second = await api.get_json("/v1/echo")
     assert first["Accept"] == "application/json" and first["User-Agent"] == f"syncd/{version('syncd')}"
