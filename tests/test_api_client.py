@@ -252,23 +252,35 @@ async def test_a_post_answered_429_is_retried_after_retry_after(emulator: Any, o
     assert route_count(stats, "POST", "/v1/orgs/{organizationId}/collections") == {"429": 1, "201": 1}
 
 
-async def test_a_503_with_retry_after_waits_at_least_that() -> None:
-    # The emulator's injected 5xx carries no hint; a tiny server answers the first call 503
-    # with `Retry-After: 100`, then 200. The retry sleep only records: no real time passes.
-    answers = [web.json_response({"error": {"code": 503, "message": "down for maintenance"}}, status=503, headers={"Retry-After": "100"})]
+def scripted(*answers: web.Response) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """A handler that gives `answers` in order, then an empty page every time after."""
+    queue = list(answers)
 
-    async def flaky(request: web.Request) -> web.Response:
-        return answers.pop() if answers else web.json_response({"items": [], "next": None})
+    async def handler(request: web.Request) -> web.Response:
+        return queue.pop(0) if queue else web.json_response({"items": [], "next": None})
 
+    return handler
+
+
+async def get_with_recorded_waits(handler: Callable[[web.Request], Awaitable[web.Response]], retry: RetryConfig, token: str) -> tuple[TenantClient, list[float]]:
+    """GET /v1/orgs of a tiny server through a client whose retry sleeps only record their
+    wait (no real time passes); it must end in an empty page."""
     waits: list[float] = []
 
     async def record(seconds: float) -> None:
         waits.append(seconds)
 
-    retry = RetryConfig(max_attempts=3, initial_wait=0.001, max_wait=1000)
-    async with serve(app_with(("GET", "/v1/orgs", flaky))) as url:
-        async with TenantClient("t", url, "tok-retry-after", retry=retry, pace=False, sleep=record) as api:
+    async with serve(app_with(("GET", "/v1/orgs", handler))) as url:
+        async with TenantClient("t", url, token, retry=retry, pace=False, sleep=record) as api:
             assert await api.get_json("/v1/orgs") == {"items": [], "next": None}
+    return api, waits
+
+
+async def test_a_503_with_retry_after_waits_at_least_that() -> None:
+    # The emulator's injected 5xx carries no hint; a tiny server answers the first call 503
+    # with `Retry-After: 100`, then 200.
+    down = web.json_response({"error": {"code": 503, "message": "down for maintenance"}}, status=503, headers={"Retry-After": "100"})
+    api, waits = await get_with_recorded_waits(scripted(down), RetryConfig(max_attempts=3, initial_wait=0.001, max_wait=1000), "tok-retry-after")
     assert api.stats.retries == 1 and api.stats.rate_limited == 0
     assert len(waits) == 1 and 100 <= waits[0] <= 120, waits  # the hint (jittered up to 1.2x), not 1 ms
 
@@ -280,20 +292,7 @@ async def test_a_429_without_retry_after_waits_until_the_reset_header_and_counts
         reset = int(time.time()) + 50
         return web.json_response({"error": {"code": 429, "message": "slow down"}}, status=429, headers={"X-RateLimit-Reset": str(reset)})
 
-    answers = [limited(), limited()]
-
-    async def busy(request: web.Request) -> web.Response:
-        return answers.pop() if answers else web.json_response({"items": [], "next": None})
-
-    waits: list[float] = []
-
-    async def record(seconds: float) -> None:
-        waits.append(seconds)
-
-    retry = RetryConfig(max_attempts=4, initial_wait=0.001, max_wait=1000)
-    async with serve(app_with(("GET", "/v1/orgs", busy))) as url:
-        async with TenantClient("t", url, "tok-reset", retry=retry, pace=False, sleep=record) as api:
-            assert await api.get_json("/v1/orgs") == {"items": [], "next": None}
+    api, waits = await get_with_recorded_waits(scripted(limited(), limited()), RetryConfig(max_attempts=4, initial_wait=0.001, max_wait=1000), "tok-reset")
     assert api.stats.rate_limited == 2 and api.stats.retries == 2
     assert len(waits) == 2 and all(40 <= wait <= 61 for wait in waits), waits  # ~50 s (jittered up to 1.2x)
 
