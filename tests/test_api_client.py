@@ -47,6 +47,8 @@ from tests.conftest import ALL_TOKEN
 
 MiB = 1024 * 1024
 FAST = RetryConfig(max_attempts=8, initial_wait=0.001, max_wait=0.01)
+ONCE = RetryConfig(max_attempts=1, initial_wait=0.001, max_wait=0.001)
+"""No retry: the first attempt's error is the one raised."""
 SAFETY = 30.0
 """Seconds after which waiting for the emulator's statistics is a failure."""
 
@@ -387,9 +389,8 @@ async def test_a_connection_reset_after_sending_is_told_and_may_have_applied_a_w
 
     server = await asyncio.start_server(reset, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    once = RetryConfig(max_attempts=1, initial_wait=0.001, max_wait=0.001)
     try:
-        async with TenantClient("t", f"http://127.0.0.1:{port}", "tok-reset", retry=once, pace=False) as api:
+        async with TenantClient("t", f"http://127.0.0.1:{port}", "tok-reset", retry=ONCE, pace=False) as api:
             with pytest.raises(TransportError) as read:
                 await api.get_json("/v1/orgs")
             with pytest.raises(TransportError) as write:
@@ -438,10 +439,9 @@ async def test_which_error_answers_mean_a_write_may_have_applied() -> None:
     async def status_of(request: web.Request) -> web.Response:
         return web.json_response({"error": {"code": 0, "message": "no"}}, status=int(request.match_info["status"]))
 
-    once = RetryConfig(max_attempts=1, initial_wait=0.001, max_wait=0.001)
     seen: dict[tuple[str, int], ApiError] = {}
     async with serve(app_with(("*", "/v1/status/{status}", status_of))) as url:
-        async with TenantClient("tenant-x", url, "tok-status", retry=once, pace=False) as api:
+        async with TenantClient("tenant-x", url, "tok-status", retry=ONCE, pace=False) as api:
             for method in ("GET", "POST"):
                 for status in (400, 499, 500, 502):
                     with pytest.raises(ApiError) as caught:
@@ -465,13 +465,12 @@ async def test_a_body_cut_short_and_a_connection_closed_unanswered_are_told_apar
         await reader.read(100)
         writer.close()
 
-    once = RetryConfig(max_attempts=1, initial_wait=0.001, max_wait=0.001)
     errors: list[TransportError] = []
     for handler in (cut, silent):
         server = await asyncio.start_server(handler, "127.0.0.1", 0)
         try:
             port = server.sockets[0].getsockname()[1]
-            async with TenantClient("t", f"http://127.0.0.1:{port}", "tok-cut", retry=once, pace=False) as api:
+            async with TenantClient("t", f"http://127.0.0.1:{port}", "tok-cut", retry=ONCE, pace=False) as api:
                 with pytest.raises(TransportError) as caught:
                     await api.get_json("/v1/orgs")
                 errors.append(caught.value)
@@ -655,10 +654,9 @@ async def test_what_a_2xx_body_may_be_and_what_is_malformed() -> None:
         if not isinstance(data["items"], list):
             raise ValueError("items is not a list")
 
-    once = RetryConfig(max_attempts=1, initial_wait=0.001, max_wait=0.001)
     routes = (("*", "/v1/empty", empty), ("GET", "/v1/broken", broken), ("GET", "/v1/listing", listing))
     async with serve(app_with(*routes)) as url:
-        async with TenantClient("t", url, "tok-bodies", retry=once, pace=False) as api:
+        async with TenantClient("t", url, "tok-bodies", retry=ONCE, pace=False) as api:
             assert (await api.request("GET", "/v1/empty", params={"status": 204})).data is None
             assert (await api.request("POST", "/v1/empty")).data is None
             assert (await api.request("PUT", "/v1/empty")).data is None
