@@ -29,10 +29,8 @@ import argparse
 import contextlib
 import os
 import re
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -47,7 +45,7 @@ from _util import run_benchmark, target
 
 from syncd.config import Settings
 from syncd.emulator.process import emulator_process
-from tests.hostile.hostile_server import MiB, HostileServer, inflate, measured_cli, measured_peak, trickle, write_config
+from tests.hostile.hostile_server import MiB, HostileServer, inflate, run_cli, trickle, write_config
 
 SPEC = "orgs=2,collections=4,spaces=8,pages=5,files=2,sites=2,sections=3,members=4,teams=2,comments=2,change_requests=1"
 """The hostile suite's tenant (tests/conftest.py `SMALL`): small, the run is all about one listing."""
@@ -100,28 +98,11 @@ def clean_environment() -> dict[str, str]:
 
 
 def run_syncd(*args: str, cwd: Path, timeout: float) -> tuple[int, float, int, str, str]:
-    """`python -m syncd.cli ARGS` to its end, measured like tests/hostile's `run_cli` (wall
-    seconds, the peak RSS of its own memory map: `measured_cli`); killed after `timeout` s, and
-    killed if this process is interrupted while waiting (the handle is ours: nothing is left
-    running)."""
-    started = time.monotonic()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryDirectory() as scratch:
-        peak_file = Path(scratch) / "peak"
-        process = subprocess.Popen(measured_cli(peak_file, *args), cwd=cwd, stdout=out, stderr=err, env=clean_environment())
-        timer = threading.Timer(timeout, process.kill)
-        timer.start()
-        try:
-            code = process.wait()
-        finally:
-            timer.cancel()
-            if process.returncode is None:
-                process.kill()
-                process.wait()
-        seconds = time.monotonic() - started
-        out.seek(0)
-        err.seek(0)
-        return (code, seconds, measured_peak(peak_file), out.read().decode("utf-8", "replace"),
-                err.read().decode("utf-8", "replace"))  # fmt: skip
+    """`python -m syncd.cli ARGS` to its end, measured by tests/hostile's `run_cli` (wall
+    seconds, the peak RSS of its own memory map) in `clean_environment()`; killed after
+    `timeout` s, and killed if this process is interrupted while waiting."""
+    run = run_cli(*args, cwd=cwd, timeout=timeout, base_env=clean_environment(), env={"COLUMNS": "400"})
+    return run.returncode, run.seconds, run.peak_rss, run.stdout, run.stderr
 
 
 @contextlib.contextmanager

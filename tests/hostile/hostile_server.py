@@ -424,10 +424,14 @@ def write_config(path: Path, base_url: str, token: str, **settings: Any) -> Path
     return path
 
 
-def run_cli(*args: str, cwd: Path, timeout: float = 120.0, env: Mapping[str, str] | None = None) -> CliRun:
-    """Run `python -m syncd.cli ARGS` to its end (killed after `timeout` s) and measure it: the
-    peak RSS is that process's own (`measured_cli`), read after it exits (0 if it was killed)."""
-    environment = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", **(env or {})}
+def run_cli(
+    *args: str, cwd: Path, timeout: float = 120.0, env: Mapping[str, str] | None = None, base_env: Mapping[str, str] | None = None
+) -> CliRun:
+    """Run `python -m syncd.cli ARGS` to its end (killed after `timeout` s, or when the wait for
+    it is interrupted: nothing is left running) and measure it: the peak RSS is that process's
+    own (`measured_cli`), read after it exits (0 if it was killed). Its environment is
+    `base_env` (default: this process's) with `env` over it."""
+    environment = {**(os.environ if base_env is None else base_env), "COLUMNS": "200", "NO_COLOR": "1", **(env or {})}
     started = time.monotonic()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryDirectory() as scratch:
         peak_file = Path(scratch) / "peak"
@@ -438,6 +442,9 @@ def run_cli(*args: str, cwd: Path, timeout: float = 120.0, env: Mapping[str, str
             process.wait()
         finally:
             timer.cancel()
+            if process.returncode is None:
+                process.kill()
+                process.wait()
         seconds = time.monotonic() - started
         out.seek(0)
         err.seek(0)
