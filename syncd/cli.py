@@ -85,6 +85,7 @@ _COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("orgs", "orgs_cmd", "orgs"),
     ("completion", "completion_cmd", "completion"),
 )
+_BY_NAME = {entry[0]: entry for entry in _COMMANDS}
 _OPTIONS_WITH_VALUES = ("--log-format", "--log-level")
 
 
@@ -97,9 +98,9 @@ def _register(argv: list[str] | None = None) -> None:
     registered = {info.name for info in app.registered_commands} | {info.name for info in app.registered_groups}
     if wanted is not None:
         if wanted not in registered:
-            _add(*next(entry for entry in _COMMANDS if entry[0] == wanted))
+            _add(*_BY_NAME[wanted])
         return
-    if registered == {name for name, _, _ in _COMMANDS}:
+    if registered == _BY_NAME.keys():
         return
     app.registered_commands.clear()
     app.registered_groups.clear()
@@ -131,7 +132,7 @@ def _command_named(argv: list[str] | None) -> str | None:
         if arg.startswith("-"):
             i += 1
             continue
-        return arg if any(arg == name for name, _, _ in _COMMANDS) else None
+        return arg if arg in _BY_NAME else None
     return None
 
 
