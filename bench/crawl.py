@@ -43,9 +43,9 @@ from baseline import BaselineStats, run_baseline
 
 from syncd.api import TenantClient
 from syncd.config import RetryConfig
-from syncd.crawl import Crawler, CrawlResult
 from syncd.emulator.process import EmulatorProcess, emulator_process
-from syncd.mirror import Mirror
+from syncd.read.crawl import Crawler, CrawlResult
+from syncd.state import StateStore
 
 DEFAULT_SPEC = (
     "orgs=1,collections=10,spaces=150,pages=20,files=2,sites=4,sections=3,members=20,teams=4,"
@@ -80,7 +80,7 @@ async def crawl_once(emulator: EmulatorProcess, db: Path, *, workers: int, full:
     server_started = emulator.cpu_seconds()
     retry = RetryConfig()
     async with TenantClient(TENANT, url, TOKEN, concurrency=workers, retry=retry) as client:
-        with Mirror(db) as mirror:
+        with StateStore(db) as mirror:
             cpu_started = _cpu()
             started = time.perf_counter()
             result = await Crawler(client, mirror, TENANT, workers=workers, full=full).crawl()
@@ -110,7 +110,7 @@ def _cpu() -> float:
 
 
 def stored_objects(db: Path) -> dict[str, int]:
-    with Mirror(db) as mirror:
+    with StateStore(db) as mirror:
         return mirror.counts(TENANT)
 
 

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from syncd.mirror import Mirror, Row, content_hash
+from syncd.state import StateStore, Row, content_hash
 
 TENANT = "bench"
 ORG, SPACE, PAGE = "org1", "space1", "page1"
@@ -51,7 +51,7 @@ def write_backup(path: Path, markdown_bytes: int) -> None:
         row("page", f"{SPACE}/other", ("space", SPACE), f"space:{SPACE}",
             {"id": "other", "title": "Other page", "path": "other-page", "markdown": "small\n"}, 1),
     ]  # fmt: skip
-    with Mirror(path) as mirror:
+    with StateStore(path) as mirror:
         run = mirror.start_run("backup", TENANT, TENANT)
         mirror.stage(run, rows)
         for listing in sorted({r.listing for r in rows if r.listing}):

@@ -5,7 +5,7 @@ per minute with 1, 2 and 3 replicas, in two series; prints a table, asserts noth
   adds latency to every request, so a run takes a while and a replica has many runs in flight.
 - `rate`: the per-token rate limits ARE the bound (a low rate per token): the fleet's
   throughput should stop growing with replicas, and the 429s stay near 0 because the replicas
-  share each token's request budget through PostgreSQL (`syncd.fleet.budget`).
+  share each token's request budget through PostgreSQL (`syncd.pg.budget`).
 
 Each series runs the same jobs: `--jobs` backup jobs over two tenants (two tokens of one
 emulator, each with its own rate-limit bucket), each scheduled `every = "1s"`, so every job

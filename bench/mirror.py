@@ -91,7 +91,7 @@ from syncd.copy.rules import COPIED_KINDS
 from syncd.copy.verify import render
 from syncd.emulator.faults import parse_faults
 from syncd.emulator.process import EmulatorProcess, emulator_process
-from syncd.mirror import Mirror
+from syncd.state import StateStore
 
 DEFAULT_SPEC = (
     "orgs=1,empty_orgs=1,collections=20,spaces=200,pages=8,files=1,sites=6,sections=4,members=5,teams=5,"
@@ -908,7 +908,7 @@ def zero(n: int) -> str:
 
 
 def side_counts(db: Path, tenant: str, org: str) -> Counter[str]:
-    with Mirror(db) as mirror:
+    with StateStore(db) as mirror:
         snapshot = Snapshot.from_mirror(mirror, tenant, org)
     return Counter(kind for kind, _ in snapshot.nodes)
 

@@ -800,7 +800,7 @@ def crawled_routes() -> set[str]:
 def content_hash(kind: Kind, data: Mapping[str, Any]) -> str:
     """A hash of what a row means: volatile fields, stripped children and the parent
     reference (captured as the row's parent) are left out."""
-    from syncd.mirror.rows import content_hash as hash_without
+    from syncd.state.rows import content_hash as hash_without
 
     ignored = kind.volatile | kind.strip | ({kind.parent_field} if kind.parent_field else set())
     return hash_without(data, ignored)

@@ -12,8 +12,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from syncd.mirror.diff import MAX_VALUE
 from syncd.safe_text import clean
+from syncd.state.diff import MAX_VALUE
 
 __all__ = ["CHANGES_SHOWN", "FIELDS_SHOWN", "change_lines", "value_text"]
 
@@ -24,13 +24,13 @@ FIELDS_SHOWN = 8
 _MARKS = {"created": "+", "updated": "~", "moved": "→", "deleted": "-"}
 
 Locate = Callable[[str, str | None], str]
-"""(tenant, id of a parent) -> `Org / Collection`, see `Mirror.location`."""
+"""(tenant, id of a parent) -> `Org / Collection`, see `StateStore.location`."""
 
 
 def value_text(value: Any, cut: bool = False) -> str:
     """A field value: a string in double quotes (as text: no control characters, see
     `syncd.safe_text.clean`), anything else as JSON, so `""`, `null` and `"null"` read apart.
-    A `cut` value is already the start of the JSON (see syncd.mirror.diff.MAX_VALUE)."""
+    A `cut` value is already the start of the JSON (see syncd.state.diff.MAX_VALUE)."""
     if cut and isinstance(value, str) and value.endswith("…") and len(value) == MAX_VALUE + 1:
         return clean(value)
     if isinstance(value, str):
@@ -82,7 +82,7 @@ def _details(change: Mapping[str, Any], locate: Locate, every: bool) -> list[str
 
 
 def change_lines(changes: Sequence[Mapping[str, Any]], locate: Locate, *, every: bool = False) -> list[str]:
-    """The lines of `changes` (rows of `Mirror.diff`): at most CHANGES_SHOWN changes and
+    """The lines of `changes` (rows of `StateStore.diff`): at most CHANGES_SHOWN changes and
     FIELDS_SHOWN fields each unless `every`, then one line that says how many were left out."""
     shown = changes if every else changes[:CHANGES_SHOWN]
     lines: list[str] = []

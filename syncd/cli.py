@@ -20,9 +20,9 @@ from typing import Any
 
 import typer
 
+from syncd.commands.typer_compat import flags_read_as_flags
 from syncd.errors import SyncdError
 from syncd.files import private_umask, storage_error
-from syncd.typer_compat import flags_read_as_flags
 
 app = typer.Typer(
     name="syncd",
@@ -156,7 +156,7 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 def known_failure(exc: BaseException) -> SyncdError | None:
     """The one-line error for `exc` when it is one the user can act on (module docstring);
     an exception group counts when every exception in it does (the first one is told)."""
-    from syncd.mirror.store import database_failure
+    from syncd.state.store import database_failure
 
     if isinstance(exc, BaseExceptionGroup):
         leaves = [leaf for leaf in _leaves(exc) if not isinstance(leaf, asyncio.CancelledError)]
@@ -177,7 +177,7 @@ def known_failure(exc: BaseException) -> SyncdError | None:
         return database_failure("a state file", exc)
     psycopg = sys.modules.get("psycopg")  # loaded when the state is in PostgreSQL, not before
     if psycopg is not None and isinstance(exc, psycopg.Error):
-        from syncd.fleet.connect import state_failure
+        from syncd.pg.connect import state_failure
 
         return state_failure(exc)
     return None

@@ -61,7 +61,7 @@ newline; lists follow positions, then ids; nothing about the export itself (time
 is written. Re-exporting writes only files whose bytes changed and removes the files that
 are no longer part of the export, so the tree equals a fresh export byte for byte.
 
-The source file is opened read-only (`Mirror(readonly=True)`): an old backup is read as it
+The source file is opened read-only (`StateStore(readonly=True)`): an old backup is read as it
 is, never migrated, and a backup on read-only media can be exported.
 
 Why it is safe: every path component is a slug, a fixed name or a file name reduced to
@@ -92,15 +92,15 @@ from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import unquote
 
-from syncd.backup import blobs_dir
 from syncd.blobs import BlobRefused, BlobStore
 from syncd.errors import SyncdError
 from syncd.files import PRIVATE_FILE, private_dir, storage_error
 from syncd.logging import get_logger
-from syncd.mirror import FINISHED, Mirror, MirrorError
+from syncd.read.backup import blobs_dir
 from syncd.safe_text import one_line
 from syncd.scope import EVERYTHING, Scope
 from syncd.selection import LINK_KINDS, VALUE_KINDS, Dependency, content_dependencies, item_of_row, select
+from syncd.state import FINISHED, StateStore, StateError
 
 __all__ = [
     "HANDLED_KINDS",
@@ -761,18 +761,18 @@ def _prepare_target(out: Path, db_path: Path) -> None:
 # ----- the source file -------------------------------------------------------------------
 
 
-def _open_source(db_path: Path) -> Mirror:
+def _open_source(db_path: Path) -> StateStore:
     """The mirror, opened read-only: nothing is written into the file or beside it (no
     migration, no WAL switch), so an old backup stays as it is and read-only media work."""
     if not db_path.exists():
         raise ExportError(f"{db_path}: no such file")
     try:
-        return Mirror(db_path, readonly=True)
-    except MirrorError as exc:
+        return StateStore(db_path, readonly=True)
+    except StateError as exc:
         raise ExportError(str(exc)) from None
 
 
-def _choose_tenant(mirror: Mirror, db_path: Path, tenant: str | None) -> str:
+def _choose_tenant(mirror: StateStore, db_path: Path, tenant: str | None) -> str:
     runs = mirror.runs()
     finished = sorted({run["tenant"] for run in runs if run["status"] in FINISHED})
     if tenant is not None:
@@ -835,7 +835,7 @@ def _children(rows: Iterable[dict[str, Any]]) -> dict[tuple[str | None, str | No
 
 
 class _Exporter:
-    def __init__(self, mirror: Mirror, tenant: str, tree: _Tree, report: ExportReport, blobs: BlobStore, scope: Scope = EVERYTHING) -> None:
+    def __init__(self, mirror: StateStore, tenant: str, tree: _Tree, report: ExportReport, blobs: BlobStore, scope: Scope = EVERYTHING) -> None:
         self.scope = scope
         self.mirror = mirror
         self.tenant = tenant
@@ -850,7 +850,7 @@ class _Exporter:
         return sorted(self._current(kind=kind, org=org), key=_order)
 
     def _current(self, **where: str) -> Iterator[dict[str, Any]]:
-        """The current rows (`Mirror.current`'s filters), one object read at a time: the file
+        """The current rows (`StateStore.current`'s filters), one object read at a time: the file
         sorts their keys only (`current_keys`), and a text field longer than `HELD_TEXT_MAX`
         (`_DEFERRED_FIELD`) is left out of `data`, named by the row's `deferred`, and read
         again when its file is written (`_text`). So the memory a row takes is that of its
@@ -1229,7 +1229,7 @@ def _posted(row: Mapping[str, Any]) -> tuple[str, str]:
     return (str(row["data"].get("postedAt") or ""), str(row["id"]))
 
 
-def _choose_orgs(mirror: Mirror, tenant: str, org: str | None) -> list[tuple[dict[str, Any], str]]:
+def _choose_orgs(mirror: StateStore, tenant: str, org: str | None) -> list[tuple[dict[str, Any], str]]:
     """(organization row, directory name) of the organizations to export; names are
     assigned over ALL organizations so a one-organization export uses the same name."""
     rows = sorted(mirror.current(tenant, kind="organization"), key=lambda r: (_title(r), r["id"]))
@@ -1288,7 +1288,7 @@ def export_mirror(
             except sqlite3.DatabaseError as exc:  # a page past the schema is damaged
                 mirror.check_unchanged()  # or it changed under an immutable read
                 raise ExportError(f"{db_path} cannot be read, it is damaged: {exc}") from None
-    except MirrorError as exc:  # written while it was read (see Mirror.check_unchanged)
+    except StateError as exc:  # written while it was read (see StateStore.check_unchanged)
         raise ExportError(str(exc)) from None
     report.files = len(tree.paths) - 1
     report.written, report.removed = tree.written, tree.removed

@@ -15,7 +15,7 @@ so each write of a fleet run looks first, where it cannot be skipped:
 - each PostgreSQL session about to take a tenant's writer lock for the run is recorded with it
   first (`fleet_run_backends`, committed with a check), and checks again once it holds the lock,
   so the replica that takes the run over ends those sessions (`pg_terminate_backend`,
-  `syncd.fleet.leases`) and their advisory locks go at once instead of when TCP gives up on a
+  `syncd.daemon.leases`) and their advisory locks go at once instead of when TCP gives up on a
   frozen or lost host. Recorded before, checked after: whichever way a takeover interleaves,
   the session is either ended by it or finds the run lost and lets the lock go.
 
@@ -103,7 +103,7 @@ class RunFence:
             raise self.lose("its lease ran out before this write (the process stalled or could not renew it)")
 
     def check(self, db: Any) -> None:
-        """In the caller's transaction on the PostgreSQL state (`db`: `syncd.mirror.pg`'s
+        """In the caller's transaction on the PostgreSQL state (`db`: `syncd.state.pg_database`'s
         handle): LeaseLost unless the run's row still names this replica and attempt with its
         lease running. A confirmation also moves `valid_until` to the server's end of the lease."""
         if self.lost is not None:
@@ -159,7 +159,7 @@ def require_lease() -> None:
 
 
 def enlist_session(db: Any) -> None:
-    """The writer lock's hook (`syncd.mirror.pg_writers`), before a try for a tenant's lock in a
+    """The writer lock's hook (`syncd.state.pg_writers`), before a try for a tenant's lock in a
     fleet run: the session is recorded with the run, or LeaseLost when the run is not ours."""
     fence = _CURRENT.get()
     if fence is not None:

@@ -17,11 +17,11 @@ from syncd.copy import IdMap, Snapshot, copy_org, plan_copy
 from syncd.copy.context import ContentStrategy
 from syncd.copy.journal import Pair, load_idmap
 from syncd.copy.ops import Plan
-from syncd.mirror import Mirror
 from syncd.emulator.generate import generate, parse_spec
 from syncd.emulator.server import RunningEmulator, serve_emulator
 from syncd.emulator.store import Store
-from syncd.sync import StateLocation, sync_into
+from syncd.read.sync import StateLocation, sync_into
+from syncd.state import StateStore
 from tests.conftest import ALL_TOKEN, Api
 from tests.state_support import is_pg
 
@@ -141,14 +141,14 @@ def assert_no_state_file(location: StateLocation, state_dir: Path) -> None:
 async def read(settings: Settings, ref: TargetRef, db: StateLocation) -> Snapshot:
     """What the crawler records of an organization, as the planner sees it."""
     await sync_into(settings, ref, db)
-    with Mirror(db) as mirror:
+    with StateStore(db) as mirror:
         return Snapshot.from_mirror(mirror, settings.tenant(ref.tenant).name, str(ref.org))
 
 
 async def plan_between(settings: Settings, src: TargetRef, dst: TargetRef, db: StateLocation, **options: Any) -> tuple[Plan, Snapshot, Snapshot, IdMap]:
     """Read both organizations and plan (content: same credentials unless told)."""
     source, target = await read(settings, src, db), await read(settings, dst, db)
-    with Mirror(db) as mirror:
+    with StateStore(db) as mirror:
         idmap = load_idmap(mirror, Pair(source.tenant, source.org, target.tenant, target.org))
     content = options.pop("content", ContentStrategy(same_credentials=True))
     return plan_copy(source, target, idmap, content=content, **options), source, target, idmap

@@ -11,8 +11,8 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from syncd.fleet import connect
-from syncd.fleet.runs import FleetRunLog
+from syncd.daemon.fleet_runs import FleetRunLog
+from syncd.pg import connect
 
 __all__ = ["JOBS", "LONG", "T0", "db_rows", "fleet", "fleet_runs", "overlaps", "job_slots", "run_in_threads", "slot_gap_problems"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from syncd.copy.meaning import meaning
-from syncd.mirror import Mirror
+from syncd.state import StateStore
 
 COPIED = (
     "collection", "space", "page", "team", "custom-field", "space-custom-field-value", "translation-settings",
@@ -57,7 +57,7 @@ def copied_view(dump: Mapping[str, Any]) -> dict[str, list[tuple[str, Any]]]:
     return {kind: order(kind, rows) for kind, rows in out.items()}
 
 
-def _ids(mirror: Mirror, tenant: str, org: str | None, kinds: tuple[str, ...]) -> set[str]:
+def _ids(mirror: StateStore, tenant: str, org: str | None, kinds: tuple[str, ...]) -> set[str]:
     return {row["id"].rsplit("/", 1)[-1] for kind in kinds for row in mirror.current(tenant, kind=kind, org=org)}
 
 
@@ -71,7 +71,7 @@ def mirror_mismatches(db: Path | str, tenant: str, dump: Mapping[str, Any], org:
         if found != expected:
             problems.append(f"{label}: missing {sorted(expected - found)[:5]}, extra {sorted(found - expected)[:5]}")
 
-    with Mirror(db) as mirror:
+    with StateStore(db) as mirror:
         for kind in SAME_NAME:
             check(kind, _ids(mirror, tenant, org, (kind,)), {row["id"].rsplit(":", 1)[-1] for row in kinds[kind]})
         check("translation", _ids(mirror, tenant, org, ("translation",)), {row["id"] for row in kinds["translation-settings"]})

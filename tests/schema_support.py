@@ -12,7 +12,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator, FormatChecker
 
-from syncd.machine_output import schema
+from syncd.commands.machine_output import schema
 
 
 def validator(name: str) -> Draft202012Validator:

@@ -1,6 +1,6 @@
 """Both state backends for one test (issue 13): `state` is a SQLite file's path, then a
 PostgreSQL URL (a schema of the test's own, `tests.pg_support.pg_url`). Registered in
-`tests/conftest.py`; a test takes `state` and opens `Mirror(state)`.
+`tests/conftest.py`; a test takes `state` and opens `StateStore(state)`.
 
 The end-to-end tests (the CLI, the configuration, `syncd serve`) take `backend` instead: they
 run once with the state in `STATE_DIR/syncd.db`, once with `SYNCD_STATE_URL` naming a PostgreSQL
@@ -30,7 +30,7 @@ sqlite_only = pytest.mark.parametrize("backend", ["sqlite"])
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def state(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
-    """Where the mirror lives: `Mirror(state)` opens either backend."""
+    """Where the mirror lives: `StateStore(state)` opens either backend."""
     if request.param == "sqlite":
         return tmp_path / "state" / "syncd.db"
     return str(request.getfixturevalue("pg_url"))
@@ -44,7 +44,7 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 def use_backend(backend: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, state_dir: Path) -> Path | str:
     """Point syncd's environment at `backend`'s state and say where that state is (what
-    `syncd.sync.default_db` gives): `state_dir/syncd.db`, or a fresh schema's URL in
+    `syncd.read.sync.default_db` gives): `state_dir/syncd.db`, or a fresh schema's URL in
     `SYNCD_STATE_URL` (the state directory still holds what is not state: backups, the lock)."""
     if backend == "sqlite":
         monkeypatch.delenv("SYNCD_STATE_URL", raising=False)

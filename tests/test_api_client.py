@@ -38,11 +38,11 @@ from syncd.api import (
 )
 from syncd.api.answers import AnswerBudget, allocation_bound
 from syncd.api.telemetry import observing
-from syncd.fleet.budget import SharedBudget
 from syncd.config import RetryConfig, Settings
 from syncd.emulator.server import serve_app
 from syncd.errors import SyncdError
 from syncd.logging import configure_logging, redact_text
+from syncd.pg.budget import SharedBudget
 from tests.conftest import ALL_TOKEN
 
 MiB = 1024 * 1024

@@ -17,17 +17,17 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from syncd.emulator.server import serve_app
 from syncd import blobs as blobs_module
 from syncd.blobs import BlobError, BlobRefused, BlobStore, download_files
 from syncd.emulator import revisions
+from syncd.emulator.server import serve_app
 from tests.conftest import Api
 
 FAST = {"initial_wait": 0.001, "max_wait": 0.01}
 
 
 async def file_rows(api: Api, org_id: str) -> list[dict[str, Any]]:
-    """Mirror-shaped rows of every file of an organization's spaces and change requests."""
+    """StateStore-shaped rows of every file of an organization's spaces and change requests."""
     rows = []
     for space in await api.all_items(f"/v1/orgs/{org_id}/spaces"):
         for item in await api.all_items(f"/v1/spaces/{space['id']}/content/files"):

@@ -14,13 +14,13 @@ from pathlib import Path
 import anyio
 import pytest
 
-from syncd.backup import backup, blobs_dir
 from syncd.cli import main
 from syncd.config import load_settings, parse_target_ref
 from syncd.emulator.generate import generate, parse_spec
 from syncd.emulator.server import serve_emulator
 from syncd.emulator.store import Store
-from syncd.mirror import Mirror
+from syncd.read.backup import backup, blobs_dir
+from syncd.state import StateStore
 from tests.console_script import run_installed
 from tests.hostile.cli_support import clean_env
 from tests.schema_support import check_output
@@ -173,7 +173,7 @@ def test_what_is_no_backup_is_one_line_exit_2(tmp_path: Path, capsys: pytest.Cap
         conn.execute("CREATE TABLE t (x)")
         conn.commit()
     unfinished = tmp_path / "unfinished.db"
-    with Mirror(unfinished) as mirror:
+    with StateStore(unfinished) as mirror:
         mirror.start_run("sync", "src", "src")  # closed unfinished: failed, never complete
     for path, expected in [
         (tmp_path / "absent.db", f"no state file at {tmp_path / 'absent.db'}"),

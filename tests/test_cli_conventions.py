@@ -88,7 +88,7 @@ def test_the_emulator_starts_without_the_libraries_of_other_commands(tmp_path: P
         "import sys\n"
         "from syncd.cli import main\n"
         "code = main(['emulator', 'serve', '--help'])\n"
-        "print(code, sorted(m for m in ('sqlite_utils', 'pydantic_settings', 'syncd.crawl', 'syncd.copy') if m in sys.modules))\n"
+        "print(code, sorted(m for m in ('sqlite_utils', 'pydantic_settings', 'syncd.read.crawl', 'syncd.copy') if m in sys.modules))\n"
     )
     ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, env=clean_env(), timeout=60, check=False)
     assert ran.returncode == 0 and ran.stdout.splitlines()[-1] == "0 []", (ran.stdout[-2000:], ran.stderr[-2000:])

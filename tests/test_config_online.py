@@ -1,7 +1,7 @@
 """`syncd config check --online`: each tenant's token tried on its server (`GET /v1/user`),
 who it belongs to or the one-line reason it failed; exit 1 when any failed; tokens never shown.
 The CLI in-process against an emulator served by a thread. With a PostgreSQL state the tokens
-are tried through their budget shared in it (syncd.fleet.budget): the first test runs on both
+are tried through their budget shared in it (syncd.pg.budget): the first test runs on both
 backends."""
 
 from __future__ import annotations

@@ -16,18 +16,18 @@ import aiohttp
 import anyio
 import pytest
 
+from syncd.api import TenantClient
 from syncd.config import Settings, TargetRef
 from syncd.copy import UnsettledError, copy_org, dry_run_lines, plan_org
 from syncd.copy.journal import Pair, begin, finish, load_idmap, open_intents
 from syncd.copy.ops import Expect
 from syncd.copy.writer import CallFailed, Writer
-from syncd.api import TenantClient
 from syncd.emulator.canonical import dump_org
 from syncd.emulator.generate import generate, parse_spec
 from syncd.emulator.server import RunningEmulator, serve_emulator
 from syncd.emulator.store import Store
-from syncd.mirror import Mirror
-from syncd.sync import StateLocation
+from syncd.read.sync import StateLocation
+from syncd.state import StateStore
 from tests.conftest import ALL_TOKEN, Api
 from tests.copy_support import Org, assert_no_state_file, read, settings_at
 from tests.oracle import copied_view
@@ -102,7 +102,7 @@ async def test_a_refused_transfer_leaves_no_duplicate_in_the_source(world: World
     failed = report.rounds[0].apply.failed  # type: ignore[union-attr]
     assert failed and all("transfer" in o.reason or "failed" in o.reason for o in failed if o.kind == "space")
     assert world.dump(0) == source_before and not report.residue
-    with Mirror(world.db) as mirror:
+    with StateStore(world.db) as mirror:
         assert not load_idmap(mirror, Pair("src", world.orgs[0], "dst", world.orgs[1])).of_kind("space-duplicate")
     again = await world.copy()  # the next run copies what the refusals left out
     assert again.equal and world.dump(0) == source_before
@@ -138,7 +138,7 @@ async def test_a_lost_create_that_cannot_be_looked_for_stops_the_next_run_until_
     world.faults()
     assert not first.equal
     assert any("cannot be looked for" in warning for warning in first.warnings)
-    with Mirror(world.db) as mirror:
+    with StateStore(world.db) as mirror:
         open_ = open_intents(mirror, Pair("src", world.orgs[2], "dst", world.orgs[1]))
     assert [i["kind"] for i in open_] == ["collection"] and "left open" in open_[0]["error"]
     before = world.writes()
@@ -164,7 +164,7 @@ async def test_what_appeared_is_found_and_two_new_objects_are_told_apart_by_what
     org = Org(world.api, world.orgs[2])
     await read(world.settings, TargetRef("dst", world.orgs[2]), world.db)  # what was there before
     pair = Pair("src", world.orgs[0], "dst", world.orgs[2])
-    with Mirror(world.db) as mirror:
+    with StateStore(world.db) as mirror:
         run = begin(mirror, pair)
         async with TenantClient.from_settings(world.settings, "dst") as client:
             writer = Writer(mirror=mirror, pair=pair, run=run, idmap=load_idmap(mirror, pair), target=client, source=None)
@@ -189,7 +189,7 @@ async def test_an_open_intent_journaled_by_an_older_syncd_is_settled_too(world: 
     await source.call("PATCH", f"/v1/orgs/{source.id}", {"emailDomains": target["emailDomains"]})
     legacy = await source.collection("Legacy")
     pair = Pair("src", world.orgs[2], "dst", world.orgs[1])
-    with Mirror(world.db) as mirror:
+    with StateStore(world.db) as mirror:
         run = begin(mirror, pair)
         old_op = {  # the op as the previous write side journaled it
             "key": f"create:collection:{legacy}", "action": "create", "kind": "collection", "source_id": legacy, "target_id": None,

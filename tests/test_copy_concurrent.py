@@ -12,7 +12,7 @@ import pytest
 
 from syncd.copy import engine
 from syncd.copy.planfile import SavedPlan, StalePlan
-from syncd.mirror import Mirror
+from syncd.state import StateStore
 from tests.copy_support import Blank, blank, rich_source  # noqa: F401 - `blank` is a fixture
 
 # The guard is syncd's own journal, not how the service names or places what it makes: both
@@ -46,7 +46,7 @@ async def test_a_plan_made_before_another_copy_applied_is_made_again(blank: Blan
     assert _titles(collections) == ["Guides", "Inner"] and _titles(spaces) == ["Alpha", "Beta", "Gamma"], "an object was made twice"
     assert report.equal, report.verification.counts()
     assert not any(r.result.stats().get("created") for r in report.rounds), [r.result.stats() for r in report.rounds]
-    with Mirror(blank.db) as mirror:
+    with StateStore(blank.db) as mirror:
         applies = [run for run in mirror.runs("dst") if run["job"] == "apply"]
     stale = [run for run in applies if run["status"] == "cancelled"]
     assert len(stale) == 1 and "read again" in (stale[0]["reason"] or ""), applies

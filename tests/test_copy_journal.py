@@ -1,5 +1,5 @@
 """The write side's records in the state file: apply runs, the journal, the id map; written
-through the Mirror's public transaction API."""
+through the StateStore's public transaction API."""
 
 from __future__ import annotations
 
@@ -13,48 +13,48 @@ import pytest
 from syncd.copy import journal as j
 from syncd.copy.journal import Pair
 from syncd.copy.ops import Expect, expect_from_json, expect_to_json
-from syncd.mirror import Mirror, MirrorBusyError, MirrorError, Row, content_hash
+from syncd.state import StateStore, StateBusyError, StateError, Row, content_hash
 
 PAIR = Pair("src", "org-a", "dst", "org-b")
 EXPECT = Expect("/v1/orgs/org-b/spaces", parent_field="parent", parent="tc1")
 
 
 @pytest.fixture
-def mirror(state: Path | str) -> Iterator[Mirror]:  # a SQLite file, then the PostgreSQL state
-    with Mirror(state) as m:
+def mirror(state: Path | str) -> Iterator[StateStore]:  # a SQLite file, then the PostgreSQL state
+    with StateStore(state) as m:
         yield m
 
 
-def intend(mirror: Mirror, run: int, key: str = "create:space:s1", *, made: tuple[str, str] | None = ("space", "s1"), path: str = "/v1/orgs/org-b/spaces") -> int:
+def intend(mirror: StateStore, run: int, key: str = "create:space:s1", *, made: tuple[str, str] | None = ("space", "s1"), path: str = "/v1/orgs/org-b/spaces") -> int:
     intent = {"made": list(made), "expect": expect_to_json(EXPECT)} if made else {}
     return j.intend(mirror, run, PAIR, key=key, kind="space", source_id="s1", side="target", method="POST", path=path, body={"title": "Guide"}, intent=intent)
 
 
-def state(mirror: Mirror, run: int, seq: int) -> tuple[str, str | None, int, str | None]:
+def state(mirror: StateStore, run: int, seq: int) -> tuple[str, str | None, int, str | None]:
     with mirror.reading() as db:
         row = db.execute("SELECT state, result_id, attempts, error FROM journal WHERE run = ? AND seq = ?", [run, seq]).fetchone()
     return tuple(row)  # type: ignore[return-value]
 
 
-def test_an_apply_run_holds_the_writer_lock_and_keeps_its_pair(mirror: Mirror) -> None:
+def test_an_apply_run_holds_the_writer_lock_and_keeps_its_pair(mirror: StateStore) -> None:
     run = j.begin(mirror, PAIR)
     row = mirror.run(run)
     assert row is not None and (row["job"], row["tenant"], row["status"]) == ("apply", "dst", "running")
-    with Mirror(mirror.path, lock_wait=0) as other, pytest.raises(MirrorBusyError):
+    with StateStore(mirror.path, lock_wait=0) as other, pytest.raises(StateBusyError):
         j.begin(other, PAIR)
     j.finish(mirror, run, "partial", {"apply": {"writes": 3}}, "1 op failed")
     row = mirror.run(run)
     assert row is not None and row["status"] == "partial" and row["reason"] == "1 op failed" and row["finished_at"]
     assert row["stats"]["apply"] == {"writes": 3} and row["stats"]["pair"]["target_org"] == "org-b"
-    with Mirror(mirror.path) as other:  # the lock was let go
+    with StateStore(mirror.path) as other:  # the lock was let go
         j.finish(other, j.begin(other, PAIR), "complete")
-    with pytest.raises(MirrorError):
+    with pytest.raises(StateError):
         j.finish(mirror, run, "complete")  # already ended
-    with pytest.raises(MirrorError):
+    with pytest.raises(StateError):
         j.finish(mirror, j.begin(mirror, PAIR), "running")
 
 
-def test_an_intent_is_committed_before_the_call_and_done_with_its_ids_in_one_transaction(mirror: Mirror) -> None:
+def test_an_intent_is_committed_before_the_call_and_done_with_its_ids_in_one_transaction(mirror: StateStore) -> None:
     run = j.begin(mirror, PAIR)
     seq = intend(mirror, run)
     assert seq == 1 and intend(mirror, run, "settle:tree:order", made=None, path="/v1/spaces/x/move") == 2
@@ -79,7 +79,7 @@ def test_an_intent_is_committed_before_the_call_and_done_with_its_ids_in_one_tra
     j.finish(mirror, run, "complete")
 
 
-def test_a_write_into_a_space_forgets_its_change_token(mirror: Mirror) -> None:
+def test_a_write_into_a_space_forgets_its_change_token(mirror: StateStore) -> None:
     crawl = mirror.start_run("sync", "dst", "dst:org-b")
     mirror.complete_scope(crawl, "dst", "space:t9", "rev-1")
     mirror.finish_run(crawl)
@@ -90,7 +90,7 @@ def test_a_write_into_a_space_forgets_its_change_token(mirror: Mirror) -> None:
     j.finish(mirror, run, "complete")
 
 
-def test_the_id_map_is_per_organization_pair(mirror: Mirror) -> None:
+def test_the_id_map_is_per_organization_pair(mirror: StateStore) -> None:
     run = j.begin(mirror, PAIR)
     j.record_mappings(mirror, run, PAIR, [("team", "a", "ta", "adopted")])
     other = Pair("src", "org-a", "dst", "org-c")
@@ -101,7 +101,7 @@ def test_the_id_map_is_per_organization_pair(mirror: Mirror) -> None:
     j.finish(mirror, run, "complete")
 
 
-def test_failures_that_may_have_applied_stay_open_for_the_next_run(mirror: Mirror) -> None:
+def test_failures_that_may_have_applied_stay_open_for_the_next_run(mirror: StateStore) -> None:
     run = j.begin(mirror, PAIR)
     lost, refused, crashed, done = (intend(mirror, run, f"create:space:s{n}") for n in range(4))
     j.fail(mirror, run, lost, "dropped after sending", may_have_applied=True)
@@ -113,7 +113,7 @@ def test_failures_that_may_have_applied_stay_open_for_the_next_run(mirror: Mirro
     assert state(mirror, run, crashed) == ("sent", None, 2, None)
     assert j.open_intents(mirror, PAIR) == []  # the run's own intents are not "earlier" while it is open here
     j.finish(mirror, run, "failed", reason="killed")
-    with Mirror(mirror.path) as later:
+    with StateStore(mirror.path) as later:
         intents = j.open_intents(later, PAIR)
         assert [(i["run"], i["seq"], i["op_key"]) for i in intents] == [(run, lost, "create:space:s0"), (run, crashed, "create:space:s2")]
         assert intents[0]["error"] == "dropped after sending" and intents[1]["attempts"] == 2
@@ -125,14 +125,14 @@ def test_failures_that_may_have_applied_stay_open_for_the_next_run(mirror: Mirro
         j.finish(later, settling, "complete")
 
 
-def test_journal_writes_need_an_open_run(mirror: Mirror) -> None:
+def test_journal_writes_need_an_open_run(mirror: StateStore) -> None:
     crawl = mirror.start_run("sync", "dst", "dst:org-b")
     mirror.abandon_run(crawl, "cancelled")
-    with pytest.raises(MirrorError, match="not open"):
+    with pytest.raises(StateError, match="not open"):
         intend(mirror, crawl)
 
 
-def test_made_in_source_lists_the_duplicates_copies_made(mirror: Mirror) -> None:
+def test_made_in_source_lists_the_duplicates_copies_made(mirror: StateStore) -> None:
     run = j.begin(mirror, PAIR)
     seq = j.intend(mirror, run, PAIR, key="create:space:s1:duplicate", kind="space-duplicate", source_id="s1", side="source",
                    method="POST", path="/v1/spaces/s1/duplicate", body=None, intent={"made": ["space-duplicate", "s1"], "expect": expect_to_json(EXPECT)})
@@ -144,7 +144,7 @@ def test_made_in_source_lists_the_duplicates_copies_made(mirror: Mirror) -> None
     j.finish(mirror, run, "complete")
 
 
-def test_seen_before_names_what_a_crawl_saw_before_a_run(mirror: Mirror) -> None:
+def test_seen_before_names_what_a_crawl_saw_before_a_run(mirror: StateStore) -> None:
     def crawl(ids: list[str]) -> int:
         run = mirror.start_run("sync", "dst", "dst:org-b")
         mirror.stage(run, [Row("dst", "space", i, "org-b", None, None, None, "spaces", None, {"id": i}, content_hash({"id": i})) for i in ids])

@@ -13,12 +13,12 @@ import pytest
 
 from syncd.api import TenantClient
 from syncd.config import RetryConfig
-from syncd.crawl import Crawler, CrawlResult, UnknownOrganization
 from syncd.emulator.canonical import dump_org
 from syncd.emulator.generate import generate, parse_spec
 from syncd.emulator.server import RunningEmulator, serve_emulator
 from syncd.emulator.store import Store
-from syncd.mirror import Mirror
+from syncd.read.crawl import Crawler, CrawlResult, UnknownOrganization
+from syncd.state import StateStore
 from tests.conftest import ALL_TOKEN, SMALL, Api
 from tests.oracle import mirror_mismatches
 
@@ -39,13 +39,13 @@ async def crawl(
 ) -> tuple[CrawlResult, int]:
     """One crawl; returns the result and the number of requests the client sent."""
     async with TenantClient(tenant, running.url, token, concurrency=workers, retry=FAST_RETRY) as client:
-        with Mirror(db) as mirror:
+        with StateStore(db) as mirror:
             result = await Crawler(client, mirror, tenant, workers=workers, full=full, on_progress=on_progress).crawl(org)
         return result, client.stats.requests
 
 
 def current(db: Path | str, tenant: str = "src") -> dict[tuple[str, str], tuple[Any, ...]]:
-    with Mirror(db) as mirror:
+    with StateStore(db) as mirror:
         return {
             (row["kind"], row["id"]): (row["hash"], row["parent_kind"], row["parent_id"], row["position"])
             for row in mirror.current(tenant)
@@ -53,7 +53,7 @@ def current(db: Path | str, tenant: str = "src") -> dict[tuple[str, str], tuple[
 
 
 def raw_ids(db: Path | str, kinds: tuple[str, ...], tenant: str = "src") -> set[str]:
-    with Mirror(db) as mirror:
+    with StateStore(db) as mirror:
         return {row["id"].rsplit("/", 1)[-1] for kind in kinds for row in mirror.current(tenant, kind=kind)}
 
 
@@ -120,7 +120,7 @@ async def test_cancelling_halfway_keeps_the_previous_snapshot(emulator: RunningE
         assert scope.cancelled_caught
         await Api(session, emulator.url, None).put(emulator.url + "/_emulator/faults", {"reset": True})
     assert current(db) == before
-    with Mirror(db) as mirror:
+    with StateStore(db) as mirror:
         runs = mirror.runs()
         assert [r["status"] for r in runs] == ["complete", "cancelled"]
         assert mirror.last_complete_run("src")["id"] == first.run
@@ -164,7 +164,7 @@ async def test_rename_new_page_moved_space_deleted_site_are_exactly_those_change
     assert (await api.delete(f"/v1/orgs/{org}/sites/{site['id']}"))[0] == 204
 
     result, _ = await crawl(emulator, db, org=org)
-    with Mirror(db) as mirror:
+    with StateStore(db) as mirror:
         changes = {(c["op"], c["kind"], c["id"].rsplit("/", 1)[-1]) for c in mirror.changes(result.run)}
     site_children = {c for c in changes if c[0] == "deleted" and c[1].startswith("site-")}
     assert changes - site_children == {
@@ -174,7 +174,7 @@ async def test_rename_new_page_moved_space_deleted_site_are_exactly_those_change
         ("deleted", "site", site["id"]),
     }
     assert site_children  # its sections and site-spaces went with it
-    with Mirror(db) as mirror:
+    with StateStore(db) as mirror:
         assert mirror.current_value("src", "space", renamed["id"])["title"] == "Renamed space"
 
 
@@ -186,7 +186,7 @@ async def test_unknown_organization_and_bad_token_are_clear_errors(emulator: Run
     with pytest.raises(AuthError) as caught:
         await crawl(emulator, state, token="wrong-token")
     assert "wrong-token" not in str(caught.value)
-    with Mirror(state) as mirror:
+    with StateStore(state) as mirror:
         assert mirror.runs() == []  # nothing started, nothing to clean
 
 
@@ -246,7 +246,7 @@ async def test_expiring_page_tokens_of_the_divergent_profile_still_give_the_exac
         clean, _ = await crawl(running, clean_db)
         client = HoldsFirstPageTokens("src", running.url, ALL_TOKEN, hold=0.8, listings=6, concurrency=8, retry=FAST_RETRY)
         async with client:
-            with Mirror(restarted_db) as mirror:
+            with StateStore(restarted_db) as mirror:
                 restarted = await Crawler(client, mirror, "src", workers=8).crawl()
         dumps = {org: dump_org(running.store, org) for org in generated.org_ids}
     assert clean.status == restarted.status == "complete", restarted.stats.errors

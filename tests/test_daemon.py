@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from syncd.emulator.process import EmulatorProcess, emulator_process
-from syncd.mirror import Mirror
+from syncd.state import StateStore
 from tests.daemon_support import (
     DaemonProcess,
     daemon_config,
@@ -190,7 +190,7 @@ def test_sigterm_cancels_a_run_past_the_deadline_and_leaves_state_consistent(
         # No half-written backup is left behind.
         assert not list((tmp_path / "state" / "backups" / "backup").iterdir())
         # The state mirror's interrupted run never became current, and nothing is left open.
-        with Mirror(state, readonly=True) as mirror:
+        with StateStore(state, readonly=True) as mirror:
             statuses = [run["status"] for run in mirror.runs()]
         assert statuses and "running" not in statuses and "complete" not in statuses
 

@@ -25,13 +25,13 @@ import anyio
 import pytest
 
 from syncd.config import Settings
+from syncd.daemon.replica import daemon_for
 from syncd.daemon.runs import RunRecord
 from syncd.daemon.schedule import failure_backoff
-from syncd.daemon.fleet import daemon_for
 from syncd.daemon.service import Daemon, DaemonBusyError
 from syncd.emulator.server import RunningEmulator
 from syncd.errors import ConfigError
-from syncd.mirror import Mirror
+from syncd.state import StateStore
 from tests.conftest import ALL_TOKEN
 from tests.daemon_support import daemon_json_token, metric_value
 from tests.state_support import count_rows, sqlite_only
@@ -179,7 +179,7 @@ def mirror_run_statuses(settings: Settings) -> list[str]:
     where = state_of(settings)
     if isinstance(where, Path) and not where.exists():
         return []
-    with Mirror(where, readonly=True) as mirror:
+    with StateStore(where, readonly=True) as mirror:
         return [run["status"] for run in sorted(mirror.runs(), key=lambda run: run["id"])]
 
 
@@ -584,7 +584,7 @@ async def test_full_reads_catch_edits_no_change_token_shows(emulator: RunningEmu
     daemon = daemon_for(settings)
 
     def values() -> set[str]:
-        with Mirror(state_of(settings), readonly=True) as mirror:
+        with StateStore(state_of(settings), readonly=True) as mirror:
             return {json.dumps(row["data"], sort_keys=True) for row in mirror.current("src", "space-custom-field-value")}
 
     async with serving(daemon), aiohttp.ClientSession() as session:
@@ -618,7 +618,7 @@ async def test_full_reads_catch_edits_no_change_token_shows(emulator: RunningEmu
 async def test_a_run_that_finds_the_state_mirror_busy_fails_and_is_retried(emulator: RunningEmulator, tmp_path: Path, backend: str) -> None:
     """`syncd sync` writing the state mirror while a job wants it: the job's run fails with a
     clear reason, and a later run succeeds once the file is free."""
-    from syncd.mirror.lock import WriterLock
+    from syncd.state.lock import WriterLock
 
     org = emulator.generated.org_ids[0]
     daemon = Daemon(make_settings(emulator, tmp_path, [{"name": "sync", "kind": "sync", "source": f"src:{org}"}]))
@@ -637,12 +637,12 @@ async def test_a_run_that_finds_the_state_mirror_busy_fails_and_is_retried(emula
 
 async def test_a_run_waits_for_another_writer_of_its_tenant_on_postgresql(emulator: RunningEmulator, tmp_path: Path, pg_url: str) -> None:
     """Another process (a replica's run, `syncd sync`) writing the tenant in the PostgreSQL state
-    while a job wants it: the run waits for it (bounded, `Mirror.lock_wait`) instead of failing,
+    while a job wants it: the run waits for it (bounded, `StateStore.lock_wait`) instead of failing,
     and goes on once the writer lets go."""
     org = emulator.generated.org_ids[0]
     settings = make_settings(emulator, tmp_path, [{"name": "sync", "kind": "sync", "source": f"src:{org}"}], pg_url)
     daemon = daemon_for(settings)
-    with Mirror(pg_url) as other:
+    with StateStore(pg_url) as other:
         other.hold(["src"])  # what another syncd process holds while it writes tenant src
         holder = other.db.conn.info.backend_pid
         waiting = (

@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 
 from syncd.api.errors import AuthError
-from syncd.backup import blobs_dir
 from syncd.daemon import runs as runs_module
+from syncd.daemon import fleet_runs as fleet_runs_module
+from syncd.daemon.fleet_runs import FleetRunLog
 from syncd.daemon.jobs import _backup_path, backup_files, prune_backups
 from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.runs import RunLog
 from syncd.daemon.service import describe_error
 from syncd.errors import ConfigError
-from syncd.fleet import runs as fleet_runs_module
-from syncd.fleet.runs import FleetRunLog
+from syncd.read.backup import blobs_dir
 from tests.daemon_support import metric_value
 from tests.state_support import count_rows, is_pg
 

@@ -11,8 +11,8 @@ import pytest
 
 from syncd.change_lines import CHANGES_SHOWN, change_lines
 from syncd.cli import main
-from syncd.mirror import Mirror, Row, content_hash
-from syncd.mirror.diff import MAX_FIELDS, MAX_VALUE, changed_fields, compose_fields
+from syncd.state import StateStore, Row, content_hash
+from syncd.state.diff import MAX_FIELDS, MAX_VALUE, changed_fields, compose_fields
 from tests.state_support import sqlite_only, use_backend
 from tests.thread_emulator import ThreadEmulator, module_thread_emulator, use_tenants
 
@@ -76,7 +76,7 @@ def test_an_update_records_its_fields_on_either_backend(state: Path | str) -> No
     """The merge records old -> new per field (on PostgreSQL outside SQL: it cannot call Python),
     leaving out a kind's volatile fields; other ops record none."""
 
-    def run(mirror: Mirror, data: dict[str, object], position: int = 0, kind: str = "space") -> int:
+    def run(mirror: StateStore, data: dict[str, object], position: int = 0, kind: str = "space") -> int:
         number = mirror.start_run("sync", "t", "t")
         kept = {k: v for k, v in data.items() if k != "updatedAt"}
         mirror.stage(number, [Row("t", kind, "s1", "o", "org", "o", position, f"/{kind}s", None, data, content_hash(kept))])
@@ -84,7 +84,7 @@ def test_an_update_records_its_fields_on_either_backend(state: Path | str) -> No
         mirror.finish_run(number, volatile={"space": ["updatedAt"]})
         return number
 
-    with Mirror(state) as mirror:
+    with StateStore(state) as mirror:
         first = run(mirror, {"title": "A", "updatedAt": "1", "meta": {"tags": ["x"]}})
         second = run(mirror, {"title": "B", "updatedAt": "2", "meta": {"tags": ["x", "y"]}})
         third = run(mirror, {"title": "B", "updatedAt": "3", "meta": {"tags": ["x", "y"]}}, position=4)
@@ -183,7 +183,7 @@ def test_an_older_state_file_still_diffs_and_says_fields_were_not_recorded(
 
     emulator.api("PATCH", f"/v1/spaces/{space['id']}", {"title": "Third name"})
     _say(capsys, "sync", f"src:{org}")  # writes: migrates, and records fields from now on
-    with Mirror(env, readonly=True) as mirror:
+    with StateStore(env, readonly=True) as mirror:
         last = mirror.runs()[-1]["id"]
     out = _say(capsys, "diff", "--db", str(env), "--run", str(last))
     assert '    title: "Second name" → "Third name"' in out

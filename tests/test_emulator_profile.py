@@ -31,7 +31,7 @@ from syncd.emulator.routes.members import org_teams
 from syncd.emulator.routes.settings import org_custom_fields
 from syncd.emulator.server import serve_emulator
 from syncd.emulator.store import Store
-from syncd.mirror import Mirror
+from syncd.state import StateStore
 from tests.conftest import ALL_TOKEN, Api
 from tests.oracle import mirror_mismatches
 from tests.state_support import use_backend
@@ -477,7 +477,7 @@ def test_sync_and_backup_against_divergent(
             dump = json.load(resp)
         for db in (state, out):
             assert mirror_mismatches(db, "src", dump, org=org["id"]) == [], (db, org)
-    with Mirror(out) as mirror:
+    with StateStore(out) as mirror:
         assert [r["status"] for r in mirror.runs("src")] == ["complete"]
 
 

@@ -20,7 +20,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from syncd import catalog
-from syncd.backup import blobs_dir
 from syncd.blobs import BlobStore, download_files
 from syncd.emulator import revisions
 from syncd.emulator.generate import generate, parse_spec
@@ -28,6 +27,7 @@ from syncd.emulator.routes.content import locate_all
 from syncd.emulator.routes.spaces import org_spaces
 from syncd.emulator.server import serve_emulator
 from syncd.emulator.store import Store
+from syncd.read.backup import blobs_dir
 from syncd.export import (
     HANDLED_KINDS,
     MARKER,
@@ -36,7 +36,7 @@ from syncd.export import (
     slugify,
     yaml_scalar,
 )
-from syncd.mirror import Mirror, Row, content_hash
+from syncd.state import StateStore, Row, content_hash
 from tests.conftest import ALL_TOKEN, SMALL, Api
 
 TENANT = "emu"
@@ -94,7 +94,7 @@ async def _read(api: Api, kind: catalog.Kind, items: list[Any], context: dict[st
 
 def write_backup(path: Path, rows: Iterable[Row], listings: Iterable[str], tenant: str = TENANT) -> None:
     """One complete run holding `rows`; the listings read cleanly (so missing rows are deleted)."""
-    with Mirror(path) as mirror:
+    with StateStore(path) as mirror:
         run = mirror.start_run("backup", tenant, tenant)
         mirror.stage(run, rows)
         for listing in sorted(set(listings)):
@@ -513,7 +513,7 @@ def test_source_errors_are_one_line(backup: Backup, tmp_path: Path) -> None:
     with sqlite3.connect(foreign) as conn:
         assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master")] == ["notes"]
     empty = tmp_path / "empty.db"
-    with Mirror(empty) as mirror:
+    with StateStore(empty) as mirror:
         run = mirror.start_run("backup", "t1", "t1")
         mirror.abandon_run(run, "failed")
     with pytest.raises(ExportError, match="holds no complete run"):
@@ -552,7 +552,7 @@ async def test_a_crawled_backup_exports_like_the_catalog_says(tmp_path: Path) ->
     """The crawler's rows follow the conventions the exporter reads: both exports agree,
     except the change requests' page links, which the crawler reads only where they differ."""
     from syncd.api import TenantClient
-    from syncd.crawl import Crawler
+    from syncd.read.crawl import Crawler
 
     store = Store(seed=7)
     generate(store, parse_spec(SMALL), seed=7, all_token=ALL_TOKEN)
@@ -560,7 +560,7 @@ async def test_a_crawled_backup_exports_like_the_catalog_says(tmp_path: Path) ->
     listings: list[str] = []
     async with serve_emulator(store) as running:
         async with TenantClient(TENANT, running.url, ALL_TOKEN) as client:
-            with Mirror(tmp_path / "crawl.db") as mirror:
+            with StateStore(tmp_path / "crawl.db") as mirror:
                 assert (await Crawler(client, mirror, TENANT).crawl()).status == "complete"
         async with aiohttp.ClientSession() as session:
             api = Api(session, running.url, ALL_TOKEN)

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from syncd.backup import blobs_dir
 from syncd.cli import main
 from syncd.export import ASSETS, asset_name, export_mirror, rewrite_links, slugify
+from syncd.read.backup import blobs_dir
 from tests.test_export import (
     Backup,
     _row,
@@ -31,7 +31,7 @@ from tests.test_export import (
     tree_digest,
     write_backup,
 )
-from syncd.mirror import Row
+from syncd.state import Row
 
 GITBOOK_YAML = "root: ./\n\nstructure:\n  readme: README.md\n  summary: SUMMARY.md\n"
 LINK = re.compile(r"!?\[[^\]\n]*\]\(([^)\s]+)\)")

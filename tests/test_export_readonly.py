@@ -1,4 +1,4 @@
-"""Backups are only read by `status` and `export` (`Mirror(path, readonly=True)`): nothing is
+"""Backups are only read by `status` and `export` (`StateStore(path, readonly=True)`): nothing is
 written into the file or beside it, read-only media work, old schemas are read as they are,
 and files that are not (or no longer) readable end in one line, not a traceback."""
 
@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 from sqlite_utils import Database
 
-from syncd.backup import blobs_dir
 from syncd.cli import main
 from syncd.export import ExportError, export_mirror
-from syncd.mirror import MIGRATIONS, Mirror, MirrorError, NewerStateError, applied_migrations, migrate
+from syncd.read.backup import blobs_dir
+from syncd.state import MIGRATIONS, StateStore, StateError, NewerStateError, applied_migrations, migrate
 from tests.test_export import Backup, _row, build_backup, rows_of
 
 SIDECARS = ("-wal", "-shm", "-journal", ".lock")
@@ -91,7 +91,7 @@ def test_status_and_export_leave_a_read_only_backup_as_it_was(backup: Backup, tm
         printed = " ".join(capsys.readouterr().out.split())
         files = len(rows_of(backup, "file") + rows_of(backup, "change-request-file"))
         assert f"{files} file binaries" in printed and "not in the backup" not in printed
-        with Mirror(db, readonly=True) as mirror:
+        with StateStore(db, readonly=True) as mirror:
             assert mirror.immutable and mirror.readonly
             assert mirror.counts("emu")["page"] == len(rows_of(backup, "page"))
         assert state(media) == before, "no byte, time or mode changed, and nothing appeared beside the file"
@@ -151,14 +151,14 @@ def test_read_only_media_for_a_user_who_cannot_write_there(backup: Backup) -> No
         writable(root)
 
 
-# ----- the read-only Mirror -------------------------------------------------------------------
+# ----- the read-only StateStore -------------------------------------------------------------------
 
 
 def test_a_read_only_mirror_refuses_every_write(backup: Backup, tmp_path: Path) -> None:
     db = tmp_path / "b.db"
     shutil.copy2(backup.path, db)
     before = state(tmp_path)
-    with Mirror(db, readonly=True) as mirror:
+    with StateStore(db, readonly=True) as mirror:
         assert len(list(mirror.current("emu", kind="space"))) == len(rows_of(backup, "space"))
         writes = [
             lambda: mirror.start_run("sync", "emu", "emu"),
@@ -171,7 +171,7 @@ def test_a_read_only_mirror_refuses_every_write(backup: Backup, tmp_path: Path) 
             lambda: mirror.recover(),
         ]
         for write in writes:
-            with pytest.raises(MirrorError, match="is open read-only"):
+            with pytest.raises(StateError, match="is open read-only"):
                 write()
         with pytest.raises(sqlite3.OperationalError):  # and SQLite itself says no
             mirror.db.execute("DELETE FROM runs")
@@ -180,28 +180,28 @@ def test_a_read_only_mirror_refuses_every_write(backup: Backup, tmp_path: Path) 
 
 def test_a_mirror_in_use_is_read_through_its_wal_as_one_snapshot(tmp_path: Path) -> None:
     db = tmp_path / "live.db"
-    with Mirror(db) as writer:
+    with StateStore(db) as writer:
         writer.finish_run(writer.start_run("sync", "t", "t"))
         assert db.with_name("live.db-wal").exists()  # a writer has it open
-        with Mirror(db, readonly=True) as reader:
+        with StateStore(db, readonly=True) as reader:
             assert not reader.immutable
             assert [r["id"] for r in reader.runs()] == [1]
             writer.finish_run(writer.start_run("sync", "t", "t"))
-            assert [r["id"] for r in reader.runs()] == [1], "a read-only Mirror reads one snapshot"
-        with Mirror(db, readonly=True) as reader:
+            assert [r["id"] for r in reader.runs()] == [1], "a read-only StateStore reads one snapshot"
+        with StateStore(db, readonly=True) as reader:
             assert [r["id"] for r in reader.runs()] == [1, 2]
 
 
 def test_a_file_written_while_it_is_read_immutable_is_reported(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
-    with Mirror(db) as writer:
+    with StateStore(db) as writer:
         writer.finish_run(writer.start_run("sync", "t", "t"))
-    with pytest.raises(MirrorError, match="was written while it was being read"):
-        with Mirror(db, readonly=True) as reader:
+    with pytest.raises(StateError, match="was written while it was being read"):
+        with StateStore(db, readonly=True) as reader:
             assert reader.immutable and len(reader.runs()) == 1
-            with Mirror(db) as writer:  # closing it checkpoints into the file
+            with StateStore(db) as writer:  # closing it checkpoints into the file
                 writer.finish_run(writer.start_run("sync", "t", "t"))
-    with Mirror(db, readonly=True) as reader:
+    with StateStore(db, readonly=True) as reader:
         assert len(reader.runs()) == 2
 
 
@@ -235,23 +235,23 @@ def test_an_older_file_is_read_as_it_is(tmp_path: Path, wal: bool, capsys: pytes
         report = export_mirror(db, tmp_path / "out")
         assert report.organizations == 1
         assert json.loads((tmp_path / "out" / "old-org" / "organization.json").read_text()) == {"id": "o1", "title": "Old org"}
-        with Mirror(db, readonly=True) as mirror:
+        with StateStore(db, readonly=True) as mirror:
             assert applied_migrations(mirror.db) == ["0001_snapshots"], "not migrated"
             assert mirror.immutable is wal
         assert state(media) == before
     finally:
         writable(media)
-    with Mirror(db) as mirror:  # opened to write, it is upgraded as before
+    with StateStore(db) as mirror:  # opened to write, it is upgraded as before
         assert applied_migrations(mirror.db) == [m.name for m in MIGRATIONS]
 
 
 def test_newer_and_foreign_schemas_are_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     newer = tmp_path / "new.db"
-    Mirror(newer).close()
+    StateStore(newer).close()
     with Database(newer) as db:
         db.execute("INSERT INTO migrations (name, applied_at) VALUES ('0099_from_the_future', 'x')")
     with pytest.raises(NewerStateError):
-        Mirror(newer, readonly=True)
+        StateStore(newer, readonly=True)
     assert main(["status", "--db", str(newer)]) == 2
     assert "written by a newer syncd" in one_line_error(capsys)
     assert main(["export", str(newer), str(tmp_path / "out")]) == 2
@@ -312,11 +312,11 @@ def test_files_that_are_not_or_no_longer_databases_are_one_line_errors(backup: B
 
 
 def test_a_hand_made_backup_round_trips_read_only(tmp_path: Path) -> None:
-    """The export's own helpers write backups through the read-write Mirror; reading them back
+    """The export's own helpers write backups through the read-write StateStore; reading them back
     read-only gives the same rows."""
     from tests.test_export import write_backup
 
     rows = [_row("organization", "o1", None, None, title="Org"), _row("space", "s1", ("organization", "o1"), 0, title="Docs")]
     write_backup(tmp_path / "b.db", rows, [])
-    with Mirror(tmp_path / "b.db", readonly=True) as mirror:
+    with StateStore(tmp_path / "b.db", readonly=True) as mirror:
         assert {r["id"]: r["data"] for r in mirror.current("emu")} == {r.id: r.data for r in rows}

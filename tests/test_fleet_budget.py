@@ -22,9 +22,9 @@ from psycopg.rows import dict_row
 
 from syncd.api import RateLimited, TenantClient
 from syncd.config import RetryConfig
-from syncd.fleet import connect, migrate_fleet
-from syncd.fleet.budget import SharedBudget, budget_key, budget_secret
-from syncd.fleet.budget_model import Note, Row, give_back, grant, observe
+from syncd.pg import connect, migrate_fleet
+from syncd.pg.budget import SharedBudget, budget_key, budget_secret
+from syncd.pg.budget_model import Note, Row, give_back, grant, observe
 from tests.conftest import ALL_TOKEN
 
 SAFETY = 30.0
@@ -198,7 +198,7 @@ async def test_replicas_pace_alone_when_the_database_is_away(emulator: Any, org_
 
 
 async def test_the_first_budget_on_a_state_nothing_made_yet_makes_the_tables(pg_url: str) -> None:
-    """`syncd backup` (or a first `mirror plan`) asks the budget before any Mirror or replica
+    """`syncd backup` (or a first `mirror plan`) asks the budget before any StateStore or replica
     made the state's tables: the budget makes them, instead of pacing alone with a warning."""
     budget = SharedBudget(pg_url, "http://127.0.0.1:1", "a-token")
     async with budget:

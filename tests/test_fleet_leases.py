@@ -1,4 +1,4 @@
-"""Leases of the fleet on a real PostgreSQL (`syncd.fleet.leases`): takeover, fencing, replicas.
+"""Leases of the fleet on a real PostgreSQL (`syncd.daemon.leases`): takeover, fencing, replicas.
 
 A replica "dies" by `expire_replica` (what its leases running out does), by not renewing a
 short lease (the server's clock ends it), or by SIGKILL of a real process.
@@ -16,9 +16,9 @@ from datetime import timedelta
 
 import pytest
 
+from syncd.daemon.fleet_runs import FleetRunLog, FleetRunRecord
 from syncd.daemon.runs import DIED
-from syncd.fleet import FleetError, connect
-from syncd.fleet.runs import FleetRunLog, FleetRunRecord
+from syncd.pg import PgError, connect
 from tests.fleet_support import JOBS, LONG, T0, db_rows, fleet  # noqa: F401  (fixture)
 
 
@@ -91,7 +91,7 @@ def test_a_lease_that_is_not_renewed_ends_on_the_servers_clock(fleet: Callable[[
 
 VICTIM = """
 import sys, time
-from syncd.fleet.runs import FleetRunLog
+from syncd.daemon.fleet_runs import FleetRunLog
 log = FleetRunLog(sys.argv[1], "victim", migrate=False)
 record = log.claim("victim", 2.0, {"a"})
 print(record.id, record.attempt, flush=True)
@@ -168,7 +168,7 @@ def test_replicas_register_renew_and_a_live_name_is_refused(pg_url: str, fleet: 
         ("r2", "host-b", 200, None),
     ]
     assert one.heartbeat_replica("r1", LONG)
-    with pytest.raises(FleetError, match="replica name 'r1' is in use by pid 100 on host-a"):
+    with pytest.raises(PgError, match="replica name 'r1' is in use by pid 100 on host-a"):
         again.register_replica("r1", "host-c", 300, None, LONG)
     assert one.register_replica("r1", "host-a", 100, "http://host-a:9090", LONG).control_url == "http://host-a:9090"
 
@@ -201,7 +201,7 @@ def test_a_broken_connection_is_opened_again(pg_url: str) -> None:
         backend = log._value("SELECT pg_backend_pid()")
         with connect(pg_url) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
-        with pytest.raises(FleetError, match="the PostgreSQL state failed"):
+        with pytest.raises(PgError, match="the PostgreSQL state failed"):
             log.get(record.id)
         back = log.get(record.id)
         assert isinstance(back, FleetRunRecord) and back.id == record.id

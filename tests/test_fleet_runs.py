@@ -1,4 +1,4 @@
-"""The fleet's run history on a real PostgreSQL (`syncd.fleet.runs`): RunLog's interface, offers, claims.
+"""The fleet's run history on a real PostgreSQL (`syncd.daemon.fleet_runs`): RunLog's interface, offers, claims.
 
 The RunLog interface is held to `RunLog`'s behaviour by running the same calls on both; the
 exactly-once slots and one-run-per-job-at-a-time are raced by threads that each have their own
@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from syncd.daemon.fleet_runs import FleetRunLog
 from syncd.daemon.runs import RunLog, RunRecord
-from syncd.fleet.runs import FleetRunLog
 from tests.fleet_support import JOBS, LONG, T0, db_rows, fleet, run_in_threads  # noqa: F401  (fixture)
 
 

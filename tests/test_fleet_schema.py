@@ -7,8 +7,8 @@ import threading
 import psycopg
 import pytest
 
-from syncd.fleet import FleetError, connect, display_url, migrate_fleet
-from syncd.fleet.schema import FleetMigration, applied_fleet_migrations
+from syncd.pg import PgError, connect, display_url, migrate_fleet
+from syncd.pg.migrations import FleetMigration, applied_fleet_migrations
 
 STEPS = (
     FleetMigration("0001-a", "CREATE TABLE a (id bigint PRIMARY KEY)"),
@@ -22,7 +22,7 @@ def test_display_url_hides_the_password_only() -> None:
 
 
 def test_an_unreachable_server_is_one_line_without_the_password() -> None:
-    with pytest.raises(FleetError) as caught:
+    with pytest.raises(PgError) as caught:
         connect("postgresql://syncd:s3cret-pw@127.0.0.1:1/state?connect_timeout=2")
     message = str(caught.value)
     assert message.startswith("cannot use the PostgreSQL state at postgresql://syncd:***@127.0.0.1:1/state")
@@ -31,7 +31,7 @@ def test_an_unreachable_server_is_one_line_without_the_password() -> None:
 
 def test_a_missing_database_is_named(pg_server: str) -> None:
     url = pg_server.rsplit("/", 1)[0] + "/syncd_no_such_database"
-    with pytest.raises(FleetError, match='database "syncd_no_such_database" does not exist'):
+    with pytest.raises(PgError, match='database "syncd_no_such_database" does not exist'):
         connect(url)
 
 
@@ -69,7 +69,7 @@ def test_replicas_starting_together_upgrade_once(pg_url: str) -> None:
 def test_a_failing_migration_leaves_nothing_and_says_which(pg_url: str) -> None:
     broken = (*STEPS, FleetMigration("0003-broken", "CREATE TABLE c (id bigint REFERENCES nowhere (id))"))
     with connect(pg_url) as conn:
-        with pytest.raises(FleetError, match="migration '0003-broken'"):
+        with pytest.raises(PgError, match="migration '0003-broken'"):
             migrate_fleet(conn, broken)
         assert applied_fleet_migrations(conn) == []  # one transaction: the good steps are undone too
         with pytest.raises(psycopg.errors.UndefinedTable):
@@ -79,13 +79,13 @@ def test_a_failing_migration_leaves_nothing_and_says_which(pg_url: str) -> None:
 def test_a_state_upgraded_by_a_newer_syncd_is_refused(pg_url: str) -> None:
     with connect(pg_url) as conn:
         migrate_fleet(conn, STEPS)
-        with pytest.raises(FleetError, match="upgraded by a newer syncd .*'0002-b'"):
+        with pytest.raises(PgError, match="upgraded by a newer syncd .*'0002-b'"):
             migrate_fleet(conn, STEPS[:1])
 
 
 def test_a_state_made_before_run_backends_gains_the_table_and_keeps_its_runs(pg_url: str) -> None:
     """Issue 22: `0004-run-backends` comes to a running fleet's state like any migration."""
-    from syncd.fleet.schema import FLEET_MIGRATIONS
+    from syncd.pg.migrations import FLEET_MIGRATIONS
 
     older = tuple(m for m in FLEET_MIGRATIONS if m.name != "0004-run-backends")
     with connect(pg_url) as conn:

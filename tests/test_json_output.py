@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from syncd.machine_output import schema_names
-from syncd.mirror import Mirror
+from syncd.commands.machine_output import schema_names
+from syncd.state import StateStore
 from tests.console_script import run_installed
 from tests.hostile.cli_support import EmulatorProcess, Ran, module_emulator, tenant_env
 from tests.schema_support import check_output
@@ -126,7 +126,7 @@ def test_partial_sync_keeps_exit_3_and_one_document(emulator: EmulatorProcess, h
     document = json_of("sync", ran, code=3)
     assert document["status"] == "partial" and document["failed_listings"] == 6 and len(document["errors"]) == 6  # teams of 6 orgs
     assert "partial run" in ran.stderr and "could not read" in ran.stderr
-    with Mirror(home.state, readonly=True) as mirror:
+    with StateStore(home.state, readonly=True) as mirror:
         assert [(run["id"], run["status"]) for run in mirror.runs()] == [(document["run"], "partial")]
 
 
@@ -176,7 +176,7 @@ def test_daemon_commands_json(emulator: EmulatorProcess, home: Home) -> None:
         ended = json_of("trigger", waited)
         assert ended["status"] == "started" and ended["run"]["outcome"] == "succeeded" and ended["run"]["seconds"] is not None
         assert f"run #{ended['run']['id']} started" in waited.stderr  # the human line, on stderr
-        with Mirror(home.state, readonly=True) as mirror:  # the job synced into the backend's state
+        with StateStore(home.state, readonly=True) as mirror:  # the job synced into the backend's state
             assert [(run["job"], run["status"]) for run in mirror.runs()] == [("sync", "complete")]
         started = json_of("trigger", cli("trigger", "sync", "--json"))
         assert started["run"]["job"] == "sync" and started["run"]["id"] > ended["run"]["id"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from syncd.cli import main
-from syncd.mirror import Mirror
+from syncd.state import StateStore
 from tests.state_support import use_backend
 from tests.thread_emulator import ThreadEmulator, module_thread_emulator, use_tenants
 
@@ -44,7 +44,7 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
 
 def scope_refs(db: Path | str) -> list[str]:
-    with Mirror(db, readonly=True) as mirror:
+    with StateStore(db, readonly=True) as mirror:
         return [run["scope_ref"] for run in mirror.runs()]
 
 

@@ -313,9 +313,9 @@ async def test_a_crawl_records_no_deleted_space_whether_or_not_it_is_listed(serv
     """A listed space with `deletedAt` is read as absent: no row of the space (nor of its place
     in its collection), and the mirror equals the emulator's dump (which holds live spaces)."""
     from syncd.api import TenantClient
-    from syncd.crawl import Crawler
     from syncd.emulator.canonical import dump_org
-    from syncd.mirror import Mirror
+    from syncd.read.crawl import Crawler
+    from syncd.state import StateStore
     from tests.oracle import mirror_mismatches
 
     org, _ = await _orgs(served.session, served.base, TOKEN)
@@ -325,7 +325,7 @@ async def test_a_crawl_records_no_deleted_space_whether_or_not_it_is_listed(serv
 
     async def crawl() -> Any:
         async with TenantClient("src", served.base, TOKEN, concurrency=4) as client:
-            with Mirror(state) as mirror:
+            with StateStore(state) as mirror:
                 return await Crawler(client, mirror, "src", workers=4).crawl(org)
 
     first = await crawl()
@@ -335,7 +335,7 @@ async def test_a_crawl_records_no_deleted_space_whether_or_not_it_is_listed(serv
     assert (gone in listed) == served.divergent
     second = await crawl()
     assert second.status == "complete" and second.stats.errors == []
-    with Mirror(state) as mirror:
+    with StateStore(state) as mirror:
         ids = {(row["kind"], row["id"].rsplit("/", 1)[-1]) for row in mirror.current("src")}
         changes = {(c["op"], c["kind"], c["id"].rsplit("/", 1)[-1]) for c in mirror.changes(second.run)}
     assert ("space", kept) in ids and ("collection-space", kept) in ids

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from syncd.commands.progress import CopyDisplay, StepDisplay
 from syncd.logging import configure_logging
-from syncd.progress import CopyDisplay, StepDisplay
 from tests.hostile.cli_support import clean_env
 from tests.terminal import CSI, SYNCD, on_a_terminal
 from tests.thread_emulator import TOKEN, ThreadEmulator, thread_emulator

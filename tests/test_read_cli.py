@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from syncd.cli import main
-from syncd.mirror import Mirror, MirrorError
+from syncd.state import StateStore, StateError
 from tests.loopback import wait_for
 from tests.state_support import use_backend
 
@@ -97,7 +97,7 @@ def test_backup_with_files_then_export_round_trip(env: Path, capsys: pytest.Capt
     assert "0 failed" in printed
     assert main(["backup", "src", "--out", str(out)]) == 2  # never overwritten silently
     manifest = json.loads((env / "backups" / "b.blobs" / "manifest.json").read_text())
-    with Mirror(out) as mirror:
+    with StateStore(out) as mirror:
         files = list(mirror.current("src", kind="file"))
         pages = list(mirror.current("src", kind="page"))
     assert files and all(manifest[f["id"]]["size"] == f["data"]["size"] for f in files)
@@ -143,9 +143,9 @@ def test_demo_runs_the_main_job(tmp_path: Path, capsys: pytest.CaptureFixture[st
 def _run_statuses(state: Path | str) -> list[str]:
     """Statuses of the runs in the state, oldest first, as another process sees them."""
     try:
-        with Mirror(state, readonly=True) as mirror:
+        with StateStore(state, readonly=True) as mirror:
             return [str(run["status"]) for run in mirror.runs()]
-    except MirrorError:  # (a file being made)
+    except StateError:  # (a file being made)
         return []
 
 

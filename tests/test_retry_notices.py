@@ -1,7 +1,7 @@
 """Retries are said on stderr at the default log level, one line each: which retry of how
 many, the wait, the request (method and path) and why, server text made safe, no token.
 On both state backends (`backend`): with a PostgreSQL state the client paces through the
-token's budget shared in it (syncd.fleet.budget), so its retries take another path."""
+token's budget shared in it (syncd.pg.budget), so its retries take another path."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from syncd.api import ApiError, ServerError
 from syncd.api.client import retry_notice
 from syncd.cli import main
-from syncd.mirror import Mirror
+from syncd.state import StateStore
 from tests.hostile.cli_support import HOSTILE_TEXT, Server
 from tests.loopback import wait_for
 from tests.state_support import use_backend
@@ -81,7 +81,7 @@ def test_a_server_that_is_down_shows_each_retry_then_the_run_goes_on(
     assert retries, err
     assert [number for number, _, _ in retries] == list(range(1, len(retries) + 1)) and {of for _, of, _ in retries} == {7}
     assert all(what == f"GET /v1/orgs: connection refused by 127.0.0.1:{port}" for _, _, what in retries), err
-    with Mirror(on_backend, readonly=True) as mirror:
+    with StateStore(on_backend, readonly=True) as mirror:
         assert [run["status"] for run in mirror.runs()] == ["complete"]
 
 
@@ -108,7 +108,7 @@ def test_a_retry_after_an_answer_without_rate_figures_waits_for_no_probe() -> No
     """With a PostgreSQL state the token's permits come from the shared budget, where the first
     request is a lone probe. A 503 without rate-limit headers answers it too: the retry that
     the line said goes "in 0.0 s" may go then, not once the probe's lease (1 s) ends."""
-    from syncd.fleet.budget_model import Note, Row, grant, observe
+    from syncd.pg.budget_model import Note, Row, grant, observe
 
     row = Row()
     probe = grant(row, 100.0, 1)
@@ -122,7 +122,7 @@ def test_a_retry_after_an_answer_without_rate_figures_waits_for_no_probe() -> No
 async def test_a_probe_without_an_answer_holds_no_retry_back(pg_url: str) -> None:
     """The same for a probe that got no answer at all (a refused connection, a timeout): once
     the Pacer forgets it, the next request is the next probe, without waiting."""
-    from syncd.fleet.budget import SharedBudget
+    from syncd.pg.budget import SharedBudget
 
     async with SharedBudget(pg_url, "http://127.0.0.1:9", "a-token-1234") as budget:
         await budget.acquire(1)

@@ -18,7 +18,6 @@ import aiohttp
 import anyio
 import pytest
 
-from syncd.backup import backup
 from syncd.cli import main
 from syncd.config import TargetRef, load_settings
 from syncd.daemon.jobs import execute_job
@@ -28,10 +27,11 @@ from syncd.emulator.server import serve_emulator
 from syncd.emulator.store import Store
 from syncd.errors import ConfigError
 from syncd.export import export_mirror
-from syncd.mirror import Mirror
+from syncd.read.backup import backup
+from syncd.read.sync import StateLocation, sync_into
 from syncd.scope import Pattern, Scope, ScopeError
 from syncd.selection import Item, content_dependencies, select
-from syncd.sync import StateLocation, sync_into
+from syncd.state import StateStore
 from tests.conftest import ALL_TOKEN, Api
 from tests.copy_support import Blank, Org, blank, rich_source  # noqa: F401 - `blank` is a fixture
 from tests.loopback import http
@@ -205,7 +205,7 @@ async def _source(blank: Blank) -> dict[str, str]:
 
 
 def _titles(db: StateLocation, tenant: str = "src") -> dict[str, list[str]]:
-    with Mirror(db, readonly=True) as mirror:
+    with StateStore(db, readonly=True) as mirror:
         rows = list(mirror.current(tenant))
     out: dict[str, list[str]] = {}
     for row in rows:
@@ -222,7 +222,7 @@ async def test_a_scoped_sync_records_only_its_scope_and_never_deletes_what_it_le
     assert _titles(fresh) == {"collection": ["Guides", "Inner"], "space": ["Beta"]}
     assert result.scope.left_out > 0 and result.status == "complete"
     assert [d.needs for d in result.scope.dependencies] == ["Guides/Inner", "Guides"]  # the parents, reported
-    with Mirror(fresh, readonly=True) as mirror:
+    with StateStore(fresh, readonly=True) as mirror:
         assert [run["scope_ref"] for run in mirror.runs()] == [f"src:{blank.orgs[0]} [include Beta]"]
 
     full = other_state
@@ -252,7 +252,7 @@ async def test_a_scoped_backup_holds_only_the_chosen_site_and_reports_what_it_pu
         "site 'Docs site' needs space 'Guides/Alpha', outside the scope: the site publishes it; that site-space is left out",
         "site 'Docs site' needs space 'Guides/Inner/Beta', outside the scope: the site publishes it; that site-space is left out",
     ]
-    with Mirror(out, readonly=True) as mirror:
+    with StateStore(out, readonly=True) as mirror:
         assert sum(1 for _ in mirror.current("src", kind="site-space")) == 0
         assert sum(1 for _ in mirror.current("src", kind="site-section")) == 1
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from syncd.cli import main
-from syncd.mirror import Mirror
-from syncd.mirror.errors import MirrorError
+from syncd.state import StateStore
+from syncd.state.errors import StateError
 from tests.hostile.cli_support import clean_env
 from tests.loopback import wait_for
 from tests.state_support import count_rows, is_pg, use_backend
@@ -50,9 +50,9 @@ def _runs(state: Path | str) -> list[dict[str, Any]]:
     if is_pg(state) and not count_rows(state, "information_schema.tables", "table_schema = current_schema() AND table_name = 'runs'"):
         return []  # not made yet
     try:
-        with Mirror(state, readonly=True) as mirror:
+        with StateStore(state, readonly=True) as mirror:
             runs = sorted(mirror.runs(), key=lambda run: run["id"])
-    except (MirrorError, sqlite3.OperationalError):  # the file is there, its tables are being made
+    except (StateError, sqlite3.OperationalError):  # the file is there, its tables are being made
         return []
     return [{key: run[key] for key in ("id", "job", "status", "reason")} for run in runs]
 
@@ -122,7 +122,7 @@ def _config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str) -> None:
 def test_a_signal_during_a_backup_leaves_the_previous_backup(
     emulator: ThreadEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from syncd.progress import CrawlProgress
+    from syncd.commands.progress import CrawlProgress
 
     _config(tmp_path, monkeypatch, emulator.url)
     out = tmp_path / "b.db"
@@ -147,7 +147,7 @@ def test_a_signal_during_a_backup_leaves_the_previous_backup(
 def test_a_signal_during_an_export_stops_between_spaces(
     emulator: ThreadEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from syncd.progress import ExportProgress
+    from syncd.commands.progress import ExportProgress
 
     _config(tmp_path, monkeypatch, emulator.url)
     assert main(["backup", "src", "--out", str(tmp_path / "b.db")]) == 0

@@ -1,6 +1,6 @@
 """`syncd state migrate`: a real SQLite state (crawled from an emulator process, a copy applied
 into another organization, a daemon history) moved into a real PostgreSQL (`pg_url`), and read
-back through `Mirror` and `FleetRunLog` as the file reads (issue 13).
+back through `StateStore` and `FleetRunLog` as the file reads (issue 13).
 
 The state is built once for the module and only read by the migrations; a test that changes it
 works on a copy.
@@ -21,11 +21,11 @@ import psycopg
 import pytest
 
 from syncd.cli import main
+from syncd.daemon.fleet_runs import FleetRunLog
 from syncd.daemon.runs import DIED, RunLog
 from syncd.emulator.process import emulator_process
-from syncd.fleet.runs import FleetRunLog
-from syncd.mirror import Mirror
-from syncd.mirror.lock import WriterLock
+from syncd.state import StateStore
+from syncd.state.lock import WriterLock
 from tests.loopback import EmulatorClient
 from tests.schema_support import check_output
 
@@ -77,7 +77,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         emulator.api("PATCH", f"/v1/spaces/{space}", {"title": NUL_TITLE})
         assert main(["sync", "src"]) == 0
         assert main(["mirror", "apply", f"src:{src}", f"dst:{dst}"]) == 0
-    with Mirror(state / "syncd.db") as mirror:
+    with StateStore(state / "syncd.db") as mirror:
         kept = mirror.start_run("sync", "src", "src")
         mirror.abandon_run(kept, "failed", NUL_REASON)
         gone = mirror.start_run("sync", "src", "src")
@@ -118,8 +118,8 @@ def pg_counts(url: str) -> dict[str, int]:
 
 
 def view(location: Path | str) -> dict[str, Any]:
-    """What the Mirror reads of every tenant: counts, current rows, runs, changes, scope tokens."""
-    with Mirror(location, readonly=True) as mirror:
+    """What the StateStore reads of every tenant: counts, current rows, runs, changes, scope tokens."""
+    with StateStore(location, readonly=True) as mirror:
         tenants = sorted({run["tenant"] for run in mirror.runs()})
         return {
             tenant: (mirror.counts(tenant), list(mirror.current(tenant)), mirror.runs(tenant), mirror.scope_tokens(tenant))
@@ -160,7 +160,7 @@ def test_every_table_and_the_daemon_history_move_and_read_back_the_same(built: P
     counter = rows(db, "SELECT seq FROM sqlite_sequence WHERE name = 'runs'")[0][0]
     assert counter > max(row[0] for row in rows(db, "SELECT id FROM runs"))  # the deleted last run
     assert document["next_run_id"] == counter + 1
-    with Mirror(pg_url) as mirror:  # a run after the migration: past every id the file gave
+    with StateStore(pg_url) as mirror:  # a run after the migration: past every id the file gave
         new = mirror.start_run("sync", "src", "src")
         mirror.abandon_run(new)
     assert new == counter + 1
@@ -215,7 +215,7 @@ def test_a_run_left_open_is_refused_unless_asked_then_the_next_writer_fails_it(s
     assert migrate(state, pg_url, "--with-open-runs") == 0
     assert f"open runs copied as they are: {opened}" in capsys.readouterr().out
     assert count(pg_url, "staged") == 3 and rows(pg_url, f"SELECT status FROM runs WHERE id = {opened}") == [("running",)]
-    with Mirror(pg_url) as mirror:  # the tenant's next writer finds it dead, as on the file
+    with StateStore(pg_url) as mirror:  # the tenant's next writer finds it dead, as on the file
         assert mirror.recover() == [opened]
     assert count(pg_url, "staged") == 0 and rows(pg_url, f"SELECT status FROM runs WHERE id = {opened}") == [("failed",)]
 
@@ -279,8 +279,8 @@ def test_a_server_that_stores_something_else_fails_the_check_and_keeps_nothing(
 ) -> None:
     """A trigger makes the server store other rows than were sent: one `changes` row dropped
     (the row counts differ) or one title changed (the same number of rows, other values)."""
-    from syncd.fleet.connect import connect
-    from syncd.fleet.schema import migrate_fleet
+    from syncd.pg.connect import connect
+    from syncd.pg.migrations import migrate_fleet
 
     with connect(pg_url) as conn:
         migrate_fleet(conn)
@@ -303,9 +303,9 @@ def test_the_current_view_is_compared_through_the_mirrors_reads(
     built: Path, pg_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With the table digests blinded, a changed object is still found by reading the view."""
-    from syncd.fleet import state_copy
-    from syncd.fleet.connect import connect
-    from syncd.fleet.schema import migrate_fleet
+    from syncd.pg.connect import connect
+    from syncd.pg.migrations import migrate_fleet
+    from syncd.state import state_copy
 
     monkeypatch.setattr(state_copy._Digest, "__eq__", lambda self, other: True)
     with connect(pg_url) as conn:
@@ -326,7 +326,7 @@ def test_an_older_state_file_given_alone_moves_with_the_servers_defaults(tmp_pat
     what the file lacks takes the columns' defaults, as upgrading the file would give them."""
     import sqlite_utils
 
-    from syncd.mirror.schema import MIGRATIONS, migrate as migrate_file
+    from syncd.state.sqlite_schema import MIGRATIONS, migrate as migrate_file
 
     path = tmp_path / "old.db"
     db = sqlite_utils.Database(sqlite3.connect(path, isolation_level=None))

@@ -97,7 +97,7 @@ from syncd.safe_text import one_line
 
 if TYPE_CHECKING:
     from syncd.config import Settings
-    from syncd.fleet.budget import SharedBudget
+    from syncd.pg.budget import SharedBudget
 
 __all__ = [
     "DEFAULT_MAX_ANSWER_BYTES",
@@ -181,7 +181,7 @@ class TenantClient:
 
     `pace=False` turns proactive pacing off (benchmark baselines); `pacer` shares one pacer
     between clients that spend the same token's rate limit (its pacing counters then go to
-    the stats of the client that created it). `budget` (`syncd.fleet.budget.SharedBudget`)
+    the stats of the client that created it). `budget` (`syncd.pg.budget.SharedBudget`)
     shares the token's rate limit with the other replicas of a fleet. `answer_budget` bounds the
     answer bytes held at once with every other client of the process (by default the process's
     shared budget of `DEFAULT_ANSWER_BUDGET`, raised if one answer of `max_answer_bytes` would
@@ -257,7 +257,7 @@ class TenantClient:
         token = config.resolved_token()
         owned = None
         if settings.state_url is not None and "budget" not in options and "pacer" not in options:
-            from syncd.fleet.budget import SharedBudget  # a fleet: the token's rate limit is shared
+            from syncd.pg.budget import SharedBudget  # a fleet: the token's rate limit is shared
 
             owned = options["budget"] = SharedBudget(settings.state_url.get_secret_value(), config.base_url, token)
         client = cls(

@@ -34,7 +34,7 @@ clients spending the same token's bucket. Clients of one process that share a to
 share one Pacer (`TenantClient(pacer=...)`).
 
 Replicas of a fleet (several processes or machines spending one token) add a shared budget
-(`shared`: `syncd.fleet.budget.SharedBudget`, on PostgreSQL): once the first answer has shown
+(`shared`: `syncd.pg.budget.SharedBudget`, on PostgreSQL): once the first answer has shown
 the limits, the fleet's model of the bucket decides when a request may go, since it counts
 every replica's requests; this model still learns (and takes over while the database is away).
 """
@@ -152,7 +152,7 @@ class Slot:
 
 class SharedPermits(Protocol):
     """What a Pacer asks of a budget its token shares with other processes (implemented by
-    `syncd.fleet.budget.SharedBudget`, on PostgreSQL): a permit before each request, the
+    `syncd.pg.budget.SharedBudget`, on PostgreSQL): a permit before each request, the
     answer's rate-limit figures after it. Declared here so the pacer needs no fleet code."""
 
     @property

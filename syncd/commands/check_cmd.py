@@ -1,4 +1,4 @@
-"""`syncd check BACKUP.db`: verify a backup, reading only (`syncd.check`).
+"""`syncd check BACKUP.db`: verify a backup, reading only (`syncd.read.check`).
 
 Exit codes: 0 the backup is whole; 1 problems were found (one line each, then a summary); 2
 the file is no syncd backup or cannot be read at all (one line, `syncd: error: ...`). With
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import typer
 
-from syncd.check import CheckReport, check_backup
 from syncd.commands.file_args import backup_file
-from syncd.machine_output import emit, human_console
+from syncd.commands.machine_output import emit, human_console
+from syncd.read.check import CheckReport, check_backup
 from syncd.safe_text import markup
 
 EXIT_PROBLEMS = 1

@@ -25,8 +25,8 @@ from syncd.config import (
     shown_url,
 )
 from syncd.logging import redact, redact_text
+from syncd.read.whoami import TokenCheck, check_tokens
 from syncd.safe_text import cell, markup
-from syncd.whoami import TokenCheck, check_tokens
 
 app = typer.Typer(
     help="Inspect and validate syncd's configuration.",
@@ -91,7 +91,7 @@ def _shown_state_url(settings: Settings) -> str | None:
     """`state_url` with its host and database, never its password (`user:***@`); None when unset."""
     if settings.state_url is None:
         return None
-    from syncd.sync import shown_state  # (the crawler and psycopg: only when a state_url is shown)
+    from syncd.read.sync import shown_state  # (the crawler and psycopg: only when a state_url is shown)
 
     return shown_state(settings.state_url.get_secret_value())
 

@@ -16,14 +16,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from syncd.commands.read_cmds import ConfigOption
 from syncd.catalog import segment
+from syncd.commands.machine_output import emit, human_console
+from syncd.commands.progress import StepDisplay, show_run
+from syncd.commands.read_cmds import ConfigOption
+from syncd.commands.tables import Col, fitted_table
 from syncd.config import format_duration, load_settings
-from syncd.machine_output import emit, human_console
-from syncd.progress import StepDisplay, show_run
 from syncd.safe_text import cell, markup
 from syncd.safe_text import console as make_console
-from syncd.tables import Col, fitted_table
 
 console = make_console()
 UrlOption = typer.Option(None, "--url", help="The daemon's control API (default: from STATE_DIR/daemon.json, else daemon.host/port).")
@@ -32,7 +32,7 @@ JsonOption = typer.Option(False, "--json", help="Print the daemon's answer as JS
 
 def serve(config: Path | None = ConfigOption) -> None:
     """Run the configured jobs on their schedules, with the control API, until SIGTERM/SIGINT."""
-    from syncd.daemon.fleet import daemon_for
+    from syncd.daemon.replica import daemon_for
     from syncd.logging import LOG_OPTIONS, configure_logging
 
     settings = load_settings(config)
@@ -81,7 +81,7 @@ JOB_COLUMNS = (
 
 
 def jobs_table(console: Console, jobs: list[dict[str, Any]], url: str, now: datetime) -> Table:
-    """The daemon's jobs for `syncd jobs`, fitted to `console`'s width (`syncd.tables`)."""
+    """The daemon's jobs for `syncd jobs`, fitted to `console`'s width (`syncd.commands.tables`)."""
     rows = []
     for job in jobs:
         last = job["last_run"]

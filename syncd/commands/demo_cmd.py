@@ -90,14 +90,14 @@ async def _restore(settings: Any, backup: Path, target_org: str, db: Path, row: 
 
 
 async def _run(generate: str, seed: int, out: Path, console: Console) -> None:
-    from syncd.backup import backup, blobs_dir
     from syncd.config import load_settings, parse_target_ref
     from syncd.emulator.generate import generate as run_generate
     from syncd.emulator.generate import parse_spec
     from syncd.emulator.server import serve_emulator
     from syncd.emulator.store import Store
     from syncd.export import export_mirror
-    from syncd.sync import sync_into
+    from syncd.read.backup import backup, blobs_dir
+    from syncd.read.sync import sync_into
 
     try:
         params = parse_spec(generate)

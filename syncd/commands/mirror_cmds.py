@@ -37,21 +37,21 @@ from rich.table import Table
 
 from syncd import interrupt
 from syncd.commands.file_args import backup_file
+from syncd.commands.progress import CopyDisplay, CrawlProgress
 from syncd.commands.read_cmds import ConfigOption, DbOption
 from syncd.commands.scope_options import ExcludeOption, IncludeOption, scope_from
 from syncd.config import Settings, TargetRef, load_settings, parse_target_ref
 from syncd.errors import SyncdError, UsageError
-from syncd.progress import CopyDisplay, CrawlProgress
 from syncd.safe_text import clean, markup
 from syncd.safe_text import console as make_console
 from syncd.scope import EVERYTHING, Scope
 
 if TYPE_CHECKING:
-    from syncd.sync import StateLocation
     from syncd.copy import CopyReport, Plan, Reading, Verification
     from syncd.copy.planfile import SavedPlan
     from syncd.copy.review import Item
     from syncd.copy.sides import Source
+    from syncd.read.sync import StateLocation
 
 app = typer.Typer(help="Copy or mirror an organization into another (same tenant or another).", no_args_is_help=True)
 
@@ -87,7 +87,7 @@ def _say(out: Console, text: str) -> None:
 
 def _emit(document: Any) -> None:
     """The one JSON document of a `--json` run (ASCII: no character of a title can act on a terminal)."""
-    from syncd.machine_output import emit
+    from syncd.commands.machine_output import emit
 
     emit(document)
 
@@ -98,7 +98,7 @@ def _refs(config: Path | None, source: str, target: str) -> tuple[Settings, Targ
 
 
 def _db(settings: Settings, db: Path | None) -> StateLocation:
-    from syncd.sync import default_db
+    from syncd.read.sync import default_db
 
     return db or default_db(settings)
 
@@ -295,11 +295,11 @@ def dry_run_saved(saved: SavedPlan, plan_file: Path, db: StateLocation, as_json:
     from syncd.copy import dry_run_lines
     from syncd.copy.journal import load_idmap
     from syncd.copy.model import IdMap
-    from syncd.mirror import Mirror
+    from syncd.state import StateStore
 
     idmap = IdMap()
     if not isinstance(db, Path) or db.exists():  # no state file made by a dry run; a state_url's state is the server's
-        with Mirror(db) as mirror:
+        with StateStore(db) as mirror:
             idmap = load_idmap(mirror, saved.pair)
     lines = dry_run_lines(saved.plan, idmap)
     if as_json:

@@ -12,14 +12,14 @@ from pathlib import Path
 import anyio
 import typer
 
+from syncd.commands.machine_output import emit, human_console
 from syncd.commands.read_cmds import EXIT_PARTIAL, ConfigOption
+from syncd.commands.tables import Col, fitted_table
 from syncd.config import Settings, load_settings, parse_target_ref
 from syncd.errors import UsageError
-from syncd.machine_output import emit, human_console
-from syncd.orgs import OrgSummary, org_summaries
+from syncd.read.orgs import OrgSummary, org_summaries
 from syncd.safe_text import cell, markup
 from syncd.safe_text import console as make_console
-from syncd.tables import Col, fitted_table
 
 console = make_console()
 ORG_COLUMNS = (Col("id", no_wrap=True), Col("title"), Col("spaces", justify="right", no_wrap=True))

@@ -24,19 +24,19 @@ from rich.table import Table
 from syncd import interrupt
 from syncd.change_lines import change_lines
 from syncd.commands.file_args import backup_file
+from syncd.commands.machine_output import emit, human_console
+from syncd.commands.progress import CrawlProgress, ExportProgress
 from syncd.commands.scope_options import ExcludeOption, IncludeOption, print_scope, scope_json, scope_from
+from syncd.commands.tables import Col, fitted_table
 from syncd.config import Settings, TargetRef, load_settings, parse_target_ref
-from syncd.crawl import CrawlResult
 from syncd.errors import UsageError
-from syncd.mirror import ChangeSummary, Mirror, MirrorError, summarise
-from syncd.machine_output import emit, human_console
-from syncd.progress import CrawlProgress, ExportProgress
+from syncd.read.crawl import CrawlResult
 from syncd.safe_text import cell, clean, markup
 from syncd.safe_text import console as make_console
-from syncd.tables import Col, fitted_table
+from syncd.state import ChangeSummary, StateStore, StateError, summarise
 
 if TYPE_CHECKING:
-    from syncd.sync import StateLocation
+    from syncd.read.sync import StateLocation
 
 EXIT_PARTIAL = 3
 MISSING_SHOWN = 20
@@ -52,7 +52,7 @@ def settings_and_ref(config: Path | None, ref: str) -> tuple[Settings, TargetRef
 
 
 def existing_db(path: StateLocation) -> StateLocation:
-    if isinstance(path, Path) and not path.exists():  # (a state_url: Mirror says what is wrong)
+    if isinstance(path, Path) and not path.exists():  # (a state_url: StateStore says what is wrong)
         raise UsageError(f"{path}: no such mirror file (run `syncd sync` or `syncd backup` first)")
     return path
 
@@ -123,7 +123,7 @@ def sync(
     exclude: list[str] = ExcludeOption,
 ) -> None:
     """Crawl a tenant (or one organization) into the mirror and print the changes."""
-    from syncd.sync import default_db, shown_state, sync_into
+    from syncd.read.sync import default_db, shown_state, sync_into
 
     scope = scope_from(include, exclude)
     settings, ref = settings_and_ref(config, target)
@@ -139,7 +139,7 @@ def sync(
     raise typer.Exit(code)
 
 
-def _pick_runs(mirror: Mirror, run_a: int | None, run_b: int | None) -> tuple[int, int]:
+def _pick_runs(mirror: StateStore, run_a: int | None, run_b: int | None) -> tuple[int, int]:
     merged = [r for r in mirror.runs() if r["status"] in ("complete", "partial")]
     if run_b is None:
         if not merged:
@@ -164,12 +164,12 @@ def diff(
     config: Path | None = ConfigOption,
 ) -> None:
     """The changes between two runs of the mirror (default: the last two)."""
-    from syncd.sync import default_db
+    from syncd.read.sync import default_db
 
     if len(run) > 2:
         raise UsageError("give --run at most twice (A then B)")
     db_path = existing_db(db or default_db(load_settings(config)))
-    with Mirror(db_path, readonly=True) as mirror:  # only read: works on read-only media, beside a writer
+    with StateStore(db_path, readonly=True) as mirror:  # only read: works on read-only media, beside a writer
         run_a, run_b = _pick_runs(mirror, run[0] if len(run) == 2 else None, run[-1] if run else None)
         changes = mirror.diff(run_a, run_b)
         lines = [] if as_json else change_lines(changes, mirror.location, every=show_all)
@@ -201,7 +201,7 @@ RUN_COLUMNS = (
 
 
 def runs_table(console: Console, runs: list[dict[str, Any]], db_path: StateLocation) -> Table:
-    """The runs of a mirror for `status`, fitted to `console`'s width (`syncd.tables`)."""
+    """The runs of a mirror for `status`, fitted to `console`'s width (`syncd.commands.tables`)."""
     rows = []
     for r in runs:
         stats: dict[str, Any] = r.get("stats") or {}
@@ -217,7 +217,7 @@ def runs_table(console: Console, runs: list[dict[str, Any]], db_path: StateLocat
             str(sum(sum(ops.values()) for ops in changes.values())) if isinstance(changes, dict) else "",
             str(stats.get("failed_listings", "")),
         ))  # fmt: skip
-    from syncd.sync import shown_state
+    from syncd.read.sync import shown_state
 
     return fitted_table(console, cell(f"runs in {shown_state(db_path)}"), RUN_COLUMNS, rows)
 
@@ -228,15 +228,15 @@ def status(
     config: Path | None = ConfigOption,
 ) -> None:
     """Runs recorded in the mirror, with their outcome and statistics (the file is only read)."""
-    from syncd.sync import default_db, shown_state
+    from syncd.read.sync import default_db, shown_state
 
     db_path = existing_db(db or default_db(load_settings(config)))
     try:
-        with Mirror(db_path, readonly=True) as mirror:
+        with StateStore(db_path, readonly=True) as mirror:
             runs = mirror.runs()
             counts = {tenant: mirror.counts(tenant) for tenant in sorted({r["tenant"] for r in runs})}
     except sqlite3.DatabaseError as exc:  # the header and schema read, a later page is damaged
-        raise MirrorError(f"{shown_state(db_path)} cannot be read, it is damaged: {exc}") from None
+        raise StateError(f"{shown_state(db_path)} cannot be read, it is damaged: {exc}") from None
     if as_json:
         emit({"runs": runs, "objects": counts})
         return
@@ -264,8 +264,8 @@ def backup(
     """Back up everything the token sees (or one organization) into one SQLite file."""
     from rich.markup import escape
 
-    from syncd.backup import backup as run_backup
-    from syncd.backup import blobs_dir
+    from syncd.read.backup import backup as run_backup
+    from syncd.read.backup import blobs_dir
 
     scope = scope_from(include, exclude)
     settings, ref = settings_and_ref(config, target)

@@ -1,5 +1,5 @@
 """`syncd state migrate --from STATE_DIR --to postgresql://...`: move a SQLite state into the
-PostgreSQL state a fleet shares (issue 13; the work is `syncd.fleet.migrate_state`).
+PostgreSQL state a fleet shares (issue 13; the work is `syncd.state.migrate_state`).
 
 Exit codes: 0 copied and verified; 1 the server cannot be used, or what it holds after the copy
 is not what the file holds (nothing committed); 2 nothing to copy or a refusal (no state, a
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import typer
 
-from syncd.machine_output import emit, human_console
-from syncd.progress import StepDisplay
+from syncd.commands.machine_output import emit, human_console
+from syncd.commands.progress import StepDisplay
+from syncd.commands.tables import Col, fitted_table
 from syncd.safe_text import cell, markup
 from syncd.safe_text import console as make_console
-from syncd.tables import Col, fitted_table
 
 app = typer.Typer(help="Move the state (mirror, id map, journal, run history) between backends.", no_args_is_help=True)
 console = make_console()
@@ -47,7 +47,7 @@ def migrate(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (schemas/state-migrate.json); the rest goes to stderr."),
 ) -> None:
     """Copy a SQLite state into an empty PostgreSQL state in one transaction, and verify it."""
-    from syncd.fleet.migrate_state import migrate_state  # psycopg: only for this command
+    from syncd.state.migrate_state import migrate_state  # psycopg: only for this command
 
     shown = human_console(as_json, console)
     with StepDisplay("state migrate", log_every=2.0) as display:

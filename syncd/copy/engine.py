@@ -24,7 +24,6 @@ from typing import Any
 import anyio
 
 from syncd.api import ApiError
-from syncd.backup import blobs_dir
 from syncd.blobs import BlobStore
 from syncd.catalog import write_call, write_path
 from syncd.config import Settings, TargetRef
@@ -32,25 +31,26 @@ from syncd.content import ContentSource, serve_content
 from syncd.copy import journal
 from syncd.copy.apply import ApplyProgress, ApplyResult, apply_plan
 from syncd.copy.context import ContentStrategy, Mode, seg
+from syncd.copy.invariants import Bounds, check_ops, known_target_ids, violations_line
 from syncd.copy.journal import Pair
 from syncd.copy.model import IdMap, Snapshot
 from syncd.copy.ops import PATH_REF, Op, Plan, Ref, Skip
 from syncd.copy.plan import plan_copy
-from syncd.copy.invariants import Bounds, check_ops, known_target_ids, violations_line
 from syncd.copy.planfile import SavedPlan, StalePlan, check_fresh, check_same, refuse_violations, restrict, sides_fingerprints
 from syncd.copy.recover import UnsettledError, settle_leftovers
-from syncd.copy.scoping import scope_sides
 from syncd.copy.review import SYMBOLS, Item, review
+from syncd.copy.scoping import scope_sides
 from syncd.copy.served import Publisher, held_blobs
 from syncd.copy.sides import BackupSource, ClientFactory, Endpoints, Side, Source, connect, read_backup, read_sides, target_reads_source
 from syncd.copy.verify import Entry, Verification, compare, excuse, residue
 from syncd.copy.writer import Writer
 from syncd.errors import SyncdError
-from syncd.mirror import Mirror
-from syncd.mirror.errors import MirrorBusyError
+from syncd.read.backup import blobs_dir
+from syncd.read.sync import Progress, StateLocation, default_db
 from syncd.scope import EVERYTHING, Scope
 from syncd.selection import Dependency
-from syncd.sync import Progress, StateLocation, default_db
+from syncd.state import StateStore
+from syncd.state.errors import StateBusyError
 
 __all__ = ["CopyReport", "PlanRefused", "Reading", "RoundReport", "bounds_of", "copy_org", "dry_run_lines", "fingerprints", "plan_org", "verify_org"]
 
@@ -188,14 +188,14 @@ async def _read(
     ends: Endpoints, pair: Pair, backup: Side | None, content: ContentStrategy, progress: Progress | None, full: bool, scope: Scope = EVERYTHING
 ) -> Reading:
     def writes() -> int:
-        with Mirror(ends.db) as mirror:
+        with StateStore(ends.db) as mirror:
             return journal.target_writes(mirror, pair)
 
     written = await anyio.to_thread.run_sync(writes)  # before reading: a run ending while we read counts
     source, target = await read_sides(ends, backup, progress, full)
 
     def load() -> tuple[IdMap, list[str], int]:
-        with Mirror(ends.db) as mirror:
+        with StateStore(ends.db) as mirror:
             return journal.load_idmap(mirror, pair), journal.made_in_source(mirror, pair), len(journal.open_intents(mirror, pair))
 
     idmap, made, pending = await anyio.to_thread.run_sync(load)
@@ -252,7 +252,7 @@ async def _content_source(ends: Endpoints, content: ContentStrategy) -> AsyncIte
         yield source
 
 
-async def _begin(mirror: Mirror, pair: Pair) -> int:
+async def _begin(mirror: StateStore, pair: Pair) -> int:
     """`journal.begin` off the event loop: on PostgreSQL it waits (bounded) for another
     process's run of the target tenant; cancelling the task ends the wait."""
     return await anyio.to_thread.run_sync(lambda: journal.begin(mirror, pair, on_wait=anyio.from_thread.check_cancelled))
@@ -260,7 +260,7 @@ async def _begin(mirror: Mirror, pair: Pair) -> int:
 
 async def _settle(ends: Endpoints, pair: Pair) -> list[str]:
     """Settle leftovers of earlier runs in an apply run of its own (none when none)."""
-    with Mirror(ends.db) as mirror:
+    with StateStore(ends.db) as mirror:
         intents = journal.open_intents(mirror, pair)
         idmap = journal.load_idmap(mirror, pair)
         if not intents and not idmap.of_kind("space-duplicate"):
@@ -316,7 +316,7 @@ async def _apply(
     if source is not None:
         live = not isinstance(ends.source_ref, BackupSource)
         publisher = Publisher(source, reading.source.snapshot, _blobs(ends, reading.pair), fetch=live, concurrency=ends.settings.content_source.concurrency)
-    with Mirror(ends.db) as mirror:
+    with StateStore(ends.db) as mirror:
         run = await _begin(mirror, reading.pair)
         status, reason, result = "failed", "apply stopped on an error", None
         try:
@@ -359,7 +359,7 @@ async def copy_org(
     scope: Scope = EVERYTHING,
 ) -> CopyReport:
     """Make `target` equal to `source` (see the module docstring). Raises PlanRefused
-    (nothing written), UnsettledError, MirrorBusyError, UsageError, ContentSourceError, ApiError
+    (nothing written), UnsettledError, StateBusyError, UsageError, ContentSourceError, ApiError
     for a side that cannot be read at all; failures of single writes are in the report.
 
     With a `saved` plan: StalePlan (nothing written) when a side's fingerprint differs from
@@ -420,7 +420,7 @@ class _Copy:
         report.plans.remove(stale)
         self.rereads += 1
         if self.rereads > self.options.max_rounds:
-            raise MirrorBusyError(f"other runs wrote {self.ends.target_ref} {self.rereads} times while this copy read it: try again later")
+            raise StateBusyError(f"other runs wrote {self.ends.target_ref} {self.rereads} times while this copy read it: try again later")
         return await self.read()
 
     async def violations(self, plan: Plan, reading: Reading) -> list[str]:
@@ -488,7 +488,7 @@ class _Copy:
             )
         report.verification = await anyio.to_thread.run_sync(_verify, reading, plan)
         report.read_cleanly = reading.complete
-        with Mirror(self.ends.db) as mirror:
+        with StateStore(self.ends.db) as mirror:
             made = journal.made_in_source(mirror, self.pair)
         report.residue = residue(reading.source_as_read, made)
         appeared = {n.id for n in reading.source_as_read.of_kind("space")} - {n.id for n in before.of_kind("space")} - set(made)
@@ -526,7 +526,7 @@ async def verify_org(
     """Read both sides and compare them (differences a plan would announce as skips are
     excused); and what copies of this pair left in the source."""
     reading, plan = await plan_org(settings, source, target, db=db, on_read=on_read, scope=scope)
-    with Mirror(db or default_db(settings)) as mirror:
+    with StateStore(db or default_db(settings)) as mirror:
         made = journal.made_in_source(mirror, reading.pair)
     return _verify(reading, plan), residue(reading.source_as_read, made)
 

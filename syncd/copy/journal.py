@@ -15,8 +15,8 @@ Journal states (`journal.state`):
 A failure whose effect is unknown keeps the intent `sent`, with the error: the next run
 settles it (`open_intents`).
 
-The tables live in the state file's schema (`syncd.mirror.schema`), or in the PostgreSQL
-state's (`syncd.mirror.pg_schema`); this module writes them through the Mirror's public
+The tables live in the state file's schema (`syncd.state.sqlite_schema`), or in the PostgreSQL
+state's (`syncd.state.pg_schema`); this module writes them through the StateStore's public
 transaction API, in SQL both accept (the one JSON field test comes from `mirror.dialect`). Functions are synchronous: call them through
 `anyio.to_thread` from async code.
 """
@@ -31,8 +31,8 @@ from typing import Any
 
 from syncd.copy.model import IdMap, Origin
 from syncd.fencing import check_lease
-from syncd.mirror import Mirror, MirrorError
-from syncd.mirror.schema import utc_now
+from syncd.state import StateStore, StateError
+from syncd.state.sqlite_schema import utc_now
 
 __all__ = [
     "APPLY_JOB",
@@ -87,7 +87,7 @@ def _json(value: Any) -> str:
 # -- the id map ----------------------------------------------------------------------------
 
 
-def load_idmap(mirror: Mirror, pair: Pair) -> IdMap:
+def load_idmap(mirror: StateStore, pair: Pair) -> IdMap:
     idmap = IdMap()
     with mirror.reading() as db:
         rows = db.execute(f"SELECT kind, source_id, target_id, origin FROM idmap WHERE {_PAIR_WHERE}", pair.values()).fetchall()
@@ -109,7 +109,7 @@ def _write_mappings(db: Any, run: int, pair: Pair, mappings: Iterable[MappingEnt
         db.execute(f"DELETE FROM idmap WHERE {_PAIR_WHERE} AND kind = ? AND source_id = ?", [*pair.values(), kind, source_id])
 
 
-def record_mappings(mirror: Mirror, run: int, pair: Pair, mappings: Sequence[MappingEntry], drops: Sequence[tuple[str, str]] = ()) -> None:
+def record_mappings(mirror: StateStore, run: int, pair: Pair, mappings: Sequence[MappingEntry], drops: Sequence[tuple[str, str]] = ()) -> None:
     """Write id-map entries that need no call (adoption), in one transaction."""
     with mirror.transaction() as db:
         _write_mappings(db, run, pair, mappings, drops)
@@ -118,16 +118,16 @@ def record_mappings(mirror: Mirror, run: int, pair: Pair, mappings: Sequence[Map
 # -- apply runs ----------------------------------------------------------------------------
 
 
-def begin(mirror: Mirror, pair: Pair, on_wait: Callable[[], object] | None = None) -> int:
+def begin(mirror: StateStore, pair: Pair, on_wait: Callable[[], object] | None = None) -> int:
     """Open an apply run into the target: takes the writer lock (the state file's, or the target
-    tenant's on PostgreSQL, waited for: see `Mirror.start_run`, whose `on_wait` this is;
-    MirrorBusyError when another live process writes it); the pair is kept in the run's statistics."""
+    tenant's on PostgreSQL, waited for: see `StateStore.start_run`, whose `on_wait` this is;
+    StateBusyError when another live process writes it); the pair is kept in the run's statistics."""
     run = mirror.start_run(APPLY_JOB, pair.target_tenant, f"{pair.target_tenant}:{pair.target_org}", on_wait=on_wait)
     mirror.set_run_stats(run, {"pair": asdict(pair)})
     return run
 
 
-def target_writes(mirror: Mirror, pair: Pair) -> int:
+def target_writes(mirror: StateStore, pair: Pair) -> int:
     """How many apply runs into the pair's target organization have ended. A plan made from a
     read taken while this was N is stale once it is more: another run (a replica's job, an
     operator's copy) wrote the target meanwhile, and applying the plan would make again what
@@ -140,7 +140,7 @@ def target_writes(mirror: Mirror, pair: Pair) -> int:
     return int(row[0])
 
 
-def finish(mirror: Mirror, run: int, status: str, stats: Mapping[str, Any] | None = None, reason: str = "") -> None:
+def finish(mirror: StateStore, run: int, status: str, stats: Mapping[str, Any] | None = None, reason: str = "") -> None:
     """End an apply run (complete, partial, failed or cancelled): its effects are its journal
     and id-map rows, already committed one by one."""
     mirror.close_run(run, status, stats, reason)
@@ -161,7 +161,7 @@ def touched_scope(path: str) -> str | None:
 
 
 def intend(
-    mirror: Mirror, run: int, pair: Pair, *, key: str, kind: str, source_id: str | None, side: str,
+    mirror: StateStore, run: int, pair: Pair, *, key: str, kind: str, source_id: str | None, side: str,
     method: str, path: str, body: Any, intent: Mapping[str, Any],
 ) -> int:
     """Commit that a call is about to be sent (state 'sent'); returns its seq in the run.
@@ -188,7 +188,7 @@ def intend(
         return seq
 
 
-def resend(mirror: Mirror, run: int, seq: int) -> None:
+def resend(mirror: StateStore, run: int, seq: int) -> None:
     """An intent is about to be sent once more (nothing of the previous attempt was found)."""
     with mirror.transaction() as db:
         check_lease(db, mirror.dialect)
@@ -196,7 +196,7 @@ def resend(mirror: Mirror, run: int, seq: int) -> None:
 
 
 def complete(
-    mirror: Mirror, run: int, seq: int, result_id: str | None,
+    mirror: StateStore, run: int, seq: int, result_id: str | None,
     mappings: Sequence[MappingEntry] = (), drops: Sequence[tuple[str, str]] = (),
 ) -> None:
     """Mark an intent done with the id it made, and write its id-map entries (and drop those a
@@ -205,7 +205,7 @@ def complete(
     with mirror.transaction() as db:
         row = db.execute("SELECT source_tenant, source_org, target_tenant, target_org FROM journal WHERE run = ? AND seq = ?", [run, seq]).fetchone()
         if row is None:
-            raise MirrorError(f"no journal intent {run}/{seq}")
+            raise StateError(f"no journal intent {run}/{seq}")
         db.execute(
             "UPDATE journal SET state = 'done', result_id = ?, error = NULL, updated_at = ? WHERE run = ? AND seq = ?",
             [None if result_id is None else str(result_id), utc_now(), run, seq],
@@ -213,7 +213,7 @@ def complete(
         _write_mappings(db, run, Pair(*row), mappings, drops)
 
 
-def fail(mirror: Mirror, run: int, seq: int, error: str, may_have_applied: bool) -> None:
+def fail(mirror: StateStore, run: int, seq: int, error: str, may_have_applied: bool) -> None:
     """A failed call: when it may have taken effect the intent stays 'sent' (the next run
     settles it); otherwise it becomes 'failed'."""
     with mirror.transaction() as db:
@@ -229,9 +229,9 @@ def _decoded(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def open_intents(mirror: Mirror, pair: Pair) -> list[dict[str, Any]]:
+def open_intents(mirror: StateStore, pair: Pair) -> list[dict[str, Any]]:
     """Intents of this pair whose effect is unknown ('sent'), left by runs that are not open
-    in this Mirror, in the order they were written; `body` and `intent` decoded."""
+    in this StateStore, in the order they were written; `body` and `intent` decoded."""
     active = mirror.open_runs()
     with mirror.reading() as db:
         rows = list(
@@ -244,7 +244,7 @@ def open_intents(mirror: Mirror, pair: Pair) -> list[dict[str, Any]]:
     return [_decoded(row) for row in rows if row["run"] not in active]
 
 
-def seen_before(mirror: Mirror, tenant: str, ids: Iterable[str], run: int) -> set[str]:
+def seen_before(mirror: StateStore, tenant: str, ids: Iterable[str], run: int) -> set[str]:
     """Those of `ids` that a read of `tenant` saw in a run older than `run`: an object that
     existed before a call was sent is not what that call made."""
     wanted = list(dict.fromkeys(str(i) for i in ids))
@@ -260,14 +260,14 @@ def seen_before(mirror: Mirror, tenant: str, ids: Iterable[str], run: int) -> se
     return seen
 
 
-def intents(mirror: Mirror, run: int) -> list[dict[str, Any]]:
+def intents(mirror: StateStore, run: int) -> list[dict[str, Any]]:
     """The intents of one run in order (reports and tests), `body` and `intent` decoded."""
     with mirror.reading() as db:
         rows = list(db.query("SELECT * FROM journal WHERE run = ? ORDER BY seq", [run]))
     return [_decoded(row) for row in rows]
 
 
-def made_in_source(mirror: Mirror, pair: Pair) -> list[str]:
+def made_in_source(mirror: StateStore, pair: Pair) -> list[str]:
     """Ids of every object this pair's copies made in the SOURCE (duplicates for a
     transfer), done or settled: each must have left the source (transferred or deleted)."""
     side, made = mirror.dialect.json_text("op", "side"), mirror.dialect.json_text("op", "made")
@@ -288,7 +288,7 @@ source side is empty (no pair's id map loads them: `load_idmap` reads one pair),
 backends keep them with no table of their own and `state migrate` carries them along."""
 
 
-def tenant_fact(mirror: Mirror, tenant: str, name: str) -> str | None:
+def tenant_fact(mirror: StateStore, tenant: str, name: str) -> str | None:
     """What was observed of `tenant` for `name` (e.g. "content-import": "replaces"/"adds")."""
     with mirror.reading() as db:
         row = db.execute(
@@ -297,6 +297,6 @@ def tenant_fact(mirror: Mirror, tenant: str, name: str) -> str | None:
     return str(row[0]) if row else None
 
 
-def remember_tenant_fact(mirror: Mirror, run: int, tenant: str, name: str, value: str) -> None:
+def remember_tenant_fact(mirror: StateStore, run: int, tenant: str, name: str, value: str) -> None:
     with mirror.transaction() as db:
         _write_mappings(db, run, Pair("", "", tenant, ""), [(_FACT_KIND, name, value, "adopted")], ())

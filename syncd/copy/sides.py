@@ -20,11 +20,11 @@ from syncd.api import ApiError, TenantClient, make_global_limiter
 from syncd.catalog import BY_NAME, fill
 from syncd.config import Settings, TargetRef
 from syncd.copy.model import Snapshot
-from syncd.crawl import CrawlResult
 from syncd.errors import UsageError
-from syncd.mirror import Mirror, MirrorError
-from syncd.orgs import resolve_ref
-from syncd.sync import Progress, StateLocation, sync_into
+from syncd.read.crawl import CrawlResult
+from syncd.read.orgs import resolve_ref
+from syncd.read.sync import Progress, StateLocation, sync_into
+from syncd.state import StateStore, StateError
 
 ClientFactory = Callable[..., TenantClient]
 """(settings, tenant, global limiter, **options) -> TenantClient (benchmarks count calls)."""
@@ -114,7 +114,7 @@ async def connect(settings: Settings, db: StateLocation, source: Source, target:
             same = same_credentials(settings, source.tenant, target.tenant)
             shared: dict[str, Any] = {"pacer": target_client.pacer} if same else {}
             source_client = await stack.enter_async_context(make(settings, source.tenant, limiter, **shared))
-        # Organizations addressed by title are addressed by id from here on (`syncd.orgs`).
+        # Organizations addressed by title are addressed by id from here on (`syncd.read.orgs`).
         target = await resolve_ref(target_client, target)
         if isinstance(source, TargetRef) and source_client is not None:
             source = await resolve_ref(source_client, source)
@@ -130,7 +130,7 @@ async def read_sides(ends: Endpoints, backup: Side | None, on_progress: Progress
     live: list[tuple[TargetRef, TenantClient]] = [] if backup is not None else [(ends.source_ref, ends.source)]  # type: ignore[list-item]
     live.append((ends.target_ref, ends.target))
     crawls: dict[int, CrawlResult] = {}
-    with Mirror(ends.db) as mirror:
+    with StateStore(ends.db) as mirror:
 
         async def read(index: int) -> None:
             ref, client = live[index]
@@ -154,7 +154,7 @@ async def read_sides(ends: Endpoints, backup: Side | None, on_progress: Progress
                 await read(index)
 
     def load(ref: TargetRef) -> Snapshot:
-        with Mirror(ends.db) as mirror:
+        with StateStore(ends.db) as mirror:
             return Snapshot.from_mirror(mirror, ends.settings.tenant(ref.tenant).name, str(ref.org))
 
     sides = []
@@ -186,11 +186,11 @@ def read_backup(source: BackupSource) -> Side:
     try:
         return _read_backup(source)
     except sqlite3.DatabaseError as exc:
-        raise MirrorError(f"{source.path} cannot be read, it is damaged: {exc}") from None
+        raise StateError(f"{source.path} cannot be read, it is damaged: {exc}") from None
 
 
 def _read_backup(source: BackupSource) -> Side:
-    with Mirror(source.path, readonly=True) as mirror:
+    with StateStore(source.path, readonly=True) as mirror:
         tenants = sorted({run["tenant"] for run in mirror.runs() if run["status"] in ("complete", "partial")})
         if len(tenants) != 1:
             raise UsageError(f"{source.path}: expected one tenant in the backup, found {len(tenants) or 'none'}")

@@ -39,7 +39,7 @@ from syncd.copy.model import IdMap
 from syncd.copy.ops import PATH_REF, Expect, Ref, Side, expect_to_json
 from syncd.copy.rules import ref_id
 from syncd.errors import SyncdError
-from syncd.mirror import Mirror
+from syncd.state import StateStore
 
 if TYPE_CHECKING:
     from syncd.copy.served import Publisher
@@ -118,7 +118,7 @@ class Writer:
     def __init__(
         self,
         *,
-        mirror: Mirror,
+        mirror: StateStore,
         pair: Pair,
         run: int,
         idmap: IdMap,

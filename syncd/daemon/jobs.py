@@ -28,18 +28,18 @@ from pathlib import Path
 from typing import Any
 
 
-from syncd.backup import backup, blobs_dir
 from syncd.config import JobConfig, Settings
+from syncd.copy import copy_org
+from syncd.cron import zone
 from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.progress import current as run_progress
 from syncd.daemon.runs import Outcome
 from syncd.files import private_dir
-from syncd.mirror import Mirror
-from syncd.selection import Dependency
-from syncd.copy import copy_org
-from syncd.cron import zone
+from syncd.read.backup import backup, blobs_dir
+from syncd.read.sync import default_db, sync_into
 from syncd.retention import Policy, choose_kept
-from syncd.sync import default_db, sync_into
+from syncd.selection import Dependency
+from syncd.state import StateStore
 
 __all__ = [
     "BACKUP_SUFFIX", "PARTIAL_MARK", "JobOutcome", "Pruning", "backup_dir", "backup_files", "delete_backups",
@@ -162,7 +162,7 @@ def _backup_path(folder: Path, job: str, now: datetime) -> Path:
 
 def _record_objects(metrics: DaemonMetrics, db: Path, *tenants: str) -> int:
     """Publish the tenants' object counts; returns how many objects they hold together."""
-    with Mirror(db) as mirror:
+    with StateStore(db) as mirror:
         counts = {tenant: mirror.counts(tenant) for tenant in dict.fromkeys(tenants)}
     for tenant, kinds in counts.items():
         metrics.set_objects(tenant, kinds)

@@ -45,8 +45,8 @@ from pydantic import SecretStr
 from syncd.api.telemetry import observing
 from syncd.config import JobConfig, Settings, _is_loopback, load_settings
 from syncd.daemon.jobs import execute_job, state_files
-from syncd.daemon.progress import reporting
 from syncd.daemon.metrics import DaemonMetrics
+from syncd.daemon.progress import reporting
 from syncd.daemon.remote import local_url
 from syncd.daemon.runs import RunLog, RunRecord, iso_utc
 from syncd.daemon.schedule import JobTimer
@@ -54,7 +54,7 @@ from syncd.errors import ConfigError, SyncdError
 from syncd.files import private_dir
 from syncd.listening import listening
 from syncd.logging import get_logger, register_secret
-from syncd.mirror.lock import WriterLock
+from syncd.state.lock import WriterLock
 
 __all__ = ["Daemon", "DaemonBusyError", "JobState", "TriggerResult", "log_run_end"]
 

@@ -23,7 +23,7 @@ from syncd.daemon.metrics import DaemonMetrics
 from syncd.emulator.generate import generate, parse_spec
 from syncd.emulator.server import RunningEmulator, serve_emulator
 from syncd.emulator.store import Store
-from syncd.mirror import Mirror
+from syncd.state import StateStore
 
 TOKEN = "item01-token"
 SPEC = "orgs=3,collections=3,spaces=5,pages=3,files=1,sites=1,sections=2,members=2,teams=1,comments=1,change_requests=1"
@@ -74,7 +74,7 @@ def error_line(err: str) -> str:
 
 
 def objects(path: Path) -> int:
-    with Mirror(path, readonly=True) as mirror:
+    with StateStore(path, readonly=True) as mirror:
         return sum(sum(mirror.counts(tenant).values()) for tenant in {run["tenant"] for run in mirror.runs()})
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from syncd.daemon.runs import RunLog
-from syncd.mirror import Mirror
+from syncd.state import StateStore
 from tests.hostile.cli_support import EmulatorProcess, module_emulator, run_cli, tenant_env
 
 GENERATE = "orgs=1,empty_orgs=1,collections=2,spaces=3,pages=2,files=2"
@@ -101,11 +101,11 @@ def test_item08_the_daemon_state_is_private(tmp_path: Path) -> None:
 
 
 def test_item08_the_state_file_its_companions_and_folder_are_private_in_the_library(tmp_path: Path) -> None:
-    """`Mirror` and `RunLog` used as a library (no CLI, so no umask 077 around them)."""
+    """`StateStore` and `RunLog` used as a library (no CLI, so no umask 077 around them)."""
     previous = os.umask(0o022)
     try:
         folder = tmp_path / "new" / "state"
-        with Mirror(folder / "syncd.db") as mirror:
+        with StateStore(folder / "syncd.db") as mirror:
             mirror.start_run("sync", "t", "t")
             companions = {path.name for path in folder.iterdir()}
             assert {"syncd.db", "syncd.db-wal", "syncd.db-shm", "syncd.db.lock"} <= companions, companions

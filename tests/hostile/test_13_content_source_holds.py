@@ -29,7 +29,6 @@ import aiohttp
 import anyio
 import pytest
 
-from syncd.backup import backup
 from syncd.cli import main
 from syncd.config import ContentSourceConfig, TargetRef, load_settings
 from syncd.content import ContentSource, ServedFile, SitePage, SpaceSite, serve_content
@@ -40,6 +39,7 @@ from syncd.emulator.generate import generate, parse_spec
 from syncd.emulator.server import RunningEmulator, serve_emulator
 from syncd.emulator.store import Store
 from syncd.logging import configure_logging
+from syncd.read.backup import backup
 
 TOKEN = "item13-token"
 PASSWORD = "Pr0xyPass"

@@ -26,10 +26,10 @@ from syncd.api import TenantClient
 from syncd.config import RetryConfig
 from syncd.copy import journal
 from syncd.copy.journal import Pair
+from syncd.daemon.fleet_runs import FleetRunLog, FleetRunRecord
 from syncd.fencing import LeaseLost, RunFence, fencing
-from syncd.fleet import connect
-from syncd.fleet.runs import FleetRunLog, FleetRunRecord
-from syncd.mirror import Mirror
+from syncd.pg import connect
+from syncd.state import StateStore
 from tests.fleet_support import LONG, fleet  # noqa: F401  (fixture)
 from tests.hostile.hostile_server import HostileServer, answer
 
@@ -47,7 +47,7 @@ def _claimed(log: FleetRunLog, replica: str) -> tuple[FleetRunRecord, RunFence]:
     return record, RunFence.leased(record.id, replica, record.attempt, LONG, asked)
 
 
-def _intend(mirror: Mirror, run: int, key: str) -> int:
+def _intend(mirror: StateStore, run: int, key: str) -> int:
     return journal.intend(
         mirror, run, PAIR, key=key, kind="space", source_id=key, side="target",
         method="PATCH", path=f"/v1/spaces/{key}", body={"title": key}, intent={},
@@ -55,7 +55,7 @@ def _intend(mirror: Mirror, run: int, key: str) -> int:
 
 
 def _intents(pg_url: str, run: int) -> list[dict[str, Any]]:
-    with Mirror(pg_url) as mirror:
+    with StateStore(pg_url) as mirror:
         return journal.intents(mirror, run)
 
 
@@ -69,7 +69,7 @@ def test_case4_every_state_connection_keeps_tcp_alive_on_both_ends(pg_url: str) 
     }
     assert given.get("keepalives", "1") == "1"  # libpq's default (on) is not listed
     assert server == {"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "3", "tcp_user_timeout": "30000"}
-    with Mirror(pg_url) as mirror:  # the sessions that hold the tenants' locks too
+    with StateStore(pg_url) as mirror:  # the sessions that hold the tenants' locks too
         assert mirror.db.execute("SHOW tcp_keepalives_idle").fetchone()[0] == "10"
 
 
@@ -79,7 +79,7 @@ def test_case4_a_takeover_ends_the_frozen_holders_session_so_the_tenant_is_free_
     one, two = fleet("r1"), fleet("r2")
     one.offer_trigger("copy", "mirror")
     mine, old_fence = _claimed(one, "r1")
-    frozen = Mirror(pg_url)
+    frozen = StateStore(pg_url)
     try:
         with fencing(old_fence):
             old_run = journal.begin(frozen, PAIR)  # r1 applies: it holds tenant dst's writer lock
@@ -89,8 +89,8 @@ def test_case4_a_takeover_ends_the_frozen_holders_session_so_the_tenant_is_free_
         assert (taken.id, taken.attempt, taken.taken_from) == (mine.id, 2, "r1")
 
         started = time.monotonic()
-        with Mirror(pg_url, lock_wait=LOCK_WAIT) as mirror, fencing(new_fence):
-            new_run = journal.begin(mirror, PAIR)  # before: MirrorBusyError after LOCK_WAIT, naming r1's session
+        with StateStore(pg_url, lock_wait=LOCK_WAIT) as mirror, fencing(new_fence):
+            new_run = journal.begin(mirror, PAIR)  # before: StateBusyError after LOCK_WAIT, naming r1's session
             journal.finish(mirror, new_run, "complete")
         print(f"\nthe new holder had tenant dst {time.monotonic() - started:.2f} s after the takeover")
 
@@ -98,7 +98,7 @@ def test_case4_a_takeover_ends_the_frozen_holders_session_so_the_tenant_is_free_
         with fencing(old_fence):
             with pytest.raises(psycopg.OperationalError):
                 _intend(frozen, old_run, "after")
-            with Mirror(pg_url) as again, pytest.raises(LeaseLost, match=r"replica r1 lost the lease of run \d+ \(attempt 1\)"):
+            with StateStore(pg_url) as again, pytest.raises(LeaseLost, match=r"replica r1 lost the lease of run \d+ \(attempt 1\)"):
                 journal.begin(again, PAIR)
     finally:
         try:
@@ -117,7 +117,7 @@ async def test_case4_a_holder_whose_lease_ended_journals_nothing_and_sends_nothi
     async with HostileServer() as service:
         service.on(r"/v1/spaces/.*", answer(200, {"id": "s1"}), method=None)
         async with TenantClient("dst", service.url, "fence-token-1", retry=QUICK) as api:
-            with Mirror(pg_url) as mirror, fencing(fence):
+            with StateStore(pg_url) as mirror, fencing(fence):
                 run = journal.begin(mirror, PAIR)
                 assert _intend(mirror, run, "held") == 1
                 await api.request("PATCH", "/v1/spaces/held", json={"title": "held"})  # the lease is ours: sent

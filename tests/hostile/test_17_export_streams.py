@@ -23,7 +23,7 @@ from typing import Any
 
 from syncd import export
 from syncd.export import export_mirror, front_matter, json_text
-from syncd.mirror import Mirror, Row, content_hash
+from syncd.state import StateStore, Row, content_hash
 
 BIG_TEXT = 2 * 1024 * 1024
 """Characters of the OpenAPI source and the unknown row: over `HELD_TEXT_MAX` (1 MiB)."""
@@ -66,7 +66,7 @@ def write_backup(path: Path, markdown: str, spec_text: str, other_text: str) -> 
     ]  # fmt: skip
     if path.exists():
         path.unlink()
-    with Mirror(path) as mirror:
+    with StateStore(path) as mirror:
         run = mirror.start_run("backup", TENANT, TENANT)
         mirror.stage(run, rows)
         for listing in sorted({r.listing for r in rows if r.listing}):

@@ -1,0 +1,71 @@
+"""One crawl of a configured tenant into a mirror file: what `syncd sync`, `syncd backup`
+and the daemon's sync jobs run. I/O at the edge: the CLI and the daemon call this."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+
+from syncd.api import TenantClient, make_global_limiter
+from syncd.config import Settings, TargetRef
+from syncd.read.crawl import Crawler, CrawlResult, CrawlStats
+from syncd.scope import EVERYTHING, Scope
+from syncd.state import StateStore
+
+Progress = Callable[[CrawlStats, TenantClient], None]
+
+
+StateLocation = Path | str
+"""Where a mirror lives: a SQLite file, or the `state_url` of a PostgreSQL (`StateStore` opens both)."""
+
+
+def default_db(settings: Settings) -> StateLocation:
+    """The mirror the commands and the daemon use: the shared PostgreSQL when `state_url` is
+    set, else `syncd.db` in `state_dir`."""
+    if settings.state_url is not None:
+        return settings.state_url.get_secret_value()
+    return settings.state_dir / "syncd.db"
+
+
+def shown_state(location: StateLocation) -> str:
+    """How a state is named to the user: its path, or its URL without the password."""
+    if isinstance(location, Path):
+        return str(location)
+    from syncd.pg.connect import display_url  # (psycopg: only when a URL is in use)
+
+    return display_url(location)
+
+
+async def sync_into(
+    settings: Settings,
+    ref: TargetRef,
+    db_path: StateLocation,
+    *,
+    job: str = "sync",
+    full: bool = False,
+    on_progress: Progress | None = None,
+    client: TenantClient | None = None,
+    mirror: StateStore | None = None,
+    scope: Scope = EVERYTHING,
+) -> tuple[CrawlResult, TenantClient]:
+    """Crawl `ref` into the mirror at `db_path`; the previous snapshot stays current unless
+    the crawl finishes (complete, or partial with what could not be read kept). `client`: an
+    open client to read with (left open), e.g. the one a copy also writes with, so that one
+    pacer spends the token's rate limit. `mirror`: the state file already open (left open),
+    e.g. to read two tenants into it side by side. `scope`: only these collections, spaces and
+    sites are read and recorded (`syncd.read.crawl_scope`)."""
+    own = client is None
+    if client is None:
+        client = TenantClient.from_settings(settings, ref.tenant, make_global_limiter(settings))
+    tenant = settings.tenant(ref.tenant)
+    with contextlib.nullcontext(mirror) if mirror is not None else StateStore(db_path) as mirror:
+        async with client if own else contextlib.nullcontext(client):
+
+            def progress(stats: CrawlStats) -> None:
+                if on_progress is not None:
+                    on_progress(stats, client)
+
+            crawler = Crawler(client, mirror, tenant.name, workers=tenant.concurrency, full=full, on_progress=progress, scope=scope)
+            result = await crawler.crawl(ref.org, job=job)
+    return result, client

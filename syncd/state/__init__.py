@@ -1,0 +1,41 @@
+"""The local store: what the user configures as `state_dir` (a SQLite file) or `state_url` (a
+PostgreSQL a fleet shares): snapshots of what the API holds, their runs and their changes, the
+id maps and journals of copies. Users call it "the mirror file"; in the code "mirror" is only
+the copy mode (`syncd mirror ...`).
+
+Modules: `store` (the `StateStore`; `reads`, `staging`, `holds` and `merge` are its parts), `rows`
+(`Row`, `content_hash`), `diff` (pure change arithmetic), `sqlite_schema` (named migrations of the
+file), `sqlite_file` (opening it), `lock` (one writer process of a file), `dialect` (the
+statements that differ between the engines), `pg_database`, `pg_schema` and `pg_writers` (the
+PostgreSQL backend; one writer process per tenant), `state_copy` and `migrate_state`
+(`syncd state migrate`: a file into a server), `errors`.
+
+Errors: StateError (SyncdError, exit 2)
+          ├── NewerStateError   the file was written by a newer syncd
+          └── StateBusyError   another live process is writing a run into it (of the tenant)
+"""
+
+from syncd.state.diff import OPS, ChangeSummary, compose, summarise
+from syncd.state.errors import NewerStateError, StateBusyError, StateError
+from syncd.state.rows import Row, canonical_json, content_hash
+from syncd.state.sqlite_schema import MIGRATIONS, Migration, applied_migrations, migrate
+from syncd.state.store import FINISHED, StateStore
+
+__all__ = [
+    "FINISHED",
+    "MIGRATIONS",
+    "OPS",
+    "ChangeSummary",
+    "Migration",
+    "StateStore",
+    "StateBusyError",
+    "StateError",
+    "NewerStateError",
+    "Row",
+    "applied_migrations",
+    "canonical_json",
+    "compose",
+    "content_hash",
+    "migrate",
+    "summarise",
+]

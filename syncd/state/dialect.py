@@ -1,0 +1,111 @@
+"""The few SQL statements that differ between the SQLite state file and the PostgreSQL state.
+
+Why one module: the StateStore, its merge and the write side's journal write SQL both engines
+accept (`ON CONFLICT`, explicit columns, `?` and `:name` placeholders: the PostgreSQL handle
+translates those, see `syncd.state.pg_database`). What cannot be written once lives here, and the
+SQLite text is exactly what it was before the second backend, so SQLite plans do not change:
+
+- null-safe comparison: SQLite `a IS b` / `a IS NOT b`, PostgreSQL `IS [NOT] DISTINCT FROM`;
+- a JSON field: SQLite `json_extract(d, '$.a.b')` (typed), PostgreSQL `d #>> '{a,b}'` (text);
+- `rowid` (SQLite only): the listing-driven deletion and the cascade update through it on
+  SQLite, through `UPDATE ... FROM` on PostgreSQL;
+- `ORDER BY +kind` (an SQLite index hint) and NULLs first (SQLite's order, `NULLS FIRST` on
+  PostgreSQL, whose ascending order puts them last).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["POSTGRES", "SQLITE", "Dialect", "json_path"]
+
+_TITLE_FIELDS = ("title", "name", "label", "displayName", "user.displayName", "email", "user.email", "path")
+
+
+def json_path(field: str) -> str:
+    """`a.b` -> `$."a"."b"`: a JSON path that survives odd characters in key names (SQLite)."""
+    return "$" + "".join('."' + part.replace('"', '\\"') + '"' for part in field.split("."))
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What differs between the engines; `SQLITE` and `POSTGRES` are the two instances."""
+
+    name: str
+    is_: str
+    is_not: str
+    current_order: str
+    delete_missing: str
+    cascade: str
+
+    @property
+    def sqlite(self) -> bool:
+        return self.name == "sqlite"
+
+    def json_text(self, column: str, field: str) -> str:
+        """The SQL value of `field` (dotted, plain key names) of the JSON in `column`."""
+        if self.sqlite:
+            return f"json_extract({column}, '$.{field}')"
+        return f"({column} #>> '{{{','.join(field.split('.'))}}}')"
+
+    def title(self, column: str) -> str:
+        """A person's name for the object whose JSON is in `column` (first field present)."""
+        return "coalesce(" + ", ".join(self.json_text(column, field) for field in _TITLE_FIELDS) + ")"
+
+    def field_value(self, column: str) -> str:
+        """SQL taking one parameter, a dotted field name (see `field_param`): its value in `column`."""
+        return f"json_extract({column}, ?)" if self.sqlite else f"({column} #> ?)"
+
+    def field_param(self, field: str) -> Any:
+        return json_path(field) if self.sqlite else field.split(".")
+
+    def field_result(self, value: Any) -> Any:
+        """The value `field_value` gave, as SQLite's json_extract gives it: objects and lists
+        as compact JSON text, true/false as 1/0, other scalars as they are."""
+        if self.sqlite or value is None:
+            return value
+        decoded = json.loads(value)
+        if isinstance(decoded, bool):
+            return int(decoded)
+        if isinstance(decoded, (dict, list)):
+            return json.dumps(decoded, ensure_ascii=False, separators=(",", ":"))
+        return decoded
+
+
+SQLITE = Dialect(
+    name="sqlite",
+    is_="IS",
+    is_not="IS NOT",
+    # `+kind`: let SQLite pick the index that filters (org, parent, scope), not the one that
+    # happens to match the ORDER BY, which would scan the whole tenant.
+    current_order="ORDER BY +kind, parent_kind, parent_id, position, id",
+    # A row missing from a list read cleanly in this run is gone.
+    delete_missing="""UPDATE resources SET deleted_run = :run WHERE rowid IN (
+           SELECT r.rowid FROM listings l
+           CROSS JOIN resources r ON r.tenant = l.tenant AND r.listing = l.listing AND r.deleted_run IS NULL
+           WHERE l.run = :run AND l.tenant = :tenant AND l.status = 'ok' AND r.last_seen_run != :run)""",
+    # Children of a row deleted in this run are gone too, whatever happened to their lists.
+    cascade="""
+UPDATE resources SET deleted_run = :run WHERE rowid IN (
+    SELECT c.rowid FROM resources p
+    CROSS JOIN resources c ON c.tenant = p.tenant AND c.parent_id = p.id AND c.parent_kind = p.kind
+    WHERE p.tenant = :tenant AND p.deleted_run = :run
+      AND c.deleted_run IS NULL AND c.last_seen_run != :run)
+""",
+)
+
+POSTGRES = Dialect(
+    name="postgresql",
+    is_="IS NOT DISTINCT FROM",
+    is_not="IS DISTINCT FROM",
+    current_order="ORDER BY kind, parent_kind NULLS FIRST, parent_id NULLS FIRST, position NULLS FIRST, id",
+    delete_missing="""UPDATE resources r SET deleted_run = :run FROM listings l
+           WHERE r.tenant = l.tenant AND r.listing = l.listing AND r.deleted_run IS NULL
+             AND l.run = :run AND l.tenant = :tenant AND l.status = 'ok' AND r.last_seen_run != :run""",
+    cascade="""UPDATE resources c SET deleted_run = :run FROM resources p
+           WHERE p.tenant = :tenant AND p.deleted_run = :run
+             AND c.tenant = p.tenant AND c.parent_id = p.id AND c.parent_kind = p.kind
+             AND c.deleted_run IS NULL AND c.last_seen_run != :run""",
+)

@@ -1,0 +1,217 @@
+"""Opening the SQLite state file, and what its failures mean (one line each).
+
+Read-only (`StateStore(path, readonly=True)`): for backups being exported, restored or looked
+at, and for a look at a mirror another process writes. Nothing is written into the file or
+beside it: no migration (an older schema is read as it is, see `schema.check_readable`), no
+switch to WAL, no writer lock. Why two ways to open:
+- a WAL file with no `-wal` beside it is closed (SQLite removes the `-wal` when the last
+  connection closes; every backup is such a file). It is opened `immutable`: `mode=ro` alone
+  would create `-wal` and `-shm` beside it (and leave them there), and fails on read-only media.
+  Should a writer start meanwhile and write the file (a checkpoint), its size or time changes:
+  `StateStore.check_unchanged` (run on leaving a `with` block) says so, instead of trusting mixed reads;
+- any other file is opened `mode=ro`: a WAL file with a `-wal` beside it (a writer may be
+  using it) shares the writers' WAL index, so reads see committed runs only; a
+  rollback-journal file (an old one) gets nothing beside it. On read-only media a WAL file
+  whose `-wal` is empty is opened `immutable` instead; one whose `-wal` holds frames is
+  refused in one line (an immutable read would miss them).
+Either way the StateStore reads ONE snapshot: a read transaction is held from the first read
+until `close()`, so a run that finishes meanwhile is not half seen.
+
+Every open checks the whole file first (`PRAGMA quick_check`, about a second per GB): a
+damaged page is an error (StateError, one line), not a silently shorter status or export,
+and a damaged file is not written into.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sqlite3
+import stat
+from pathlib import Path
+
+from sqlite_utils import Database
+
+from syncd.errors import SyncdError
+from syncd.files import create_private, private_dir, storage_error
+from syncd.state.errors import StateError
+from syncd.state.sqlite_schema import check_readable, migrate
+
+__all__ = ["database_failure", "identity", "open_readonly", "open_writable"]
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def identity(path: Path) -> tuple[int, int, int, int] | None:
+    """What changes when a file is written (inode, size, modification time), or None."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+def _sqlite_header(path: Path) -> bytes:
+    """The first 100 bytes of `path`, after checking it is an SQLite file (StateError)."""
+    try:
+        with open(path, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise StateError(f"{path} is not a syncd mirror or backup (not a regular file)")
+            header = handle.read(100)
+    except FileNotFoundError:
+        raise StateError(f"no state file at {path}") from None
+    except IsADirectoryError:
+        raise StateError(f"{path} is not a syncd mirror or backup (a directory)") from None
+    except OSError as exc:
+        raise StateError(f"{path} cannot be read: {exc.strerror or exc}") from None
+    if not header:
+        raise StateError(f"{path} is not a syncd mirror or backup (an empty file)")
+    if not header.startswith(_SQLITE_MAGIC):
+        raise StateError(f"{path} is not a syncd mirror or backup (not an SQLite database)")
+    if len(header) < 100:
+        raise StateError(f"{path} is not a usable syncd mirror or backup (a truncated SQLite file)")
+    return header
+
+
+def _connect_readonly(path: Path, immutable: bool, busy_timeout: float) -> sqlite3.Connection:
+    """A read-only connection whose schema was read (so a file SQLite cannot open fails here)."""
+    query = "immutable=1" if immutable else "mode=ro"
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True, timeout=busy_timeout, check_same_thread=False)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        conn.execute("PRAGMA query_only = ON")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _unwritable_errno(path: Path) -> int | None:
+    """Why `path` (or the folder it would be made in) cannot be written: EROFS, EACCES or None."""
+    place = path if path.exists() else path.parent
+    try:
+        if os.statvfs(place).f_flag & os.ST_RDONLY:
+            return errno.EROFS
+    except OSError:
+        return None
+    return None if os.access(place, os.W_OK) else errno.EACCES
+
+
+def database_failure(path: Path | str, exc: BaseException) -> SyncdError | None:
+    """The one-line error for an SQLite error met on the state file `path` (a Path, or a
+    description when the file is not known): damaged (StateError, exit 2), disk full
+    (StorageError, exit 1), read-only or not writable (StorageError, exit 2); None when `exc`
+    is none of these (it stays what it is)."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return None
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    text = str(exc)
+    if name.startswith("SQLITE_FULL") or "disk is full" in text:
+        return storage_error(OSError(errno.ENOSPC, "no space left on the device (the database or disk is full)"), path)
+    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "malformed" in text or "not a database" in text:
+        return StateError(
+            f"{path} cannot be read, it is damaged: {text}; restore it from a backup, or sync into a new file (--db)"
+        )
+    if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")) or "readonly database" in text:
+        why = _unwritable_errno(path) if isinstance(path, Path) else None
+        if why is not None:
+            error = storage_error(OSError(why, os.strerror(why)), path, doing="write it")
+            if error is not None:
+                error.args = (f"{error}; `syncd status` and `syncd export` only read a mirror or backup",)
+            return error
+        return StateError(f"{path} cannot be opened: {text}")
+    if name.startswith("SQLITE_IOERR") or "disk I/O error" in text:
+        return storage_error(OSError(errno.EIO, text), path) or StateError(f"{path}: {text}: check the disk and run again")
+    return None
+
+
+def _check_whole(conn: sqlite3.Connection, path: Path) -> None:
+    """StateError (one line) unless SQLite finds every page of the file sound."""
+    try:
+        problems = [str(row[0]) for row in conn.execute("PRAGMA quick_check(3)")]
+    except sqlite3.DatabaseError as exc:
+        failure = database_failure(path, exc)
+        if failure is None:
+            raise
+        raise failure from None
+    if problems != ["ok"]:
+        raise StateError(
+            f"{path} cannot be read, it is damaged: database disk image is malformed "
+            f"({'; '.join(problems)[:200]}); restore it from a backup, or sync into a new file (--db)"
+        )
+
+
+
+def open_writable(path: Path, *, create: bool, busy_timeout: float) -> Database:
+    """The state file opened for writing (created, private, when missing and `create`),
+    in WAL mode, checked whole and migrated; StateError or StorageError in one line."""
+    if not create and not path.exists():
+        raise StateError(f"no state file at {path}")
+    try:
+        # Private from the start: SQLite gives -wal and -shm the mode of the file.
+        private_dir(path.parent)
+        create_private(path)
+    except OSError as exc:
+        failure = storage_error(exc, doing="create the state file")
+        raise (failure or StateError(f"{path}: cannot create the state file: {exc.strerror or exc}")) from None
+    try:
+        conn = sqlite3.connect(str(path), timeout=busy_timeout, check_same_thread=False)
+    except sqlite3.DatabaseError as exc:
+        raise (database_failure(path, exc) or StateError(f"{path} cannot be opened: {exc}")) from None
+    try:
+        db = Database(conn, execute_plugins=False)
+        db.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        db.enable_wal()
+        db.execute("PRAGMA synchronous = NORMAL")  # WAL: safe across crashes of syncd
+        db.execute("PRAGMA foreign_keys = ON")
+        _check_whole(conn, path)
+        migrate(db, where=str(path))
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        failure = database_failure(path, exc)
+        if isinstance(failure, StateError) or failure is None:
+            failure = StateError(f"{path} is not a usable syncd state file: {exc}")
+        raise failure from None
+    except BaseException:
+        conn.close()
+        raise
+    return db
+
+
+def open_readonly(path: Path, *, busy_timeout: float) -> tuple[Database, tuple[int, int, int, int] | None]:
+    """The file opened for reading one snapshot (module docstring), and, when it was opened
+    `immutable`, what identifies its state then (see `identity`); None otherwise."""
+    header = _sqlite_header(path)
+    wal_mode = header[18] == 2
+    wal = path.with_name(path.name + "-wal")
+    immutable = wal_mode and not wal.exists()
+    opened_as = identity(path)
+    try:
+        try:
+            conn = _connect_readonly(path, immutable, busy_timeout)
+        except sqlite3.OperationalError:
+            # Read-only media: SQLite cannot make the WAL index beside the file, and
+            # nothing can be writing it there. A `-wal` holding frames, though, would be
+            # ignored by an immutable read: that is an error, not a fallback.
+            if immutable or not wal_mode or (wal.exists() and wal.stat().st_size > 0):
+                raise
+            conn = _connect_readonly(path, True, busy_timeout)
+            immutable = True
+    except sqlite3.DatabaseError as exc:
+        why = str(exc)
+        if wal.exists() and not immutable:
+            why += f" (it has a write-ahead log, {wal.name}: copy or open it with its -wal and -shm files)"
+        raise StateError(f"{path} is not a usable syncd mirror or backup: {why}") from None
+    db = Database(conn, execute_plugins=False)
+    try:
+        check_readable(db, where=str(path))
+        conn.execute("BEGIN")  # one snapshot for the StateStore's life (deferred: taken at the first read)
+        _check_whole(conn, path)
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise StateError(f"{path} is not a usable syncd mirror or backup: {exc}") from None
+    except BaseException:
+        conn.close()
+        raise
+    return db, (opened_as if immutable else None)
