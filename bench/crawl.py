@@ -44,7 +44,8 @@ from baseline import BaselineStats, run_baseline
 from syncd.api import TenantClient
 from syncd.config import RetryConfig
 from syncd.emulator.process import EmulatorProcess, emulator_process
-from syncd.read.crawl import Crawler, CrawlResult
+from syncd.read.crawl import Crawler
+from syncd.read.crawl_stats import CrawlResult
 from syncd.state import StateStore
 
 DEFAULT_SPEC = (

@@ -23,8 +23,9 @@ Shape = Literal["envelope", "items", "array", "object", "tree"]
 """How a read answers: a paged list envelope; `{items}` without paging (SSO); a bare JSON
 array (space custom-field values); one object; a `{pages: [...]}` tree of pages."""
 
-Scope = Literal["space", "change-request"]
-"""The container whose change token governs a kind (see `Kind.scope`)."""
+TokenScope = Literal["space", "change-request"]
+"""The container whose change token governs a kind (see `Kind.scope`); not `syncd.scope.Scope`,
+which is the include/exclude patterns of a run."""
 
 ROOT = "organization"
 
@@ -86,7 +87,7 @@ class Kind:
     parent_field_kind: str | None = None
     ordered: bool = False
     """The list order means something (positions): it is recorded and compared."""
-    scope: Scope | None = None
+    scope: TokenScope | None = None
     """Content governed by the change token of the enclosing space or change request: it is
     skipped, and carried forward, while that token is unchanged."""
     change_token: tuple[str, ...] = ()
@@ -163,10 +164,19 @@ def write_path(kind_name: str, call_name: str, segments: Mapping[str, str]) -> s
     """The path of a write call with its placeholders replaced by `segments`: path segments
     that are already safe (quoted ids, or the write side's `{ref:...}` tokens). A bare `.` or
     `..` is still encoded: whatever the caller forgot, it never becomes a dot segment."""
-    template = write_call(kind_name, call_name).path
+    return _with_segments(write_call(kind_name, call_name).path, segments, f"{kind_name} {call_name}")
+
+
+def list_path(kind_name: str, segments: Mapping[str, str]) -> str:
+    """The path of a kind's listing with its placeholders replaced by `segments`, already safe
+    as for `write_path`: the write side lists what it made through the catalog too."""
+    return _with_segments(BY_NAME[kind_name].path, segments, f"{kind_name} listing")
+
+
+def _with_segments(template: str, segments: Mapping[str, str], what: str) -> str:
     missing = [name for name in placeholders(template) if name not in segments]
     if missing:
-        raise KeyError(f"{kind_name} {call_name}: the path {template!r} needs {', '.join(missing)}")
+        raise KeyError(f"{what}: the path {template!r} needs {', '.join(missing)}")
     return _PLACEHOLDER.sub(lambda m: _DOT_SEGMENTS.get(segments[m.group(1)], segments[m.group(1)]), template)
 
 

@@ -17,7 +17,8 @@ from syncd.emulator.canonical import dump_org
 from syncd.emulator.generate import generate, parse_spec
 from syncd.emulator.server import RunningEmulator, serve_emulator
 from syncd.emulator.store import Store
-from syncd.read.crawl import Crawler, CrawlResult, UnknownOrganization
+from syncd.read.crawl import Crawler, UnknownOrganization
+from syncd.read.crawl_stats import CrawlResult
 from syncd.state import StateStore
 from tests.conftest import ALL_TOKEN, SMALL, Api
 from tests.oracle import mirror_mismatches

@@ -25,7 +25,8 @@ from syncd.emulator.canonical import dump_org
 from syncd.emulator.generate import generate, parse_spec
 from syncd.emulator.server import RunningEmulator, serve_emulator
 from syncd.emulator.store import Store
-from syncd.read.crawl import Crawler, CrawlResult
+from syncd.read.crawl import Crawler
+from syncd.read.crawl_stats import CrawlResult
 from syncd.state import StateStore, StateBusyError, Row, content_hash
 from tests.conftest import ALL_TOKEN
 from tests.copy_support import settings_for

@@ -28,7 +28,7 @@ from rich.text import Text
 
 from syncd.api import TenantClient
 from syncd.logging import get_logger
-from syncd.read.crawl import CrawlStats, crawl_line
+from syncd.read.crawl_stats import CrawlStats, crawl_line
 from syncd.safe_text import clean
 
 __all__ = ["CopyDisplay", "CrawlProgress", "ExportProgress", "StepDisplay", "crawl_line", "format_eta", "show_run"]

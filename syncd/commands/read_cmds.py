@@ -30,7 +30,7 @@ from syncd.commands.scope_options import ExcludeOption, IncludeOption, print_sco
 from syncd.commands.tables import Col, fitted_table
 from syncd.config import Settings, TargetRef, load_settings, parse_target_ref
 from syncd.errors import UsageError
-from syncd.read.crawl import CrawlResult
+from syncd.read.crawl_stats import CrawlResult
 from syncd.safe_text import cell, clean, markup
 from syncd.safe_text import console as make_console
 from syncd.state import ChangeSummary, StateStore, StateError, summarise

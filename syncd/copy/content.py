@@ -31,7 +31,7 @@ from typing import Any
 import anyio
 
 from syncd.api import ApiError
-from syncd.catalog import BY_NAME, write_path
+from syncd.catalog import list_path, write_path
 from syncd.copy import journal
 from syncd.copy.context import seg
 from syncd.copy.observe import Outcome, outcome
@@ -226,7 +226,7 @@ async def _fresh(op: Op, writer: Writer, record: dict[str, Any], parent: str | N
     create: dict[str, Any] = {"title": title}
     if parent:
         create["parent"] = parent
-    path = BY_NAME["space"].path.replace("{org}", seg(org))
+    path = list_path("space", {"org": seg(org)})
     expect = Expect(path, parent_field="parent", parent=parent)
     new_id, _ = await writer.create(f"{op.key}:fresh", (FRESH, op.source_id), "POST", path, create, expect)
     writer.done_creating()
@@ -287,7 +287,7 @@ class _Listed:
 
 
 def _site_path(kind: str, org: str, site: str) -> str:
-    return BY_NAME[kind].path.replace("{org}", seg(org)).replace("{site}", seg(site))
+    return list_path(kind, {"org": seg(org), "site": seg(site)})
 
 
 async def _site_spaces_of(writer: Writer, old: str) -> list[_Listed]:
@@ -298,7 +298,7 @@ async def _site_spaces_of(writer: Writer, old: str) -> list[_Listed]:
     org = writer.pair.target_org
     sources = writer.idmap.sources_of("site-space")
     found: list[_Listed] = []
-    for site in await writer.listing("target", BY_NAME["site"].path.replace("{org}", seg(org))):
+    for site in await writer.listing("target", list_path("site", {"org": seg(org)})):
         site_id = site.get("id") if isinstance(site, dict) else None
         if not isinstance(site_id, str):
             continue

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from syncd.catalog import segment, write_call, write_path
+from syncd.catalog import list_path, segment, write_call, write_path
 from syncd.copy.model import BOOKKEEPING, IdMap, Node, Snapshot
 from syncd.copy.ops import Expect, Op, Plan, Ref, Skip, path_ref
 from syncd.copy.rules import RULES, SHAREABLE, canonical, comparable, identity, title_of, unmapped
@@ -137,8 +137,8 @@ class PlanContext:
     def path(self, kind: str, call: str, **segments: str) -> str:
         return write_path(kind, call, {"org": seg(self.org), **segments})
 
-    def list_path(self, path: str) -> str:
-        return path.replace("{org}", seg(self.org))
+    def list_path(self, kind: str) -> str:
+        return list_path(kind, {"org": seg(self.org)})
 
     # -- emitting ----------------------------------------------------------------------
 

@@ -85,7 +85,7 @@ def plan_flat_object(ctx: PlanContext, kind: str, node: Node) -> None:
         body = ctx.create_body(kind, node, values)
         segments = {"id": seg(str(values[address]))} if address != "id" else {}
         path = ctx.path(kind, "create", **segments)
-        expect = Expect(ctx.list_path(BY_NAME[kind].path))
+        expect = Expect(ctx.list_path(kind))
         patch_path = ctx.path(kind, "patch", id=address_of(node.id))
         exclude = ("title",) if kind == "translation" else ()
         want = ctx.want(kind, node, values, exclude=exclude)

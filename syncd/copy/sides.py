@@ -21,7 +21,7 @@ from syncd.catalog import BY_NAME, fill
 from syncd.config import Settings, TargetRef
 from syncd.copy.model import Snapshot
 from syncd.errors import UsageError
-from syncd.read.crawl import CrawlResult
+from syncd.read.crawl_stats import CrawlResult
 from syncd.read.orgs import resolve_ref
 from syncd.read.sync import Progress, StateLocation, sync_into
 from syncd.state import StateStore, StateError

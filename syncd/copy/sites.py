@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from syncd.api import ApiError
-from syncd.catalog import BY_NAME, write_path
+from syncd.catalog import BY_NAME, list_path, write_path
 from syncd.copy.context import PlanContext, seg
 from syncd.copy.model import Node, Snapshot
 from syncd.copy.observe import Outcome, check_answer, outcome
@@ -51,7 +51,8 @@ MOVE_KEY = {"site-section": "siteSection", "site-section-group": "id", "site-spa
 
 
 def _list_path(kind: str, org: str, site: str) -> str:
-    return BY_NAME[kind].path.replace("{org}", seg(org)).replace("{site}", site)
+    """A site's list of `kind`; `site` is a path segment already (a quoted id or a Ref)."""
+    return list_path(kind, {"org": seg(org), "site": site})
 
 
 # ----- the layout: pure, shared by the plan's preview and the settle step --------------------
@@ -244,7 +245,7 @@ def plan_site(ctx: PlanContext, site: Node) -> None:
     def create() -> Op:
         body = ctx.create_body("site", site, values)
         want = ctx.want("site", site, values)
-        return ctx.create_op("site", site, ctx.path("site", "create"), body, Expect(ctx.list_path(BY_NAME["site"].path)), serial="list:site", want=want, patch_path=patch_path)
+        return ctx.create_op("site", site, ctx.path("site", "create"), body, Expect(ctx.list_path("site")), serial="list:site", want=want, patch_path=patch_path)
 
     if not ctx.ensure("site", site, lambda: ctx.target.children("site", ("organization", ctx.org)), create):
         return

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 
 from syncd.api import ApiError, NotFound
-from syncd.catalog import BY_NAME, write_path
+from syncd.catalog import BY_NAME, list_path, write_path
 from syncd.copy.content import IMPORTED, Outline, count_pages, imported_mark, outline_digest
 from syncd.copy.context import PlanContext, seg
 from syncd.copy.model import Node, Snapshot
@@ -86,7 +86,7 @@ def plan_node(ctx: PlanContext, kind: str, node: Node, parent: str | None) -> bo
         return False
     target_parent = ctx.tid("collection", parent) if parent else None
     parent_ref = Ref("collection", parent) if parent else None
-    listing = ctx.list_path(BY_NAME[kind].path)
+    listing = ctx.list_path(kind)
     expect = Expect(listing, parent_field="parent", parent=parent_ref)
     patch_path = ctx.path(kind, "patch", id=path_ref(kind, node.id))
 
@@ -121,7 +121,7 @@ def plan_node(ctx: PlanContext, kind: str, node: Node, parent: str | None) -> bo
 def duplicate_op(ctx: PlanContext, node: Node, parent: str | None, parent_ref: Ref | None, expect: Expect, want: dict[str, Any], patch_path: str) -> Op:
     """A new space as a duplicate of the source space, transferred into the target."""
     duplicate_expect = Expect(
-        BY_NAME["space"].path.replace("{org}", seg(ctx.source.org)), side="source", parent_field="parent", parent=parent, exclude=(node.api_id,)
+        list_path("space", {"org": seg(ctx.source.org)}), side="source", parent_field="parent", parent=parent, exclude=(node.api_id,)
     )
     return Op(
         key=f"create:space:{node.id}", action="create", kind="space", source_id=node.id, title=ctx.title("space", node),
@@ -409,7 +409,7 @@ async def settle_tree(op: Op, writer: Writer) -> Outcome:
     order: dict[tuple[str, str | None], list[str]] = defaultdict(list)
     try:
         for kind in TREE:
-            for item in await writer.listing("target", BY_NAME[kind].path.replace("{org}", org)):
+            for item in await writer.listing("target", list_path(kind, {"org": org})):
                 if isinstance(item, dict) and isinstance(item.get("id"), str):
                     parent_of[(kind, item["id"])] = ref_id(item.get("parent"))
                     order[(kind, ref_id(item.get("parent")))].append(item["id"])

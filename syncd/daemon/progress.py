@@ -18,8 +18,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from syncd.api import TenantClient
-from syncd.read.crawl import CrawlStats
-from syncd.read.crawl import crawl_line
+from syncd.read.crawl_stats import CrawlStats, crawl_line
 
 __all__ = ["RunProgress", "current", "reporting"]
 

@@ -26,7 +26,7 @@ from syncd.blobs import BlobStore, DownloadProgress, DownloadReport, download_fi
 from syncd.config import Settings, TargetRef
 from syncd.errors import SyncdError, UsageError
 from syncd.files import private_dir
-from syncd.read.crawl import CrawlResult
+from syncd.read.crawl_stats import CrawlResult
 from syncd.read.crawl_scope import CrawlScope
 from syncd.read.sync import Progress, sync_into
 from syncd.scope import EVERYTHING, Scope

@@ -15,7 +15,6 @@ it belongs to is read again by the next run whatever its change token says.
 from __future__ import annotations
 
 import math
-import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -29,10 +28,10 @@ from syncd.catalog import Kind
 from syncd.errors import SyncdError
 from syncd.logging import get_logger
 from syncd.read.crawl_scope import CrawlScope
+from syncd.read.crawl_stats import CrawlResult, CrawlStats
 from syncd.read.orgs import ORGS_LISTING, UnknownOrganization, resolve_org  # noqa: F401 - UnknownOrganization re-exported
 from syncd.scope import EVERYTHING, Scope
 from syncd.state import StateStore, Row
-from syncd.state.diff import ChangeSummary
 from syncd.state.rows import canonical_json
 
 log = get_logger("syncd.crawl")
@@ -46,52 +45,6 @@ LINK_MARK = "]("
 
 
 @dataclass
-class CrawlStats:
-    """What a crawl did, for progress displays, run stats and the summary."""
-
-    started: float = field(default_factory=time.monotonic)
-    objects: Counter[str] = field(default_factory=Counter)
-    listings: int = 0
-    failed_listings: int = 0
-    skipped_scopes: int = 0
-    """Spaces skipped (and carried forward) because their change token did not change."""
-    crawled_scopes: int = 0
-    errors: list[str] = field(default_factory=list)
-    incomplete_scopes: set[str] = field(default_factory=set)
-
-    def error(self, message: str, scope: str | None) -> None:
-        self.failed_listings += 1
-        if len(self.errors) < 200:
-            self.errors.append(message)
-        if scope:
-            self.incomplete_scopes.add(scope)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "objects": dict(self.objects),
-            "listings": self.listings,
-            "failed_listings": self.failed_listings,
-            "skipped_scopes": self.skipped_scopes,
-            "crawled_scopes": self.crawled_scopes,
-            "errors": self.errors,
-            "incomplete_scopes": sorted(self.incomplete_scopes),
-            "seconds": round(time.monotonic() - self.started, 3),
-        }
-
-
-@dataclass
-class CrawlResult:
-    run: int
-    status: str
-    summary: ChangeSummary
-    stats: CrawlStats
-    scope: CrawlScope = field(default_factory=CrawlScope)
-    """The run's scope, with what it left out and the dependencies it found outside it."""
-    org: str | None = None
-    """The organization read, by id (an address by title resolved); None: every one."""
-
-
-@dataclass
 class _Job:
     """List `kind` under a parent row; `context` carries the ids bound so far."""
 
@@ -102,7 +55,7 @@ class _Job:
 
 
 @dataclass
-class _Scope:
+class _TokenScopeRead:
     """State of one scope job (a space, or a change request inside it)."""
 
     name: str
@@ -414,10 +367,10 @@ class Crawler:
         if scope.startswith("space:"):
             self.stats.skipped_scopes += 1
 
-    async def _scope_job(self, kind: Kind, row: Row, context: dict[str, str], outer: _Scope | None) -> None:
+    async def _scope_job(self, kind: Kind, row: Row, context: dict[str, str], outer: _TokenScopeRead | None) -> None:
         """Everything inside one space or change request, in catalog order, by one worker."""
         assert kind.name in ("space", "change-request")
-        state = _Scope(scope_name("space" if kind.name == "space" else "change-request", context))
+        state = _TokenScopeRead(scope_name("space" if kind.name == "space" else "change-request", context))
         self.stats.crawled_scopes += 1
         await self._scoped_children(kind, row, context, state, outer)
         await self._read_links(kind, context, state, outer)
@@ -427,7 +380,7 @@ class Crawler:
         else:
             self.mirror.complete_scope(self._run, self.tenant, state.name, change_token(kind, row.data))
 
-    async def _scoped_children(self, kind: Kind, row: Row, context: dict[str, str], state: _Scope, outer: _Scope | None) -> None:
+    async def _scoped_children(self, kind: Kind, row: Row, context: dict[str, str], state: _TokenScopeRead, outer: _TokenScopeRead | None) -> None:
         for child in catalog.children(kind.name):
             if child.scope is None or child.name in DEFERRED or (child.when is not None and not child.when(row.data)):
                 continue
@@ -441,14 +394,14 @@ class Crawler:
                     else:
                         await self._scoped_children(child, child_row, child_context, state, outer)
 
-    async def _change_request(self, kind: Kind, row: Row, context: dict[str, str], space_state: _Scope) -> None:
+    async def _change_request(self, kind: Kind, row: Row, context: dict[str, str], space_state: _TokenScopeRead) -> None:
         scope = f"change-request:{row.id}"
         if self._unchanged(kind, row, scope):
             self._carry(scope)
             return
         await self._scope_job(kind, row, context, space_state)
 
-    def _observe(self, kind: Kind, row: Row, state: _Scope) -> None:
+    def _observe(self, kind: Kind, row: Row, state: _TokenScopeRead) -> None:
         """Note what the deferred link listings need: linked pages, page bodies."""
         if kind.name == "space-link":
             for ref in row.data.get("locationReferences") or []:
@@ -460,7 +413,7 @@ class Crawler:
             if LINK_MARK in str(row.data.get("markdown", "")):
                 state.pages_with_links.append((row.id, row.data))
 
-    async def _read_links(self, kind: Kind, context: dict[str, str], state: _Scope, outer: _Scope | None) -> None:
+    async def _read_links(self, kind: Kind, context: dict[str, str], state: _TokenScopeRead, outer: _TokenScopeRead | None) -> None:
         """Per-page links, read only where they can exist and are not known otherwise.
 
         A space's pages with links are those its link listing names as locations. A change
@@ -594,15 +547,3 @@ def _flatten(pages: Iterable[Any], parent: str | None = None) -> Iterable[tuple[
 
 def _qualified(owner: str | None, raw_id: str) -> str:
     return f"{owner}/{raw_id}" if owner else raw_id
-
-
-def crawl_line(stats: CrawlStats, client: TenantClient) -> str:
-    """Objects, requests and the current rate of a crawl; errors, retries, 429s and unchanged
-    spaces when there are any."""
-    c = client.stats
-    parts = [f"{sum(stats.objects.values())} objects", f"{c.requests} requests", f"{c.current_rate():.1f} req/s"]
-    for count, what in ((stats.failed_listings, "errors"), (c.retries, "retries"), (c.rate_limited, "x 429"),
-                        (stats.skipped_scopes, "spaces unchanged")):  # fmt: skip
-        if count:
-            parts.append(f"{count} {what}")
-    return ", ".join(parts)

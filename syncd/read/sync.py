@@ -9,7 +9,8 @@ from pathlib import Path
 
 from syncd.api import TenantClient, make_global_limiter
 from syncd.config import Settings, TargetRef
-from syncd.read.crawl import Crawler, CrawlResult, CrawlStats
+from syncd.read.crawl import Crawler
+from syncd.read.crawl_stats import CrawlResult, CrawlStats
 from syncd.scope import EVERYTHING, Scope
 from syncd.state import StateStore
 
