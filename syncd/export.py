@@ -93,7 +93,7 @@ from typing import Any, BinaryIO
 from urllib.parse import unquote
 
 from syncd.backup import blobs_dir
-from syncd.blobs import BlobRefused, BlobStore
+from syncd.read.blobs import BlobRefused, BlobStore
 from syncd.errors import SyncdError
 from syncd.files import PRIVATE_FILE, private_dir, storage_error
 from syncd.logging import get_logger

@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 
 from syncd import catalog
 from syncd.backup import blobs_dir
-from syncd.blobs import BlobStore, download_files
 from syncd.emulator import revisions
 from syncd.emulator.generate import generate, parse_spec
 from syncd.emulator.routes.content import locate_all
@@ -37,6 +36,8 @@ from syncd.export import (
     yaml_scalar,
 )
 from syncd.mirror import Mirror, Row, content_hash
+from syncd.read.blob_download import download_files
+from syncd.read.blobs import BlobStore
 from tests.conftest import ALL_TOKEN, SMALL, Api
 
 TENANT = "emu"

@@ -25,7 +25,6 @@ import anyio
 
 from syncd.api import ApiError
 from syncd.backup import blobs_dir
-from syncd.blobs import BlobStore
 from syncd.catalog import write_call, write_path
 from syncd.config import Settings, TargetRef
 from syncd.content import ContentSource, serve_content
@@ -48,6 +47,7 @@ from syncd.copy.writer import Writer
 from syncd.errors import SyncdError
 from syncd.mirror import Mirror
 from syncd.mirror.errors import MirrorBusyError
+from syncd.read.blobs import BlobStore
 from syncd.scope import EVERYTHING, Scope
 from syncd.selection import Dependency
 from syncd.sync import Progress, StateLocation, default_db
