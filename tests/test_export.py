@@ -27,7 +27,8 @@ from syncd.emulator.routes.content import locate_all
 from syncd.emulator.routes.spaces import org_spaces
 from syncd.emulator.server import serve_emulator
 from syncd.emulator.store import Store
-from syncd.export import (
+from syncd.mirror import Mirror, Row, content_hash
+from syncd.read.export import (
     HANDLED_KINDS,
     MARKER,
     ExportError,
@@ -35,7 +36,6 @@ from syncd.export import (
     slugify,
     yaml_scalar,
 )
-from syncd.mirror import Mirror, Row, content_hash
 from syncd.read.blob_download import download_files
 from syncd.read.blobs import BlobStore
 from tests.conftest import ALL_TOKEN, SMALL, Api

@@ -22,8 +22,8 @@ from sqlite_utils import Database
 
 from syncd.backup import blobs_dir
 from syncd.cli import main
-from syncd.export import ExportError, export_mirror
 from syncd.mirror import MIGRATIONS, Mirror, MirrorError, NewerStateError, applied_migrations, migrate
+from syncd.read.export import ExportError, export_mirror
 from tests.test_export import Backup, _row, build_backup, rows_of
 
 SIDECARS = ("-wal", "-shm", "-journal", ".lock")

@@ -21,9 +21,9 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-from syncd import export
-from syncd.export import export_mirror, front_matter, json_text
 from syncd.mirror import Mirror, Row, content_hash
+from syncd.read import export
+from syncd.read.export import export_mirror, front_matter, json_text
 
 BIG_TEXT = 2 * 1024 * 1024
 """Characters of the OpenAPI source and the unknown row: over `HELD_TEXT_MAX` (1 MiB)."""
