@@ -73,7 +73,8 @@ exported over all of them), is refused before anything is written unless `force`
 of the export (`_Plan`) counts what it would remove.
 
 Modules: `writer` (`export_mirror`: the source file read, organization by organization,
-into the tree), `layout` (where things go: names, front matter and JSON text, the tree that
+into the tree; spaces, change requests and pages), `sites` (an organization's sites and their
+`structure.json`), `layout` (where things go: names, front matter and JSON text, the tree that
 writes and prunes, the target folder's checks) and `links` (link rewriting, asset names).
 """
 

@@ -39,6 +39,7 @@ from syncd.read.export.layout import (
     slugify,
 )
 from syncd.read.export.links import _link_text, _resolver, asset_name, rewritten_lines
+from syncd.read.export.sites import write_sites
 from syncd.safe_text import one_line
 from syncd.scope import EVERYTHING, Scope
 from syncd.selection import LINK_KINDS, VALUE_KINDS, Dependency, content_dependencies, item_of_row, select
@@ -194,7 +195,7 @@ class _Exporter:
         self._integrations(rows, base)
         self._openapi(rows, base)
         space_paths = self._content(rows, base)
-        self._sites(rows, base, space_paths)
+        write_sites(self.tree, rows, base, space_paths)
         self._other(org, base)
 
     def _in_scope(self, org_row: dict[str, Any], rows: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
@@ -435,75 +436,6 @@ class _Exporter:
         markdown = self._text(row, "markdown")
         if isinstance(markdown, str):
             yield from rewritten_lines(markdown, resolve)
-
-    # ----- sites ----------------------------------------------------------------------
-
-    def _sites(self, rows: dict[str, list[dict[str, Any]]], base: tuple[str, ...], space_paths: dict[str, str]) -> None:
-        children = {kind: _children(rows[kind]) for kind in ("site-section-group", "site-section", "site-space", "site-adaptive-schema", "site-published")}
-        named = ((r, slugify(_title(r), "site")) for r in rows["site"])
-        for site, slug in _assign(named, _WINDOWS_RESERVED):
-            path = base + ("sites", slug)
-            own = {kind: grouped.get(("site", site["id"]), []) for kind, grouped in children.items()}
-            self.tree.json(path + ("site.json",), site["data"])
-            for kind, name in (("site-section-group", "section-groups.json"), ("site-section", "sections.json"), ("site-space", "site-spaces.json")):
-                if own[kind]:
-                    self.tree.json(path + (name,), [r["data"] for r in own[kind]])
-            for kind, name in (("site-adaptive-schema", "adaptive-schema.json"), ("site-published", "published.json")):
-                for r in own[kind][:1]:
-                    self.tree.json(path + (name,), r["data"])
-            self.tree.json(path + ("structure.json",), _structure(site, own, space_paths))
-
-
-def _structure(site: dict[str, Any], own: dict[str, list[dict[str, Any]]], space_paths: dict[str, str]) -> dict[str, Any]:
-    """The site's tree in order: section groups (their sections' ids), sections (their
-    site-spaces) and the site-spaces outside any section; each site-space names its space
-    and the space's export path, relative to the organization's directory."""
-
-    def ident(row: dict[str, Any]) -> Any:
-        return row["data"].get("id", row["id"])
-
-    def site_space(row: dict[str, Any]) -> dict[str, Any]:
-        data = row["data"]
-        space = data.get("space") if isinstance(data.get("space"), dict) else {}
-        space_id = space.get("id", data.get("spaceId"))
-        return {
-            "id": ident(row),
-            "title": data.get("title"),
-            "path": data.get("path"),
-            "default": data.get("default"),
-            "condition": data.get("condition"),
-            "space": space_id,
-            "exportPath": space_paths.get(space_id) if isinstance(space_id, str) else None,
-        }
-
-    entries = [(row["data"].get("section"), site_space(row)) for row in own["site-space"]]
-    sections = [
-        {
-            "id": ident(row),
-            "title": row["data"].get("title"),
-            "path": row["data"].get("path"),
-            "default": row["data"].get("default"),
-            "sectionGroup": row["data"].get("sectionGroup"),
-            "siteSpaces": [entry for section, entry in entries if section == ident(row)],
-        }
-        for row in own["site-section"]
-    ]
-    groups = [
-        {
-            "id": ident(row),
-            "title": row["data"].get("title"),
-            "sections": [s["id"] for s in sections if s["sectionGroup"] == ident(row)],
-        }
-        for row in own["site-section-group"]
-    ]
-    section_ids = {s["id"] for s in sections}
-    loose = [entry for section, entry in entries if section not in section_ids]
-    return {
-        "site": {"id": site["id"], "title": site["data"].get("title")},
-        "sectionGroups": groups,
-        "sections": sections,
-        "siteSpaces": loose,
-    }
 
 
 def _number(row: Mapping[str, Any]) -> int:
