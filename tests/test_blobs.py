@@ -17,10 +17,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from syncd import blobs as blobs_module
-from syncd.blobs import BlobError, BlobRefused, BlobStore, download_files
 from syncd.emulator import revisions
 from syncd.emulator.server import serve_app
+from syncd.read import blobs as blobs_module
+from syncd.read.blob_download import download_files
+from syncd.read.blobs import BlobError, BlobRefused, BlobStore
 from tests.conftest import Api
 
 FAST = {"initial_wait": 0.001, "max_wait": 0.01}

@@ -20,7 +20,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from syncd import catalog
-from syncd.blobs import BlobStore, download_files
 from syncd.emulator import revisions
 from syncd.emulator.generate import generate, parse_spec
 from syncd.emulator.routes.content import locate_all
@@ -28,7 +27,8 @@ from syncd.emulator.routes.spaces import org_spaces
 from syncd.emulator.server import serve_emulator
 from syncd.emulator.store import Store
 from syncd.read.backup import blobs_dir
-from syncd.export import (
+from syncd.state import StateStore, Row, content_hash
+from syncd.read.export import (
     HANDLED_KINDS,
     MARKER,
     ExportError,
@@ -36,7 +36,8 @@ from syncd.export import (
     slugify,
     yaml_scalar,
 )
-from syncd.state import StateStore, Row, content_hash
+from syncd.read.blob_download import download_files
+from syncd.read.blobs import BlobStore
 from tests.conftest import ALL_TOKEN, SMALL, Api
 
 TENANT = "emu"

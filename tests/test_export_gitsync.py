@@ -18,8 +18,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from syncd.cli import main
-from syncd.export import ASSETS, asset_name, export_mirror, rewrite_links, slugify
 from syncd.read.backup import blobs_dir
+from syncd.read.export import ASSETS, asset_name, export_mirror, rewrite_links, slugify
 from tests.test_export import (
     Backup,
     _row,

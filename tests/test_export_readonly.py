@@ -21,8 +21,8 @@ import pytest
 from sqlite_utils import Database
 
 from syncd.cli import main
-from syncd.export import ExportError, export_mirror
 from syncd.read.backup import blobs_dir
+from syncd.read.export import ExportError, export_mirror
 from syncd.state import MIGRATIONS, StateStore, StateError, NewerStateError, applied_migrations, migrate
 from tests.test_export import Backup, _row, build_backup, rows_of
 

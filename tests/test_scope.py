@@ -26,8 +26,8 @@ from syncd.emulator.generate import generate, parse_spec
 from syncd.emulator.server import serve_emulator
 from syncd.emulator.store import Store
 from syncd.errors import ConfigError
-from syncd.export import export_mirror
 from syncd.read.backup import backup
+from syncd.read.export import export_mirror
 from syncd.read.sync import StateLocation, sync_into
 from syncd.scope import Pattern, Scope, ScopeError
 from syncd.selection import Item, content_dependencies, select

@@ -95,8 +95,8 @@ async def _run(generate: str, seed: int, out: Path, console: Console) -> None:
     from syncd.emulator.generate import parse_spec
     from syncd.emulator.server import serve_emulator
     from syncd.emulator.store import Store
-    from syncd.export import export_mirror
     from syncd.read.backup import backup, blobs_dir
+    from syncd.read.export import export_mirror
     from syncd.read.sync import sync_into
 
     try:

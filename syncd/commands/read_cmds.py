@@ -332,7 +332,7 @@ def export(
     """Export a backup (only read) to a folder per space in GitBook's Git Sync layout, and JSON for the rest."""
     from dataclasses import asdict
 
-    from syncd.export import export_mirror
+    from syncd.read.export import export_mirror
 
     source = backup_file(source, "export")
     scope = scope_from(include, exclude)

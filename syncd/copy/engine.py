@@ -24,7 +24,6 @@ from typing import Any
 import anyio
 
 from syncd.api import ApiError
-from syncd.blobs import BlobStore
 from syncd.catalog import write_call, write_path
 from syncd.config import Settings, TargetRef
 from syncd.content import ContentSource, serve_content
@@ -46,6 +45,7 @@ from syncd.copy.verify import Entry, Verification, compare, excuse, residue
 from syncd.copy.writer import Writer
 from syncd.errors import SyncdError
 from syncd.read.backup import blobs_dir
+from syncd.read.blobs import BlobStore
 from syncd.read.sync import Progress, StateLocation, default_db
 from syncd.scope import EVERYTHING, Scope
 from syncd.selection import Dependency

@@ -22,11 +22,12 @@ from pathlib import Path
 
 import anyio
 
-from syncd.blobs import BlobRefused, BlobStore, download_files
 from syncd.content import ContentSource, ServedFile, SitePage, SpaceSite
 from syncd.copy.model import Node, Snapshot
 from syncd.copy.rules import text
 from syncd.logging import get_logger
+from syncd.read.blob_download import download_files
+from syncd.read.blobs import BlobRefused, BlobStore
 from syncd.safe_text import one_line
 
 __all__ = ["Publisher", "held_blobs", "site_of_space"]

@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from syncd.blobs import BlobStore, DownloadProgress, DownloadReport, download_files
 from syncd.config import Settings, TargetRef
 from syncd.errors import SyncdError, UsageError
 from syncd.files import private_dir
-from syncd.read.crawl_stats import CrawlResult
+from syncd.read.blob_download import DownloadProgress, DownloadReport, download_files
+from syncd.read.blobs import BlobStore
 from syncd.read.crawl_scope import CrawlScope
+from syncd.read.crawl_stats import CrawlResult
 from syncd.read.sync import Progress, sync_into
 from syncd.scope import EVERYTHING, Scope
 from syncd.state import FINISHED, StateStore
@@ -124,7 +125,7 @@ async def backup(
     existing `out` unless `force` (`BackupRefused`; the new crawl is deleted), and is reported
     in `BackupResult.emptier` otherwise. `scope`: only these collections, spaces and sites
     (`syncd.read.crawl_scope`); it is compared only with a backup of the same scope. `on_progress`
-    follows the crawl, `on_files` the file downloads (`syncd.blobs.download_files`)."""
+    follows the crawl, `on_files` the file downloads (`syncd.read.blob_download.download_files`)."""
     if out.exists() and not overwrite:
         raise UsageError(f"{out} exists: choose another --out, or --overwrite to replace it")
     if out.parent and not out.parent.exists():

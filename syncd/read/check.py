@@ -9,7 +9,7 @@ written into the file or beside it):
 - the blob folder beside it (`FILE.blobs/`, `syncd.read.backup.blobs_dir`), when there is one:
   every blob must be a regular file, reached without following a link (a symbolic link, a
   FIFO, a device is named as such: a restore, the content source and export refuse it, see
-  `syncd.blobs`), and must hash to its name (content addressed: `ab/cdef...` holds the bytes
+  `syncd.read.blobs`), and must hash to its name (content addressed: `ab/cdef...` holds the bytes
   whose sha256 is `abcdef...`); every file row of the backup's current snapshot must have a
   manifest entry whose blob is there with the file's size.
 
@@ -31,8 +31,8 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from syncd.blobs import FILE_KINDS, BlobError, BlobRefused, BlobStore, hash_stream, open_regular
 from syncd.read.backup import blobs_dir
+from syncd.read.blobs import FILE_KINDS, BlobError, BlobRefused, BlobStore, hash_stream, open_regular
 from syncd.state import FINISHED, StateError
 from syncd.state.sqlite_schema import check_readable
 from syncd.state.store import _connect_readonly, _sqlite_header, database_failure

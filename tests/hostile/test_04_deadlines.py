@@ -17,8 +17,9 @@ import anyio
 import pytest
 
 from syncd.api import TenantClient, TransportError
-from syncd.blobs import BlobStore, download_files
 from syncd.config import RetryConfig
+from syncd.read.blob_download import download_files
+from syncd.read.blobs import BlobStore
 from tests.conftest import ALL_TOKEN
 from tests.hostile.hostile_server import HostileServer, run_cli, trickle, write_config
 
@@ -94,7 +95,7 @@ async def test_item04_a_trickled_file_download_fails_within_its_deadline(tmp_pat
 
 def test_item04_the_file_deadline_grows_with_the_size_from_a_floor() -> None:
     """Generous but finite: the floor for small files, then at least `min_rate` bytes a second."""
-    from syncd.blobs import file_deadline
+    from syncd.read.blob_download import file_deadline
 
     assert file_deadline(0, floor=120.0, min_rate=65536) == 120.0
     assert file_deadline(10, floor=120.0, min_rate=65536) == pytest.approx(120.0, abs=0.01)

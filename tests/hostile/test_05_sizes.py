@@ -23,8 +23,9 @@ import pytest
 
 from syncd.api import AnswerTooLarge, ApiError, PagingError, Paginator, TenantClient, make_global_limiter
 from syncd.api.errors import MESSAGE_LIMIT
-from syncd.blobs import BlobStore, download_files
 from syncd.config import RetryConfig, Settings
+from syncd.read.blob_download import download_files
+from syncd.read.blobs import BlobStore
 from tests.conftest import ALL_TOKEN
 from tests.hostile.hostile_server import (
     MiB,

@@ -19,10 +19,10 @@ import psycopg
 import pytest
 from pydantic import ValidationError
 
-from syncd.blobs import BlobStore
 from syncd.config import Settings
 from syncd.pg import FLEET_MIGRATIONS, connect, migrate_fleet
 from syncd.pg.budget import SharedBudget
+from syncd.read.blobs import BlobStore
 from tests.hostile.cli_support import clean_env, run_cli
 from tests.pg_support import fresh_schema
 

@@ -21,8 +21,8 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-from syncd import export
-from syncd.export import export_mirror, front_matter, json_text
+from syncd.read import export
+from syncd.read.export import export_mirror, front_matter, json_text
 from syncd.state import StateStore, Row, content_hash
 
 BIG_TEXT = 2 * 1024 * 1024
