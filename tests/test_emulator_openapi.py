@@ -25,7 +25,7 @@ from urllib.parse import quote
 import pytest
 
 from syncd.emulator.app import api_routes, create_app
-from syncd.emulator.routes import FAMILIES
+from syncd.emulator.route_table import FAMILIES
 from syncd.emulator.routes.members import INVITE
 from syncd.emulator.server import RunningEmulator
 from syncd.emulator.store import Store

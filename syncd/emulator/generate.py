@@ -12,6 +12,8 @@ import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from syncd.emulator.route_table import FAMILIES
+from syncd.emulator.routes.orgs import new_org
 from syncd.emulator.store import Store
 
 DEFAULTS: dict[str, int] = {
@@ -65,9 +67,6 @@ def generate(store: Store, params: dict[str, int], seed: int = 0, all_token: str
     """Fill `store`: per organization an owner with token `org<N>-token`, plus `all_token`
     (when given) for a user who is admin of every generated organization. `empty_orgs`
     more organizations follow the generated ones with nothing in them (copy targets)."""
-    from syncd.emulator.routes import FAMILIES
-    from syncd.emulator.routes.orgs import new_org
-
     rng = random.Random(seed)
     store.freeze_clock(GENERATION_EPOCH)
     result = Generated()

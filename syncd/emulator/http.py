@@ -23,6 +23,9 @@ from syncd.emulator.store import ROLES, Record, Store
 from syncd.ordering import PositionError, parse_position
 
 MAX_LIMIT_DEFAULT = 1000
+ADMIN_PREFIX = "/_emulator"
+"""Where the admin routes live, outside `/v1`: the admin module's and the families' own
+(e.g. adding pages without a revision round trip) share it."""
 
 STORE: web.AppKey[Store] = web.AppKey("store", Store)
 

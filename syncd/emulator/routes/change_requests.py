@@ -17,9 +17,9 @@ from aiohttp import web
 
 from syncd.emulator import http as h
 from syncd.emulator import revisions
-from syncd.emulator.admin import ADMIN_PREFIX
-from syncd.emulator.canonical import DumpKind
+from syncd.emulator.dump_kind import DumpKind
 from syncd.emulator.errors import bad_request, not_found
+from syncd.emulator.http import ADMIN_PREFIX
 from syncd.emulator.routes import content
 from syncd.emulator.routes.content import Holder
 from syncd.emulator.routes.members import render_user

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from syncd.emulator import http as h
 from syncd.emulator import revisions
-from syncd.emulator.canonical import DumpKind
+from syncd.emulator.dump_kind import DumpKind
 from syncd.emulator.errors import bad_request, forbidden, not_found
 from syncd.emulator.routes.members import render_user
 from syncd.emulator.routes.spaces import SPACE, live_space, org_spaces

@@ -26,9 +26,9 @@ from aiohttp import web
 
 from syncd.emulator import http as h
 from syncd.emulator import revisions, website_import
-from syncd.emulator.admin import ADMIN_PREFIX
-from syncd.emulator.canonical import DumpKind
+from syncd.emulator.dump_kind import DumpKind
 from syncd.emulator.errors import bad_request, not_found
+from syncd.emulator.http import ADMIN_PREFIX
 from syncd.emulator.profile import IMPORT_DELAY, Profile, profile_of
 from syncd.emulator.restyle import restyle
 from syncd.emulator.routes.spaces import SPACE, live_space, org_spaces, set_space_content, space_urls

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from syncd.emulator import http as h
-from syncd.emulator.canonical import DumpKind
+from syncd.emulator.dump_kind import DumpKind
 from syncd.emulator.errors import ApiProblem, bad_request, forbidden, not_found
 from syncd.emulator.routes.orgs import render_org
 from syncd.emulator.routes.settings import url_field

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from syncd.emulator import http as h
-from syncd.emulator.canonical import DumpKind
+from syncd.emulator.dump_kind import DumpKind
 from syncd.emulator.errors import bad_request, conflict, not_found
 from syncd.emulator.profile import profile_of, unordered
 from syncd.emulator.routes.members import TEAM, render_team

@@ -17,7 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from syncd.emulator import http as h
-from syncd.emulator.canonical import DumpKind
+from syncd.emulator.dump_kind import DumpKind
 from syncd.emulator.errors import bad_request, not_found
 from syncd.emulator.profile import land, profile_of
 from syncd.emulator.routes.site_model import (

@@ -20,7 +20,7 @@ from aiohttp import web
 
 from syncd.emulator import http as h
 from syncd.emulator import revisions
-from syncd.emulator.canonical import DumpKind
+from syncd.emulator.dump_kind import DumpKind
 from syncd.emulator.errors import bad_request, not_found
 from syncd.emulator.profile import land, profile_of
 from syncd.emulator.store import ROLES, Record, Store, parse_iso
