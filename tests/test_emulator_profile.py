@@ -290,7 +290,7 @@ async def test_unordered_lists_are_sorted_and_positional_lists_are_not(served: S
 
 
 def _walk(store: Store, org: str) -> list[tuple[str, dict[str, Any]]]:
-    from syncd.emulator.routes.spaces import walk_tree
+    from syncd.emulator.routes.space_model import walk_tree
 
     return walk_tree(store, org)
 

@@ -23,7 +23,7 @@ from syncd.emulator.http import ADMIN_PREFIX
 from syncd.emulator.routes import content
 from syncd.emulator.routes.content import Holder
 from syncd.emulator.routes.members import render_user
-from syncd.emulator.routes.spaces import SPACE, live_space, org_spaces, set_space_content
+from syncd.emulator.routes.space_model import SPACE, live_space, org_spaces, set_space_content
 from syncd.emulator.store import Record, Store
 
 routes = web.RouteTableDef()

@@ -22,7 +22,7 @@ from syncd.emulator import revisions
 from syncd.emulator.dump_kind import DumpKind
 from syncd.emulator.errors import bad_request, forbidden, not_found
 from syncd.emulator.routes.members import render_user
-from syncd.emulator.routes.spaces import SPACE, live_space, org_spaces
+from syncd.emulator.routes.space_model import SPACE, live_space, org_spaces
 from syncd.emulator.store import Record, Store, iso, parse_iso
 
 routes = web.RouteTableDef()

@@ -31,7 +31,7 @@ from syncd.emulator.errors import bad_request, not_found
 from syncd.emulator.http import ADMIN_PREFIX
 from syncd.emulator.profile import IMPORT_DELAY, Profile, profile_of
 from syncd.emulator.restyle import restyle
-from syncd.emulator.routes.spaces import SPACE, live_space, org_spaces, set_space_content, space_urls
+from syncd.emulator.routes.space_model import SPACE, live_space, org_spaces, set_space_content, space_urls
 from syncd.emulator.store import Record, Store
 
 routes = web.RouteTableDef()

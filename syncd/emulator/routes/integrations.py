@@ -24,7 +24,7 @@ from syncd.emulator.dump_kind import DumpKind
 from syncd.emulator.errors import ApiProblem, bad_request, forbidden, not_found
 from syncd.emulator.routes.orgs import render_org
 from syncd.emulator.routes.settings import url_field
-from syncd.emulator.routes.spaces import org_spaces
+from syncd.emulator.routes.space_model import org_spaces
 from syncd.emulator.store import Record, Store
 
 routes = web.RouteTableDef()

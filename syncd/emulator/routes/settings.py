@@ -20,7 +20,7 @@ from syncd.emulator.dump_kind import DumpKind
 from syncd.emulator.errors import bad_request, conflict, not_found
 from syncd.emulator.profile import profile_of, unordered
 from syncd.emulator.routes.members import TEAM, render_team
-from syncd.emulator.routes.spaces import SPACE, live_space, org_spaces
+from syncd.emulator.routes.space_model import SPACE, live_space, org_spaces
 from syncd.emulator.store import Record, Store
 
 routes = web.RouteTableDef()

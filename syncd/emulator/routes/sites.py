@@ -68,7 +68,7 @@ from syncd.emulator.routes.site_model import (
     take_out_of_group,
     top_key,
 )
-from syncd.emulator.routes.spaces import SPACE, new_space, org_spaces, tree_key
+from syncd.emulator.routes.space_model import SPACE, new_space, org_spaces, tree_key
 from syncd.emulator.store import Record, Store
 
 routes = web.RouteTableDef()
