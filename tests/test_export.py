@@ -24,7 +24,7 @@ from syncd.backup import blobs_dir
 from syncd.blobs import BlobStore, download_files
 from syncd.emulator import revisions
 from syncd.emulator.generate import generate, parse_spec
-from syncd.emulator.routes.content import locate_all
+from syncd.emulator.routes.content_model import locate_all
 from syncd.emulator.routes.space_model import org_spaces
 from syncd.emulator.server import serve_emulator
 from syncd.emulator.store import Store
