@@ -28,7 +28,7 @@ from syncd.emulator.generate import generate, parse_spec
 from syncd.emulator.process import EmulatorProcess, emulator_process
 from syncd.emulator.profile import DEFAULT, DIVERGENT, PROFILES, get_profile
 from syncd.emulator.routes.members import org_teams
-from syncd.emulator.routes.settings import org_custom_fields
+from syncd.emulator.routes.settings_model import org_custom_fields
 from syncd.emulator.server import serve_emulator
 from syncd.emulator.store import Store
 from syncd.mirror import Mirror

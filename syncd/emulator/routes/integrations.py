@@ -23,7 +23,6 @@ from syncd.emulator import http as h
 from syncd.emulator.dump_kind import DumpKind
 from syncd.emulator.errors import ApiProblem, bad_request, forbidden, not_found
 from syncd.emulator.routes.orgs import render_org
-from syncd.emulator.routes.settings import url_field
 from syncd.emulator.routes.space_model import org_spaces
 from syncd.emulator.store import Record, Store
 
@@ -272,7 +271,7 @@ def _external_links(body: dict[str, Any]) -> list[dict[str, str]] | None:
     for i, item in enumerate(items):
         if not isinstance(item.get("label"), str):
             raise bad_request(f"externalLinks[{i}].label: is required (string)")
-        url = _within(f"externalLinks[{i}]", lambda item=item: url_field(item, "url", required=True))
+        url = _within(f"externalLinks[{i}]", lambda item=item: h.url_field(item, "url", required=True))
         out.append({"url": str(url), "label": item["label"]})
     return out
 
