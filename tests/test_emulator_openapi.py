@@ -370,9 +370,9 @@ SCENARIO: list[Step] = [
 def family_routes() -> dict[tuple[str, str], str]:
     """(METHOD, path shape) -> name of the route family module that serves it."""
     out = {}
-    for module in FAMILIES:
-        for route in module.routes:
-            out[(route.method, shape(route.path))] = module.__name__.rsplit(".", 1)[-1]
+    for family in FAMILIES:
+        for route in family.routes:
+            out[(route.method, shape(route.path))] = family.name
     return out
 
 

@@ -2,7 +2,7 @@
 
 Two organizations hold the same content exactly when their dumps' `data` are equal, which is
 how tests and benchmarks check a copy. Each route family declares its kinds with `DumpKind`
-in a module-level `DUMP` list; this module only walks them.
+in a module-level `DUMP` list, which `route_table` lists; this module only walks them.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ ALWAYS_VOLATILE = frozenset({"id", "createdAt", "updatedAt", "urls", "organizati
 def all_dump_kinds() -> list[DumpKind]:
     kinds: list[DumpKind] = []
     for family in FAMILIES:
-        kinds.extend(getattr(family, "DUMP", ()))
+        kinds.extend(family.dump)
     return kinds
 
 

@@ -84,9 +84,8 @@ def generate(store: Store, params: dict[str, int], seed: int = 0, all_token: str
             if index > offset + params["orgs"]:
                 continue  # an empty organization: a target to copy into
             for family in FAMILIES:
-                family_seed = getattr(family, "seed", None)
-                if family_seed is not None:
-                    family_seed(store, org["id"], random.Random(rng.random()), params)
+                if family.seed is not None:
+                    family.seed(store, org["id"], random.Random(rng.random()), params)
                     store.advance_clock(60)
         if all_token:
             result.tokens[all_token] = list(result.org_ids)

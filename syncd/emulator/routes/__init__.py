@@ -1,4 +1,4 @@
-"""Route families of the emulator; each module listed in `syncd.emulator.route_table.FAMILIES`
-has `routes` (aiohttp RouteTableDef), optionally `DUMP` (canonical dump kinds) and `seed` (the
-generator's part for it). Modules not listed there (e.g. `site_model`) hold the model and
-rendering that the listed ones share."""
+"""Route families of the emulator. `syncd.emulator.route_table.FAMILIES` lists each family's
+`routes` (aiohttp RouteTableDef; a large family spreads them over several modules), `seed`
+(the generator's part for it) and `DUMP` (canonical dump kinds). The `*_model` modules hold
+the records and rendering that a family's routes and other families share."""
