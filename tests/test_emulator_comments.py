@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from syncd.emulator import revisions
-from syncd.emulator.routes.spaces import set_space_content
+from syncd.emulator.routes.space_model import set_space_content
 from syncd.emulator.server import RunningEmulator
 from syncd.emulator.store import Record
 from tests.conftest import ALL_TOKEN, Api

@@ -25,7 +25,7 @@ from urllib.parse import quote
 import pytest
 
 from syncd.emulator.app import api_routes, create_app
-from syncd.emulator.routes import FAMILIES
+from syncd.emulator.route_table import FAMILIES
 from syncd.emulator.routes.members import INVITE
 from syncd.emulator.server import RunningEmulator
 from syncd.emulator.store import Store
@@ -370,9 +370,9 @@ SCENARIO: list[Step] = [
 def family_routes() -> dict[tuple[str, str], str]:
     """(METHOD, path shape) -> name of the route family module that serves it."""
     out = {}
-    for module in FAMILIES:
-        for route in module.routes:
-            out[(route.method, shape(route.path))] = module.__name__.rsplit(".", 1)[-1]
+    for family in FAMILIES:
+        for route in family.routes:
+            out[(route.method, shape(route.path))] = family.name
     return out
 
 

@@ -24,7 +24,8 @@ from syncd.api.client import TenantClient
 from syncd.config import RetryConfig
 from syncd.emulator.app import create_app
 from syncd.emulator.generate import generate, parse_spec
-from syncd.emulator.server import LISTENER, RunningEmulator, serve_emulator
+from syncd.emulator.listener import LISTENER
+from syncd.emulator.server import RunningEmulator, serve_emulator
 from syncd.emulator.store import Store
 
 TOKEN = "outage-token"

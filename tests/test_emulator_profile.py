@@ -28,7 +28,7 @@ from syncd.emulator.generate import generate, parse_spec
 from syncd.emulator.process import EmulatorProcess, emulator_process
 from syncd.emulator.profile import DEFAULT, DIVERGENT, PROFILES, get_profile
 from syncd.emulator.routes.members import org_teams
-from syncd.emulator.routes.settings import org_custom_fields
+from syncd.emulator.routes.settings_model import org_custom_fields
 from syncd.emulator.server import serve_emulator
 from syncd.emulator.store import Store
 from syncd.state import StateStore
@@ -290,7 +290,7 @@ async def test_unordered_lists_are_sorted_and_positional_lists_are_not(served: S
 
 
 def _walk(store: Store, org: str) -> list[tuple[str, dict[str, Any]]]:
-    from syncd.emulator.routes.spaces import walk_tree
+    from syncd.emulator.routes.space_model import walk_tree
 
     return walk_tree(store, org)
 

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from syncd import catalog
 from syncd.emulator import revisions
 from syncd.emulator.generate import generate, parse_spec
-from syncd.emulator.routes.content import locate_all
-from syncd.emulator.routes.spaces import org_spaces
+from syncd.emulator.routes.content_model import locate_all
+from syncd.emulator.routes.space_model import org_spaces
 from syncd.emulator.server import serve_emulator
 from syncd.emulator.store import Store
 from syncd.read.backup import blobs_dir

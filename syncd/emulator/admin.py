@@ -5,31 +5,28 @@ canonical dump of an organization. No auth: the emulator is meant for loopback."
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from aiohttp import web
 
 from syncd.emulator import http as h
 from syncd.emulator.canonical import dump_org
 from syncd.emulator.errors import bad_request, conflict, not_found
+from syncd.emulator.http import ADMIN_PREFIX
+from syncd.emulator.knobs import EMULATOR, START, Emulator, reset_app
+from syncd.emulator.listener import LISTENER, MAX_OUTAGE_SECONDS
 from syncd.emulator.profile import PROFILE, get_profile, profile_of
 
-ADMIN_PREFIX = "/_emulator"
 OUTAGE_DELAY = 0.05
 """Seconds between answering `POST /_emulator/outage` and going down: the 202 is sent first."""
 routes = web.RouteTableDef()
 
 
-def _emulator(request: web.Request) -> Any:
-    from syncd.emulator.app import EMULATOR
-
+def _emulator(request: web.Request) -> Emulator:
     return request.app[EMULATOR]
 
 
 @routes.get(ADMIN_PREFIX + "/stats")
 async def get_stats(request: web.Request) -> web.Response:
-    from syncd.emulator.server import LISTENER
-
     emu = _emulator(request)
     data = emu.stats.as_dict()
     data["rate_limited"] = emu.limiter.limited
@@ -163,8 +160,6 @@ async def advance_clock(request: web.Request) -> web.Response:
 async def post_outage(request: web.Request) -> web.Response:
     """`{"seconds": S}`: stop listening for S seconds (0 < S <= 3600), hanging up on every request
     meanwhile, then come back on the same URL with the same data. Answers 202 first."""
-    from syncd.emulator.server import LISTENER, MAX_OUTAGE_SECONDS
-
     body = await h.json_body(request)
     seconds = body.get("seconds")
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds <= MAX_OUTAGE_SECONDS:
@@ -180,11 +175,8 @@ async def post_outage(request: web.Request) -> web.Response:
 
 @routes.post(ADMIN_PREFIX + "/reset")
 async def post_reset(request: web.Request) -> web.Response:
-    """Everything as it was when the emulator started (`app.reset_app`); 409 unless it was
+    """Everything as it was when the emulator started (`knobs.reset_app`); 409 unless it was
     started resettable (`syncd emulator serve --resettable`) or while an outage is under way."""
-    from syncd.emulator.app import START, reset_app
-    from syncd.emulator.server import LISTENER
-
     if START not in request.app:
         raise conflict("reset: this emulator was not started resettable (syncd emulator serve --resettable)")
     listener = request.app.get(LISTENER)

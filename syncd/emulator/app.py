@@ -1,6 +1,6 @@
 """The emulator's aiohttp application: middlewares for statistics, rate limits, faults,
 authentication, errors and the behaviour profile's answer shapes around the route families
-of `syncd.emulator.routes`."""
+of `syncd.emulator.route_table` and the admin routes."""
 
 from __future__ import annotations
 
@@ -9,22 +9,19 @@ import copy
 import hashlib
 import json
 import logging
-import random
 import re
-import time
 import uuid
-from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
+from syncd.emulator import admin
 from syncd.emulator.errors import ApiProblem, error_response, unauthorized
-from syncd.emulator.faults import Faults
 from syncd.emulator.http import CAPS, FAULT_STATUS, STORE, USER_ID, ServerCaps
+from syncd.emulator.knobs import EMULATOR, START, Start, new_knobs
 from syncd.emulator.profile import PROFILE, Played, Profile, get_profile, profile_of
-from syncd.emulator.ratelimit import RateLimiter
+from syncd.emulator.route_table import FAMILIES
 from syncd.emulator.store import Store
 
 log = logging.getLogger("syncd.emulator")
@@ -36,88 +33,6 @@ HTML_502 = (
     "<html><head><title>502 Bad Gateway</title></head>"
     "<body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>"
 )
-
-
-@dataclass
-class Stats:
-    """Requests by (method, route, status); faults count under their own status names."""
-
-    by_route: Counter[tuple[str, str, str]] = field(default_factory=Counter)
-
-    def record(self, method: str, route: str, status: str) -> None:
-        self.by_route[(method, route, status)] += 1
-
-    def as_dict(self) -> dict[str, object]:
-        rows = [
-            {"method": m, "route": r, "status": s, "count": n}
-            for (m, r, s), n in sorted(self.by_route.items())
-        ]
-        by_status: Counter[str] = Counter()
-        for (_, _, status), n in self.by_route.items():
-            by_status[status] += n
-        return {"total": sum(self.by_route.values()), "by_status": dict(by_status), "routes": rows}
-
-
-@dataclass
-class Emulator:
-    """Knobs that tests and benchmarks change at run time (through the admin routes too)."""
-
-    store: Store
-    limiter: RateLimiter = field(default_factory=RateLimiter)
-    faults: Faults = field(default_factory=Faults)
-    stats: Stats = field(default_factory=Stats)
-    rng: random.Random = field(default_factory=lambda: random.Random(0))
-    forbidden: list[str] = field(default_factory=list)
-    """Regexes of paths answered 403 (a sub-resource the token may not read), matched against
-    the path and against `METHOD path` (so `^GET /v1/...` refuses a listing, not its create)."""
-    corrupt: list[str] = field(default_factory=list)
-    """Regexes of list paths whose first item is answered as a malformed object."""
-
-
-EMULATOR: web.AppKey[Emulator] = web.AppKey("emulator", Emulator)
-
-
-@dataclass(frozen=True)
-class Start:
-    """What the emulator was when it started serving, kept by a resettable app only: tests that
-    share one emulator process (its start costs more than most tests) return it there between
-    tests, `POST /_emulator/reset`, instead of starting another."""
-
-    store: Store
-    """A deep copy, never served: each reset serves a fresh copy of it."""
-    profile: Profile
-    caps: ServerCaps
-    rate: float
-    burst: float | None
-    faults: dict[str, float] | None
-    fault_seed: int
-
-
-START: web.AppKey[Start] = web.AppKey("start", Start)
-
-
-def _knobs(store: Store, rate: float, burst: float | None, faults: dict[str, float] | None, fault_seed: int) -> Emulator:
-    """The run-time knobs of a new app, and of one reset to its start (`reset_app`)."""
-    # Buckets refill on the emulator's clock: real time plus what `POST /_emulator/clock` added.
-    limiter = RateLimiter(clock=lambda: time.monotonic() + store.clock_offset(), wall=lambda: time.time() + store.clock_offset())
-    emu = Emulator(store=store, limiter=limiter, rng=random.Random(fault_seed))
-    emu.limiter.configure(rate, burst)
-    if faults:
-        emu.faults.update(faults)
-    return emu
-
-
-def reset_app(app: web.Application) -> None:
-    """Everything back to the start, built as `create_app` built it. A started app's keys cannot
-    be replaced, so the objects they hold (the store, the knobs, the profile, the caps) take the
-    contents of new ones."""
-    start = app[START]
-    store = app[STORE]
-    vars(store).clear()
-    vars(store).update(vars(copy.deepcopy(start.store)))
-    vars(app[EMULATOR]).update(vars(_knobs(store, start.rate, start.burst, start.faults, start.fault_seed)))
-    app[PROFILE].profile = start.profile
-    vars(app[CAPS]).update(vars(start.caps))
 
 
 def route_name(request: web.Request) -> str:
@@ -372,11 +287,8 @@ def create_app(
     `page_cap` None takes the profile's. Every knob can be changed later through `/_emulator`.
     `resettable` keeps a copy of the start (`reset_app`); off by default, since a benchmark's
     store can be large."""
-    from syncd.emulator import admin
-    from syncd.emulator.routes import FAMILIES
-
     chosen = get_profile(profile)
-    emu = _knobs(store, rate_limit, burst, faults, fault_seed)
+    emu = new_knobs(store, rate_limit, burst, faults, fault_seed)
     app = web.Application(
         middlewares=[
             stats_middleware,

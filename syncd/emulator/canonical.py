@@ -2,48 +2,27 @@
 
 Two organizations hold the same content exactly when their dumps' `data` are equal, which is
 how tests and benchmarks check a copy. Each route family declares its kinds with `DumpKind`
-in a module-level `DUMP` list; this module only walks them.
+in a module-level `DUMP` list, which `route_table` lists; this module only walks them.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from syncd.emulator.dump_kind import DumpKind
+from syncd.emulator.route_table import FAMILIES
 from syncd.emulator.store import Record, Store
 
 DUMP_BASE_URL = "http://emulator.invalid"
 ALWAYS_VOLATILE = frozenset({"id", "createdAt", "updatedAt", "urls", "organization", "permissions"})
 
 
-@dataclass(frozen=True)
-class DumpKind:
-    """How one kind of object appears in the canonical dump.
-
-    `records` lists the organization's records in API order; `render` gives the object as a
-    GET answers it; `label` names it among its siblings (usually the title); `parent` gives
-    the (kind, id) whose path prefixes this one; `refs` maps fields holding ids (or objects
-    with an `id`, or lists of either) to the kind they reference; `volatile` fields differ
-    between copies by nature and are left out.
-    """
-
-    name: str
-    records: Callable[[Store, str], Iterable[Record]]
-    render: Callable[[Store, Record, str], dict[str, Any]]
-    label: Callable[[dict[str, Any]], str]
-    parent: Callable[[Store, Record], tuple[str, str] | None] = lambda store, record: None
-    refs: Mapping[str, str] = field(default_factory=dict)
-    volatile: frozenset[str] = frozenset()
-
-
 def all_dump_kinds() -> list[DumpKind]:
-    from syncd.emulator.routes import FAMILIES
-
     kinds: list[DumpKind] = []
     for family in FAMILIES:
-        kinds.extend(getattr(family, "DUMP", ()))
+        kinds.extend(family.dump)
     return kinds
 
 

@@ -12,6 +12,8 @@ import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from syncd.emulator.route_table import FAMILIES
+from syncd.emulator.routes.orgs import new_org
 from syncd.emulator.store import Store
 
 DEFAULTS: dict[str, int] = {
@@ -65,9 +67,6 @@ def generate(store: Store, params: dict[str, int], seed: int = 0, all_token: str
     """Fill `store`: per organization an owner with token `org<N>-token`, plus `all_token`
     (when given) for a user who is admin of every generated organization. `empty_orgs`
     more organizations follow the generated ones with nothing in them (copy targets)."""
-    from syncd.emulator.routes import FAMILIES
-    from syncd.emulator.routes.orgs import new_org
-
     rng = random.Random(seed)
     store.freeze_clock(GENERATION_EPOCH)
     result = Generated()
@@ -85,9 +84,8 @@ def generate(store: Store, params: dict[str, int], seed: int = 0, all_token: str
             if index > offset + params["orgs"]:
                 continue  # an empty organization: a target to copy into
             for family in FAMILIES:
-                family_seed = getattr(family, "seed", None)
-                if family_seed is not None:
-                    family_seed(store, org["id"], random.Random(rng.random()), params)
+                if family.seed is not None:
+                    family.seed(store, org["id"], random.Random(rng.random()), params)
                     store.advance_clock(60)
         if all_token:
             result.tokens[all_token] = list(result.org_ids)

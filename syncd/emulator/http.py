@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -23,6 +24,9 @@ from syncd.emulator.store import ROLES, Record, Store
 from syncd.ordering import PositionError, parse_position
 
 MAX_LIMIT_DEFAULT = 1000
+ADMIN_PREFIX = "/_emulator"
+"""Where the admin routes live, outside `/v1`: the admin module's and the families' own
+(e.g. adding pages without a revision round trip) share it."""
 
 STORE: web.AppKey[Store] = web.AppKey("store", Store)
 
@@ -125,6 +129,17 @@ def text(
         raise bad_request(f"{name}: must be at most {max_len} characters")
     if pattern is not None and not re.fullmatch(pattern, value):
         raise bad_request(f"{name}: does not match the pattern {pattern}")
+    return value
+
+
+def url_field(body: dict[str, Any], name: str, max_len: int = 2048, *, required: bool = False, allow_empty: bool = False) -> str | None:
+    """An absolute http(s) URL (format `uri`); `allow_empty` lets "" clear an optional URL."""
+    value = text(body, name, required=required, max_len=max_len)
+    if value is None or (allow_empty and value == ""):
+        return value
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc or " " in value:
+        raise bad_request(f"{name}: must be an absolute http(s) URL")
     return value
 
 

@@ -14,7 +14,7 @@ from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from syncd.emulator.errors import bad_request, not_found
+from syncd.emulator.errors import bad_request, forbidden, not_found
 from syncd.ordering import PositionError, place
 
 ROLES = ("admin", "create", "review", "edit", "comment", "read")
@@ -122,8 +122,6 @@ class Store:
     def require_admin(self, user_id: str, org_id: str) -> None:
         role = self.role_in(user_id, org_id)
         if role != "admin":
-            from syncd.emulator.errors import forbidden
-
             raise forbidden("this operation needs the admin role in the organization")
 
     def user_orgs(self, user_id: str) -> list[Record]:

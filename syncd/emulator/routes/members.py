@@ -18,9 +18,9 @@ from typing import Any
 from aiohttp import web
 
 from syncd.emulator import http as h
-from syncd.emulator.canonical import DumpKind
+from syncd.emulator.dump_kind import DumpKind
 from syncd.emulator.errors import bad_request, forbidden, not_found
-from syncd.emulator.routes.spaces import COLLECTION, SPACE, org_spaces, render_collection, render_space
+from syncd.emulator.routes.space_model import COLLECTION, SPACE, org_spaces, render_collection, render_space
 from syncd.emulator.store import ROLE_RANK, ROLES, Record, Store, iso, parse_iso
 
 routes = web.RouteTableDef()

@@ -7,7 +7,7 @@ from typing import Any
 from aiohttp import web
 
 from syncd.emulator import http as h
-from syncd.emulator.canonical import DumpKind
+from syncd.emulator.dump_kind import DumpKind
 from syncd.emulator.errors import conflict
 from syncd.emulator.store import Record, Store
 

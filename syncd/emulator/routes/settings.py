@@ -4,6 +4,9 @@ All four are flat, per-organization kinds listed in creation order. Reads need m
 writes need the admin role (they change how the whole organization signs in or publishes).
 Custom field values of a space live here too, one record per (space, field), with the id
 `<space id>:<field id>` so a space's values are found without scanning every record.
+
+This module holds their routes, generator and dump kinds; the records and their rendering are
+in `settings_model`.
 """
 
 from __future__ import annotations
@@ -11,22 +14,46 @@ from __future__ import annotations
 import hashlib
 import random
 from typing import Any
-from urllib.parse import urlsplit
 
 from aiohttp import web
 
 from syncd.emulator import http as h
-from syncd.emulator.canonical import DumpKind
+from syncd.emulator.dump_kind import DumpKind
 from syncd.emulator.errors import bad_request, conflict, not_found
 from syncd.emulator.profile import profile_of, unordered
-from syncd.emulator.routes.members import TEAM, render_team
-from syncd.emulator.routes.spaces import SPACE, live_space, org_spaces
+from syncd.emulator.routes.members import TEAM
+from syncd.emulator.routes.settings_model import (
+    CUSTOM_FIELD,
+    FIELD_VALUE,
+    OPENAPI,
+    SAML,
+    TRANSLATION,
+    advance_processing,
+    check_value,
+    field_by_name,
+    finish_processing,
+    new_custom_field,
+    new_openapi_spec,
+    new_saml_provider,
+    new_translation,
+    org_custom_fields,
+    org_openapi_specs,
+    org_saml_providers,
+    org_translations,
+    render_custom_field,
+    render_openapi_spec,
+    render_saml_provider,
+    render_translation,
+    saml_service,
+    set_field_value,
+    set_spec_source,
+    space_field_values,
+    spec_by_slug,
+)
+from syncd.emulator.routes.space_model import SPACE, live_space, org_spaces
 from syncd.emulator.store import Record, Store
 
 routes = web.RouteTableDef()
-
-SAML, OPENAPI, TRANSLATION = "saml-provider", "openapi-spec", "translation-settings"
-CUSTOM_FIELD, FIELD_VALUE = "custom-field", "space-custom-field-value"
 
 SLUG_PATTERN = r"^[a-z0-9]+(?:-[a-z0-9]+)*$"
 FIELD_NAME_PATTERN = r"^[a-z0-9_-]+$"
@@ -39,7 +66,6 @@ LANGUAGES = (
 # accepts (string, number, boolean, string[]).
 FIELD_TYPES = ("text", "number", "boolean", "single-select", "multi-select")
 SELECT_TYPES = ("single-select", "multi-select")
-TEXT_VALUE_MAX = 256
 
 
 # ----- shared helpers ---------------------------------------------------------------------
@@ -65,53 +91,11 @@ def _in_org(store: Store, kind: str, record_id: str, org_id: str, label: str) ->
     return record
 
 
-def url_field(body: dict[str, Any], name: str, max_len: int = 2048, *, required: bool = False, allow_empty: bool = False) -> str | None:
-    """An absolute http(s) URL (format `uri`); `allow_empty` lets "" clear an optional URL."""
-    value = h.text(body, name, required=required, max_len=max_len)
-    if value is None or (allow_empty and value == ""):
-        return value
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.netloc or " " in value:
-        raise bad_request(f"{name}: must be an absolute http(s) URL")
-    return value
-
-
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 # ----- SAML providers ---------------------------------------------------------------------
-
-
-def saml_status(record: Record) -> str:
-    """`active` once the identity provider is fully described, `pending` until then."""
-    return "active" if all(record.get(k) for k in ("ssoURL", "entityID", "certificate")) else "pending"
-
-
-def _saml_service(record: Record, base: str) -> dict[str, str]:
-    root = f"{base}/sso/saml/{record['id']}"
-    return {"acsURL": f"{root}/acs", "startURL": f"{root}/start", "entityID": f"{root}/metadata"}
-
-
-def render_saml_provider(store: Store, record: Record, base: str) -> dict[str, Any]:
-    """`ssoURL`, `entityID` and `certificate` are required in the answer: "" until set."""
-    data: dict[str, Any] = {
-        "object": SAML,
-        "id": record["id"],
-        "label": record["label"],
-        "ssoURL": record.get("ssoURL", ""),
-        "entityID": record.get("entityID", ""),
-        "certificate": record.get("certificate", ""),
-        "defaultRole": record.get("defaultRole"),
-        "createdAt": record["createdAt"],
-        "status": saml_status(record),
-        "service": _saml_service(record, base),
-        "urls": {"location": f"{base}/v1/orgs/{record['org']}/saml/{record['id']}"},
-    }
-    team = store.get(TEAM, record["defaultTeam"]) if record.get("defaultTeam") else None
-    if team is not None and team.get("org") == record["org"]:
-        data["defaultTeam"] = render_team(store, team, base)
-    return data
 
 
 def _saml_fields(store: Store, org_id: str, body: dict[str, Any], creating: bool) -> dict[str, Any]:
@@ -123,7 +107,7 @@ def _saml_fields(store: Store, org_id: str, body: dict[str, Any], creating: bool
     if "certificate" in body:
         fields["certificate"] = h.text(body, "certificate", max_len=10000)
     if "ssoURL" in body:
-        fields["ssoURL"] = url_field(body, "ssoURL", allow_empty=True)
+        fields["ssoURL"] = h.url_field(body, "ssoURL", allow_empty=True)
     if "defaultTeam" in body:
         team_id = h.text(body, "defaultTeam", nullable=True)
         if team_id:
@@ -134,16 +118,6 @@ def _saml_fields(store: Store, org_id: str, body: dict[str, Any], creating: bool
     if "defaultRole" in body:
         fields["defaultRole"] = h.role(body, "defaultRole", nullable=True)
     return fields
-
-
-def new_saml_provider(store: Store, org_id: str, label: str, **fields: Any) -> Record:
-    record: Record = {"org": org_id, "label": label, "defaultRole": None, "defaultTeam": None, "createdAt": store.now_iso()}
-    record.update(fields)
-    return store.add(SAML, record)
-
-
-def org_saml_providers(store: Store, org_id: str) -> list[Record]:
-    return store.where(SAML, org=org_id)
 
 
 @routes.get("/v1/orgs/{organizationId}/saml")
@@ -198,7 +172,7 @@ async def list_sso_logins(request: web.Request) -> web.Response:
     store, org = _org(request)
     base = h.base_url(request)
     providers = unordered(profile_of(request), org_saml_providers(store, org["id"]), lambda r: r["label"])
-    items = [{"id": r["id"], "label": r["label"], "startURL": _saml_service(r, base)["startURL"]} for r in providers]
+    items = [{"id": r["id"], "label": r["label"], "startURL": saml_service(r, base)["startURL"]} for r in providers]
     return h.json_answer({"items": items})
 
 
@@ -209,94 +183,13 @@ def _source(body: dict[str, Any]) -> dict[str, str]:
     """`{url}` or `{text}` (the public OpenAPI document's two `OpenAPISpecSource` shapes)."""
     source = h.obj(body, "source", required=True)
     if "url" in source and "text" not in source:
-        return {"url": str(url_field(source, "url", 2048, required=True))}
+        return {"url": str(h.url_field(source, "url", 2048, required=True))}
     if "text" in source and "url" not in source:
         text = source["text"]
         if not isinstance(text, str) or not text:
             raise bad_request("source.text: must be a non-empty string")
         return {"text": text}
     raise bad_request("source: must be {url: <URL>} or {text: <specification text>}")
-
-
-def _outcome(source: dict[str, str]) -> str | None:
-    """The processing error a source ends with: hosts under .invalid cannot be fetched, and
-    a text that names neither OpenAPI nor Swagger cannot be parsed (deterministic failures)."""
-    if "url" in source:
-        host = urlsplit(source["url"]).hostname or ""
-        return "FETCH_ERROR" if host.endswith(".invalid") else None
-    lowered = source["text"][:4096].lower()
-    return None if ("openapi" in lowered or "swagger" in lowered) else "PARSE_ERROR"
-
-
-def set_spec_source(store: Store, record: Record, source: dict[str, str]) -> bool:
-    """Point a spec at a source; a different source is a new version, processed again."""
-    if record.get("source") == source:
-        return False
-    record["source"] = source
-    record["lastVersion"] = store.new_id()
-    record["processingState"] = "pending"
-    record["updatedAt"] = store.now_iso()
-    return True
-
-
-def advance_processing(store: Store, record: Record) -> Record:
-    """One processing step per read (pending -> progress -> complete): a client that polls
-    sees every state, deterministically."""
-    state = record.get("processingState")
-    if state == "pending":
-        record["processingState"] = "progress"
-    elif state == "progress":
-        finish_processing(store, record)
-    return record
-
-
-def finish_processing(store: Store, record: Record) -> None:
-    record["processingState"] = "complete"
-    record["lastProcessedAt"] = store.now_iso()
-    error = _outcome(record["source"])
-    if error:
-        record["lastProcessErrorCode"] = error
-    else:
-        record.pop("lastProcessErrorCode", None)
-
-
-def new_openapi_spec(store: Store, org_id: str, slug: str, source: dict[str, str]) -> Record:
-    ts = store.now_iso()
-    record: Record = {"org": org_id, "slug": slug, "createdAt": ts, "updatedAt": ts}
-    set_spec_source(store, record, source)
-    return store.add(OPENAPI, record)
-
-
-def org_openapi_specs(store: Store, org_id: str) -> list[Record]:
-    return store.where(OPENAPI, org=org_id)
-
-
-def spec_by_slug(store: Store, org_id: str, slug: str) -> Record | None:
-    return next((r for r in org_openapi_specs(store, org_id) if r["slug"] == slug), None)
-
-
-def render_openapi_spec(store: Store, record: Record, base: str) -> dict[str, Any]:
-    org_id, slug = record["org"], record["slug"]
-    error = record.get("lastProcessErrorCode")
-    data = {
-        "object": OPENAPI,
-        "id": record["id"],
-        "createdAt": record["createdAt"],
-        "updatedAt": record["updatedAt"],
-        "slug": slug,
-        "sourceURL": record["source"].get("url"),
-        "processingState": record["processingState"],
-        "lastVersion": record.get("lastVersion"),
-        "lastProcessedAt": record.get("lastProcessedAt"),
-        "lastProcessErrorCode": error,
-        "lastProcessedErrorCount": 1 if error else 0,
-        "permissions": {"view": True, "edit": True},
-        "urls": {
-            "location": f"{base}/v1/orgs/{org_id}/openapi/{slug}",
-            "app": f"{base}/app/o/{org_id}/openapi/{slug}",
-        },
-    }
-    return h.strip_none(data)
 
 
 def _dump_openapi_spec(store: Store, record: Record, base: str) -> dict[str, Any]:
@@ -396,28 +289,6 @@ def _languages(body: dict[str, Any]) -> list[str] | None:
     return languages
 
 
-def new_translation(store: Store, org_id: str, title: str, languages: list[str] | None = None) -> Record:
-    ts = store.now_iso()
-    return store.add(TRANSLATION, {"org": org_id, "title": title, "languages": list(languages or []), "createdAt": ts, "updatedAt": ts})
-
-
-def org_translations(store: Store, org_id: str) -> list[Record]:
-    return store.where(TRANSLATION, org=org_id)
-
-
-def render_translation(store: Store, record: Record, base: str) -> dict[str, Any]:
-    return {
-        "object": TRANSLATION,
-        "id": record["id"],
-        "title": record["title"],
-        "languages": list(record.get("languages", [])),
-        "createdAt": record["createdAt"],
-        "updatedAt": record["updatedAt"],
-        "permissions": {"view": True, "edit": True},
-        "urls": {"location": f"{base}/v1/orgs/{record['org']}/translations/{record['id']}"},
-    }
-
-
 def _translation(store: Store, org: Record, request: web.Request) -> Record:
     return _in_org(store, TRANSLATION, request.match_info["translationSettingsId"], org["id"], "translation settings")
 
@@ -467,39 +338,6 @@ async def delete_translation(request: web.Request) -> web.Response:
 
 
 # ----- custom fields ----------------------------------------------------------------------
-
-
-def org_custom_fields(store: Store, org_id: str) -> list[Record]:
-    return store.where(CUSTOM_FIELD, org=org_id)
-
-
-def field_by_name(store: Store, org_id: str, name: str) -> Record | None:
-    return next((r for r in org_custom_fields(store, org_id) if r["name"] == name), None)
-
-
-def new_custom_field(store: Store, org_id: str, name: str, field_type: str, **fields: Any) -> Record:
-    ts = store.now_iso()
-    record: Record = {"org": org_id, "name": name, "type": field_type, "createdAt": ts, "updatedAt": ts}
-    record.update({k: v for k, v in fields.items() if v is not None})
-    return store.add(CUSTOM_FIELD, record)
-
-
-def render_custom_field(store: Store, record: Record, base: str) -> dict[str, Any]:
-    data = {
-        "object": CUSTOM_FIELD,
-        "id": record["id"],
-        "name": record["name"],
-        "title": record.get("title"),
-        "description": record.get("description"),
-        "type": record["type"],
-        "placeholder": record.get("placeholder"),
-        "options": list(record["options"]) if "options" in record else None,
-        "createdAt": record["createdAt"],
-        "updatedAt": record["updatedAt"],
-        "permissions": {"view": True, "edit": True},
-        "urls": {"location": f"{base}/v1/orgs/{record['org']}/custom-fields/{record['name']}"},
-    }
-    return h.strip_none(data)
 
 
 def _field_details(body: dict[str, Any]) -> dict[str, Any]:
@@ -577,55 +415,6 @@ async def delete_custom_field(request: web.Request) -> web.Response:
 
 
 # ----- custom field values of spaces ------------------------------------------------------
-
-
-def value_id(space_id: str, field_id: str) -> str:
-    return f"{space_id}:{field_id}"
-
-
-def space_field_values(store: Store, space: Record) -> list[tuple[Record, Record]]:
-    """(field, value record) of a space, in the organization's field order.
-
-    Only fields of the space's current organization count (a transferred space keeps no
-    values of its old organization's fields)."""
-    out = []
-    for field in org_custom_fields(store, space["org"]):
-        value = store.get(FIELD_VALUE, value_id(space["id"], field["id"]))
-        if value is not None:
-            out.append((field, value))
-    return out
-
-
-def check_value(field: Record, value: Any) -> Any:
-    """The value if it fits the field's type (and options); 400 naming the field otherwise."""
-    name, field_type, options = field["name"], field["type"], field.get("options") or []
-    where = f"values.{name}.value"
-    if field_type == "text":
-        if not isinstance(value, str) or len(value) > TEXT_VALUE_MAX:
-            raise bad_request(f"{where}: must be a string of at most {TEXT_VALUE_MAX} characters")
-    elif field_type == "number":
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise bad_request(f"{where}: must be a number")
-    elif field_type == "boolean":
-        if not isinstance(value, bool):
-            raise bad_request(f"{where}: must be a boolean")
-    elif field_type == "single-select":
-        if value not in options:
-            raise bad_request(f"{where}: must be one of the field's options")
-    elif field_type == "multi-select":
-        if not isinstance(value, list) or any(v not in options for v in value):
-            raise bad_request(f"{where}: must be an array of the field's options")
-        value = list(dict.fromkeys(value))
-    return value
-
-
-def set_field_value(store: Store, space: Record, field: Record, value: Any) -> None:
-    """Set (or, with None, remove) a space's value of a field; the value must be checked."""
-    key = value_id(space["id"], field["id"])
-    if value is None:
-        store.remove(FIELD_VALUE, key)
-        return
-    store.add(FIELD_VALUE, {"id": key, "org": space["org"], "space": space["id"], "field": field["id"], "value": value})
 
 
 @routes.get("/v1/spaces/{spaceId}/custom-fields")

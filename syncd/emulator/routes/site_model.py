@@ -26,7 +26,7 @@ from typing import Any
 
 from syncd.emulator import http as h
 from syncd.emulator.profile import DEFAULT, Profile
-from syncd.emulator.routes.spaces import SPACE, render_space
+from syncd.emulator.routes.space_model import SPACE, render_space
 from syncd.emulator.store import Record, Store
 
 SITE, SECTION, GROUP, SITE_SPACE = "site", "site-section", "site-section-group", "site-space"
