@@ -33,20 +33,18 @@ Limits, because the server may be hostile or broken (issue 11):
 - Depth: JSON nested deeper than the parser can go is a MalformedResponse, not a RecursionError.
 - Paths: sent exactly as written (`encoded=True`), never normalized: an id `.` or `..`
   (`%2E`, `%2E%2E` once quoted) must not turn a call into one on another resource, so dot
-  segments are encoded even in paths built without quoting.
+  segments are encoded even in paths built without quoting (`syncd.api.urls`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import random
-import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
-from urllib.parse import quote
 
 import aiohttp
 import anyio
@@ -88,12 +86,13 @@ from syncd.api.answers import error_body as _error_body
 from syncd.api.answers import is_blank as _blank
 from syncd.api.answers import loads_consuming as _loads_consuming
 from syncd.api.answers import read_capped as _read_capped
+from syncd.api.retry_notice import retry_notice
 from syncd.api.stats import ClientStats
 from syncd.api.telemetry import current_observer
+from syncd.api.urls import QUERY_SAFE, query_values, quoted, safe_path
 from syncd.config import RetryConfig
 from syncd.fencing import require_lease
 from syncd.logging import get_logger, redact_text, register_secret
-from syncd.safe_text import one_line
 
 if TYPE_CHECKING:
     from syncd.config import Settings
@@ -116,9 +115,6 @@ DEFAULT_MAX_ANSWER_BYTES = 64 * 1024 * 1024
 """The largest answer taken (`max_answer_bytes`): a page of 1000 big objects is a few MB."""
 _ERROR_BODY_BYTES = 1024 * 1024
 """What is read of an error answer: its message is cut to a few KB anyway."""
-_PATH_SAFE = "/!$&'()*+,;=:@-._~%"
-_QUERY_SAFE = _PATH_SAFE + "?"
-_LONE_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 Sleep = Callable[[float], Awaitable[Any]]
 Validator = Callable[[Any], None]
@@ -136,37 +132,6 @@ class ApiResponse:
 def make_global_limiter(settings: Settings) -> anyio.CapacityLimiter:
     """The limiter shared by every tenant's client of one process (`Settings.concurrency`)."""
     return anyio.CapacityLimiter(settings.concurrency)
-
-
-def _query(params: Mapping[str, Any]) -> dict[str, str | list[str]]:
-    """Query values as the API reads them: booleans as true/false, None left out."""
-    out: dict[str, str | list[str]] = {}
-    for key, value in params.items():
-        if value is None:
-            continue
-        if isinstance(value, list | tuple):
-            out[key] = [_scalar(v) for v in value]
-        else:
-            out[key] = _scalar(value)
-    return out
-
-
-def _scalar(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _quoted(text: str, safe: str) -> str:
-    """`text` percent-encoded where it must be; escapes already there are kept."""
-    return quote(_LONE_PERCENT.sub("%25", text), safe=safe)
-
-
-def _safe_path(path: str) -> str:
-    """A path to send as it is: quoted where needed, and no segment `.` or `..` (which any
-    URL library or server would resolve as a dot segment): those become `%2E` / `%2E%2E`."""
-    segments = _quoted(path, _PATH_SAFE).split("/")
-    return "/".join({".": "%2E", "..": "%2E%2E"}.get(segment, segment) for segment in segments)
 
 
 _STATUS_ERRORS: dict[int, type[ApiError]] = {401: AuthError, 403: AuthError, 404: NotFound, 409: Conflict, 429: RateLimited}
@@ -393,7 +358,7 @@ class TenantClient:
     def _url(self, method: str, path: str, params: Mapping[str, Any] | None) -> tuple[URL, str]:
         """(full URL, path safe to show in errors: as sent, without query or host).
 
-        The URL is built `encoded=True` from a quoted path without dot segments (`_safe_path`):
+        The URL is built `encoded=True` from a quoted path without dot segments (`safe_path`):
         yarl would otherwise resolve `..` (and `%2E%2E`) and send a call to another resource."""
         if path.startswith(("http://", "https://")):
             parsed = URL(path)
@@ -415,10 +380,10 @@ class TenantClient:
                 relative = relative[3:]
             prefix = str(self._origin) + self._base.raw_path.rstrip("/")
         raw_path, _, query = relative.split("#", 1)[0].partition("?")
-        url = URL(prefix + _safe_path(raw_path) + ("?" + _quoted(query, _QUERY_SAFE) if query else ""), encoded=True)
-        shown = _safe_path(shown.split("#", 1)[0].split("?", 1)[0])
+        url = URL(prefix + safe_path(raw_path) + ("?" + quoted(query, QUERY_SAFE) if query else ""), encoded=True)
+        shown = safe_path(shown.split("#", 1)[0].split("?", 1)[0])
         if params:
-            url = url.update_query(_query(params))
+            url = url.update_query(query_values(params))
         return url, shown
 
     async def _attempt(
@@ -616,19 +581,3 @@ class TenantClient:
             retry_notice(state.attempt_number, self.retry.max_attempts - 1, state.upcoming_sleep, error),
             tenant=self.name,
         )
-
-
-def _seconds(wait: float) -> str:
-    return f"{wait:.1f} s" if wait < 10 else f"{wait:.0f} s"
-
-
-def retry_notice(retry: int, retries: int, wait: float, error: BaseException | None) -> str:
-    """`retry 3/7 in 4.0 s: GET /v1/orgs: connection refused by 127.0.0.1:8790`: one line, the
-    server's text through `safe_text.one_line` (cut, no control characters), no token."""
-    if isinstance(error, ApiError):
-        where = " ".join(part for part in (error.method, error.path) if part)
-        what = f"{error.status} {error.message}" if error.status is not None else error.message
-        reason = f"{where}: {what}" if where else what
-    else:
-        reason = f"{type(error).__name__}: {error}" if error is not None else "unknown error"
-    return f"retry {retry}/{retries} in {_seconds(wait)}: {redact_text(one_line(reason))[:300]}"

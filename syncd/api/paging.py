@@ -28,13 +28,11 @@ import hashlib
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from syncd.api.errors import ApiError, PagingError
+from syncd.api.stats import ClientStats
 from syncd.logging import get_logger
-
-if TYPE_CHECKING:
-    from syncd.api.client import TenantClient
 
 log = get_logger("syncd.api")
 
@@ -45,6 +43,8 @@ __all__ = [
     "PAGE_LIMIT",
     "RESTART_STATUSES",
     "OnRestart",
+    "PageAnswer",
+    "PagedClient",
     "Paginator",
     "check_envelope",
     "next_token",
@@ -66,6 +66,36 @@ RESTART_STATUSES = frozenset({400, 404, 410})
 a token expired (the spec does not say which, so the message is not read)."""
 
 OnRestart = Callable[[], Awaitable[None] | None]
+
+
+class PageAnswer(Protocol):
+    """An answer to one page's request: its parsed body (`ApiResponse` is one)."""
+
+    @property
+    def data(self) -> Any: ...
+
+
+class PagedClient(Protocol):
+    """What `paginate` needs of a client (`TenantClient` is one): named here, so that paging
+    sits below the client that offers it and knows nothing else of it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def max_pages(self) -> int: ...
+
+    @property
+    def stats(self) -> ClientStats: ...
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        validate: Callable[[Any], None] | None = None,
+    ) -> PageAnswer: ...
 
 
 def next_token(data: Any) -> str | None:
@@ -165,7 +195,7 @@ class Paginator:
 
 
 async def paginate(
-    client: TenantClient,
+    client: PagedClient,
     path: str,
     params: Mapping[str, Any] | None = None,
     *,

@@ -20,8 +20,8 @@ import hmac
 import ipaddress
 import json
 import re
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 
@@ -29,9 +29,44 @@ from syncd.config import host_key
 from syncd.daemon.metrics import CONTENT_TYPE
 
 if TYPE_CHECKING:
-    from syncd.daemon.service import Daemon
+    from pydantic import SecretStr
 
-__all__ = ["DAEMON", "create_control_app"]
+    from syncd.config import Settings
+    from syncd.daemon.metrics import DaemonMetrics
+    from syncd.daemon.runs import RunLog
+    from syncd.daemon.views import JobState, TriggerResult
+
+__all__ = ["DAEMON", "ControlledDaemon", "create_control_app"]
+
+
+class ControlledDaemon(Protocol):
+    """What the control API reads and asks of the daemon it serves (`syncd.daemon.service.Daemon`,
+    a fleet replica alike): named here, so that this module needs nothing of the service."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def control_token(self) -> SecretStr: ...
+
+    @property
+    def metrics(self) -> DaemonMetrics: ...
+
+    @property
+    def jobs(self) -> Mapping[str, JobState]: ...
+
+    @property
+    def runs(self) -> RunLog | None: ...
+
+    @property
+    def stopping(self) -> bool: ...
+
+    def ready(self) -> tuple[bool, list[str]]: ...
+
+    def job_view(self, state: JobState) -> dict[str, Any]: ...
+
+    def trigger(self, name: str) -> TriggerResult: ...
+
 
 DAEMON: web.AppKey[Any] = web.AppKey("daemon", object)
 _OPEN_PATHS = frozenset({"/healthz"})
@@ -68,7 +103,7 @@ def _host_of(value: str) -> str | None:
     return host_key(host)
 
 
-def _allowed_hosts(daemon: Daemon) -> set[str]:
+def _allowed_hosts(daemon: ControlledDaemon) -> set[str]:
     config = daemon.settings.daemon
     names = set(_LOOPBACK_NAMES) | set(config.allowed_hosts)
     listened = host_key(config.host)
@@ -86,7 +121,7 @@ def _shown(value: str) -> str:
     return value if len(value) <= 80 else value[:77] + "..."
 
 
-def _refusal(request: web.Request, daemon: Daemon) -> str | None:
+def _refusal(request: web.Request, daemon: ControlledDaemon) -> str | None:
     """Why a request may not reach this API by its Host and Origin, or None if it may."""
     allowed = _allowed_hosts(daemon)
     host = request.headers.get("Host")
@@ -108,7 +143,7 @@ def _refusal(request: web.Request, daemon: Daemon) -> str | None:
 
 @web.middleware
 async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-    daemon: Daemon = request.app[DAEMON]
+    daemon: ControlledDaemon = request.app[DAEMON]
     refusal = _refusal(request, daemon)
     if refusal is not None:
         return _error(403, refusal)
@@ -133,7 +168,7 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
 routes = web.RouteTableDef()
 
 
-def _daemon(request: web.Request) -> Daemon:
+def _daemon(request: web.Request) -> ControlledDaemon:
     return request.app[DAEMON]  # type: ignore[no-any-return]
 
 
@@ -161,7 +196,7 @@ async def list_jobs(request: web.Request) -> web.Response:
     return web.json_response({"jobs": jobs})
 
 
-def _job_state(request: web.Request) -> Any:
+def _job_state(request: web.Request) -> JobState:
     daemon = _daemon(request)
     name = request.match_info["name"]
     state = daemon.jobs.get(name)
@@ -213,7 +248,7 @@ async def get_run(request: web.Request) -> web.Response:
     return web.json_response(record.as_dict())
 
 
-def create_control_app(daemon: Daemon) -> web.Application:
+def create_control_app(daemon: ControlledDaemon) -> web.Application:
     app = web.Application(middlewares=[_guard])
     app[DAEMON] = daemon
     app.add_routes(routes)

@@ -29,11 +29,9 @@ import contextlib
 import json
 import os
 import random
-import secrets
 import signal
 import tempfile
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -44,17 +42,19 @@ from pydantic import SecretStr
 
 from syncd.api.telemetry import observing
 from syncd.config import JobConfig, Settings, _is_loopback, load_settings
+from syncd.daemon.control_token import ControlToken
 from syncd.daemon.jobs import execute_job, state_files
 from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.progress import reporting
 from syncd.daemon.remote import local_url
-from syncd.daemon.runs import RunLog, RunRecord, iso_utc
+from syncd.daemon.runs import RunLog, RunRecord
 from syncd.daemon.schedule import JobTimer
+from syncd.daemon.views import JobState, TriggerResult, job_view
 from syncd.errors import ConfigError, SyncdError
 from syncd.files import private_dir
 from syncd.listening import listening
-from syncd.logging import get_logger, register_secret
-from syncd.state.lock import WriterLock
+from syncd.logging import get_logger
+from syncd.mirror.lock import WriterLock
 
 __all__ = ["Daemon", "DaemonBusyError", "JobState", "TriggerResult", "log_run_end"]
 
@@ -126,26 +126,6 @@ def write_private(path: Path, text: str) -> None:
         raise
 
 
-@dataclass
-class JobState:
-    """A configured job as the daemon tracks it."""
-
-    config: JobConfig
-    timer: JobTimer
-    current: RunRecord | None = None
-    queued: RunRecord | None = None
-    """A triggered run waiting for the current one to end (triggers coalesce into it)."""
-    removed: bool = False
-    """Dropped from the configuration while running: forgotten when the run ends."""
-
-
-@dataclass(frozen=True)
-class TriggerResult:
-    status: str
-    """`started`, or `coalesced` (the job is running: the returned run follows it)."""
-    run: RunRecord
-
-
 def log_run_end(record: RunRecord, seconds: float, **extra: Any) -> None:
     """How a run's end is logged, by one daemon and by a fleet replica alike (alerts key on
     these events): a failure at error level with its error, a cancellation as a warning."""
@@ -183,20 +163,12 @@ class Daemon:
         self._stop = anyio.Event()
         self._file_locks: dict[str, anyio.Lock] = {}
         self._runs_group: TaskGroup | None = None
-        self._made_token: SecretStr | None = None
+        self._token = ControlToken()
 
     @property
     def control_token(self) -> SecretStr:
-        """The bearer token the control API wants: `daemon.token`, else one made for this
-        daemon's life (masked in logs, written only to `daemon.json`)."""
-        return self.settings.daemon.token or self._own_token()
-
-    def _own_token(self) -> SecretStr:
-        if self._made_token is None:
-            made = secrets.token_urlsafe(32)
-            register_secret(made)
-            self._made_token = SecretStr(made)
-        return self._made_token
+        """The bearer token the control API wants (`syncd.daemon.control_token`)."""
+        return self._token.current(self.settings)
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -277,7 +249,7 @@ class Daemon:
         token is in it only when the daemon made it (a configured one is never written)."""
         info: dict[str, Any] = {"pid": os.getpid(), "url": self.url, "started_at": self.started_at.isoformat()}
         if settings.daemon.token is None:
-            info["token"] = self._own_token().get_secret_value()
+            info["token"] = self._token.made().get_secret_value()
         write_private(self.state_dir / "daemon.json", json.dumps(info) + "\n")
 
     def stop(self, reason: str = "requested") -> None:
@@ -517,32 +489,10 @@ class Daemon:
             problems.append(f"state_dir {self.state_dir} is not writable")
         return not problems, problems
 
-    def _state_word(self, state: JobState) -> str:
-        """running; waiting (for a state file another job's run is writing); due; idle."""
-        if state.current is not None:
-            return "running" if state.current.outcome == "running" else "waiting"
-        due = state.timer.next_due
-        return "due" if due is not None and due <= self.clock() else "idle"
-
     def job_view(self, state: JobState) -> dict[str, Any]:
+        """The job as `/jobs` shows it (`syncd.daemon.views.job_view`)."""
         assert self.runs is not None
-        job, timer = state.config, state.timer
-        last = next((r for r in self.runs.of_job(job.name, 5) if r.finished), None)
-        success = self.runs.last_success(job.name)
-        return {
-            "name": job.name,
-            "kind": job.kind,
-            "source": str(job.source),
-            "target": str(job.target) if job.target else None,
-            "schedule": job.schedule.describe() if job.schedule else "on trigger only",
-            "state": self._state_word(state),
-            "current_run": state.current.id if state.current else None,
-            "queued_run": state.queued.id if state.queued else None,
-            "next_run_at": iso_utc(timer.next_due) if not state.current else None,
-            "consecutive_failures": timer.consecutive_failures,
-            "last_run": last.as_dict() if last else None,
-            "last_success_at": iso_utc(success),
-        }
+        return job_view(state, self.runs, self.clock)
 
     @contextlib.asynccontextmanager
     async def _control_api(self) -> AsyncIterator[str]:
