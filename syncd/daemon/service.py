@@ -54,7 +54,7 @@ from syncd.errors import ConfigError, SyncdError
 from syncd.files import private_dir
 from syncd.listening import listening
 from syncd.logging import get_logger
-from syncd.mirror.lock import WriterLock
+from syncd.state.lock import WriterLock
 
 __all__ = ["Daemon", "DaemonBusyError", "JobState", "TriggerResult", "log_run_end"]
 
