@@ -94,7 +94,16 @@ async def wait_finished(daemon: Daemon, run_id: int) -> RunRecord:
 
 
 async def wait_running(daemon: Daemon, run_id: int) -> RunRecord:
-    return await wait_until(f"run {run_id} to run", lambda: (r := run_of(daemon, run_id)).outcome == "running" and r)  # type: ignore[no-any-return]
+    """Until the run is running AND this daemon holds it as its job's current run: a fleet replica
+    marks a run running in the shared database from a worker thread before its event loop takes
+    it on, and a reload in that gap drops the job and gives the run back cancelled."""
+
+    def held() -> RunRecord | None:
+        record = run_of(daemon, run_id)
+        mine = any(state.current is not None and state.current.id == run_id for state in daemon.jobs.values())
+        return record if record.outcome == "running" and mine else None
+
+    return await wait_until(f"run {run_id} to run", held)  # type: ignore[no-any-return]
 
 
 def scheduler_passes(daemon: Daemon) -> float:
