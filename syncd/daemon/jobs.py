@@ -12,6 +12,7 @@
 - `mirror`: `syncd.copy.copy_org`, exactly as `syncd mirror apply`: settle what earlier runs
   left, read both sides, plan, apply, read again and verify, in rounds.
 
+Each kind is one `Runner` in `RUNNERS` (its settings: one model in `syncd.config.jobs`).
 A run returns its outcome and a JSON-ready summary, or raises: the daemon turns any
 exception into a failed run. `succeeded` means everything was read (and copied, and
 verified equal); `partial` means the run finished but something could not be read or made
@@ -22,15 +23,14 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 
-
-from syncd.config import JobConfig, Settings
-from syncd.copy import copy_org
-from syncd.cron import zone
+from syncd.backup import backup, blobs_dir
+from syncd.config import JOB_KINDS, BackupJob, JobConfig, MirrorJob, Settings, SyncJob
 from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.progress import current as run_progress
 from syncd.daemon.runs import Outcome
@@ -42,8 +42,8 @@ from syncd.selection import Dependency
 from syncd.state import StateStore
 
 __all__ = [
-    "BACKUP_SUFFIX", "PARTIAL_MARK", "JobOutcome", "Pruning", "backup_dir", "backup_files", "delete_backups",
-    "execute_job", "partial_backups", "plan_pruning", "prune_backups", "state_files", "taken_time",
+    "BACKUP_SUFFIX", "PARTIAL_MARK", "RUNNERS", "JobOutcome", "Pruning", "Runner", "backup_dir", "backup_files",
+    "delete_backups", "execute_job", "partial_backups", "plan_pruning", "prune_backups", "state_files", "taken_time",
 ]  # fmt: skip
 
 BACKUP_SUFFIX = ".db"
@@ -60,8 +60,9 @@ class JobOutcome:
 def state_files(settings: Settings, job: JobConfig) -> list[Path | str]:
     """What a run of `job` writes, as keys: runs of one process sharing one are serialized. The
     SQLite file as a whole; in a PostgreSQL state each tenant's part (its writer lock is per
-    tenant there), so jobs of other tenants run side by side."""
-    if job.kind == "backup":
+    tenant there), so jobs of other tenants run side by side. A kind whose runs write no state
+    (a backup writes its own new file) has none."""
+    if not RUNNERS[job.kind].writes_state:
         return []
     if settings.state_url is None:
         return [default_db(settings)]
@@ -176,7 +177,7 @@ def _scoped(job: JobConfig, dependencies: list[Dependency]) -> dict[str, Any]:
     return {"include": job.include, "exclude": job.exclude, "dependencies": [d.line() for d in dependencies[:20]]}
 
 
-async def _run_sync(settings: Settings, job: JobConfig, metrics: DaemonMetrics, full: bool) -> JobOutcome:
+async def _run_sync(settings: Settings, job: SyncJob, metrics: DaemonMetrics, full: bool) -> JobOutcome:
     db = default_db(settings)
     result, client = await sync_into(settings, job.source, db, job=job.name, full=full, scope=job.scope, on_progress=run_progress().reading)
     tenant = settings.tenant(job.source.tenant).name
@@ -199,7 +200,7 @@ async def _run_sync(settings: Settings, job: JobConfig, metrics: DaemonMetrics, 
     )
 
 
-async def _run_backup(settings: Settings, job: JobConfig, metrics: DaemonMetrics, full: bool) -> JobOutcome:
+async def _run_backup(settings: Settings, job: BackupJob, metrics: DaemonMetrics, full: bool) -> JobOutcome:
     folder = backup_dir(settings, job)
     private_dir(folder)
     out = _backup_path(folder, job.name, datetime.now(UTC))
@@ -246,8 +247,8 @@ async def _run_backup(settings: Settings, job: JobConfig, metrics: DaemonMetrics
     return JobOutcome("succeeded" if complete else "partial", summary)
 
 
-async def _run_mirror(settings: Settings, job: JobConfig, metrics: DaemonMetrics, full: bool) -> JobOutcome:
-    assert job.target is not None and job.mode is not None and job.max_delete is not None
+async def _run_mirror(settings: Settings, job: MirrorJob, metrics: DaemonMetrics, full: bool) -> JobOutcome:
+    assert job.target is not None  # required for a mirror job: checked when the configuration was read
     db = default_db(settings)
     # A refused plan (deletes beyond the job's max_delete) raises PlanRefused: the run fails.
     report = await copy_org(
@@ -259,11 +260,27 @@ async def _run_mirror(settings: Settings, job: JobConfig, metrics: DaemonMetrics
     return JobOutcome("succeeded" if report.equal and report.read_cleanly else "partial", summary)
 
 
-_RUNNERS = {"sync": _run_sync, "backup": _run_backup, "mirror": _run_mirror}
+@dataclass(frozen=True)
+class Runner:
+    """What the daemon does for one kind of job."""
+
+    run: Callable[[Settings, Any, DaemonMetrics, bool], Awaitable[JobOutcome]]
+    """One run: `(settings, job, metrics, full)`, `job` of the kind's model."""
+    writes_state: bool
+    """Whether a run writes the state mirror (`state_files`)."""
+
+
+RUNNERS: dict[str, Runner] = {
+    "sync": Runner(_run_sync, writes_state=True),
+    "backup": Runner(_run_backup, writes_state=False),
+    "mirror": Runner(_run_mirror, writes_state=True),
+}
+"""The runner of each kind of job (`syncd.config.JOB_KINDS`), by its tag."""
+assert RUNNERS.keys() == JOB_KINDS.keys(), "every kind of job has one runner"
 
 
 async def execute_job(settings: Settings, job: JobConfig, metrics: DaemonMetrics, *, full: bool = False) -> JobOutcome:
     """Run `job` once (`full`: read everything, whatever the change tokens say); any
     exception means the run failed (the caller records why). Where it is goes to the sink
     of `syncd.daemon.progress.reporting`, when the caller set one."""
-    return await _RUNNERS[job.kind](settings, job, metrics, full)
+    return await RUNNERS[job.kind].run(settings, job, metrics, full)

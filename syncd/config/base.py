@@ -1,0 +1,112 @@
+"""The ground every settings model stands on: the strict base model, durations, names, and
+validation errors located at one field.
+
+The lowest module of `syncd.config`: it imports none of the others.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+__all__ = ["NAME_RE", "Host", "Seconds", "StrictModel", "format_duration", "parse_duration", "raise_at"]
+
+# `\A...\Z`, not `^...$`: `$` also matches before a final newline, so "sync\n" passed as a name.
+NAME_RE = re.compile(r"\A[a-z0-9][a-z0-9_-]*\Z")
+"""A tenant or job name: lower case letters, digits, '_' and '-'."""
+
+
+class StrictModel(BaseModel):
+    """Strict base: unknown keys are typos, and typos are errors."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+def raise_at(loc: tuple[str | int, ...], message: str, value: object) -> None:
+    """Raise a validation error located at `loc` below the model being validated.
+
+    Cross-field checks live on the parent model but belong to one field; pointing at
+    `jobs[1].target` instead of `jobs[1]` is the whole point of the error message.
+    """
+    raise ValidationError.from_exception_data(
+        "syncd",
+        [
+            InitErrorDetails(
+                type=PydanticCustomError("syncd", "{message}", {"message": message}),
+                loc=loc,
+                input=value,
+            )
+        ],
+    )
+
+
+# --------------------------------------------------------------------------- durations
+
+_DURATION_RE = re.compile(r"\A(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?\Z")
+_DURATION_HINT = "use e.g. 0.5s, 30s, 15m, 2h, 1d or 1h30m"
+
+
+def parse_duration(value: object) -> float:
+    """Turn `30s`, `15m`, `2h`, `1d`, `1h30m` (or a plain number of seconds) into seconds.
+
+    One format for every time setting, so `every = "15m"` and `request_timeout = "30s"`
+    read the same way; bare numbers stay accepted because TOML users write them.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"invalid duration {value!r} ({_DURATION_HINT})")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str):
+        text = value.strip().lower()
+        match = _DURATION_RE.match(text)
+        if text and match and any(match.groups()):
+            days, hours, minutes = (int(g) if g else 0 for g in match.groups()[:3])
+            secs = float(match.group(4) or 0)
+            seconds = float(((days * 24 + hours) * 60 + minutes) * 60) + secs
+        else:
+            try:
+                seconds = float(text)
+            except ValueError:
+                raise ValueError(f"invalid duration {value!r} ({_DURATION_HINT})") from None
+    else:
+        raise ValueError(f"invalid duration {value!r} ({_DURATION_HINT})")
+    if seconds != seconds or seconds in (float("inf"), float("-inf")):
+        raise ValueError(f"invalid duration {value!r} ({_DURATION_HINT})")
+    if seconds < 0:
+        raise ValueError(f"must not be negative, got {value!r}")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """Render seconds the way they are written in the file (`1h30m`), for humans."""
+    if seconds != int(seconds):
+        return f"{seconds:g}s"
+    rest = int(seconds)
+    if rest == 0:
+        return "0s"
+    parts: list[str] = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, rest = divmod(rest, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts)
+
+
+Seconds = Annotated[float, BeforeValidator(parse_duration)]
+"""A duration setting, held as seconds (float); accepts `15m`-style strings and numbers."""
+
+
+# --------------------------------------------------------------------------- addresses
+
+
+def _host(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    return value.strip()
+
+
+Host = Annotated[str, AfterValidator(_host)]
+"""An address to listen on: not empty, spaces trimmed."""

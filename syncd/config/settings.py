@@ -1,0 +1,177 @@
+"""`Settings`: everything syncd is configured with, in one validated model, and the checks
+that span its parts (job names, the tenants jobs name).
+
+Relative paths (`state_dir`, `token_file`) are relative to the working directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, ByteSize, Field, PrivateAttr, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from syncd.config.base import NAME_RE, Seconds, raise_at
+from syncd.config.content import ContentSourceConfig
+from syncd.config.daemon import DaemonConfig
+from syncd.config.fleet import FleetConfig, check_state_url
+from syncd.config.jobs import JobConfig
+from syncd.config.tenants import RetryConfig, TargetRef, TenantConfig, parse_ref
+from syncd.errors import ConfigError
+
+__all__ = ["ENV_NESTED_DELIMITER", "ENV_PREFIX", "LogLevel", "Settings", "parse_target_ref"]
+
+ENV_PREFIX = "SYNCD_"
+ENV_NESTED_DELIMITER = "__"
+
+LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+
+
+def _log_level(value: object) -> object:
+    if isinstance(value, str):
+        value = value.strip().lower()
+        return "warning" if value == "warn" else value
+    return value
+
+
+class Settings(BaseSettings):
+    """Everything syncd is configured with; build it with `load_settings`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter=ENV_NESTED_DELIMITER,
+        case_sensitive=False,
+        env_ignore_empty=True,
+        extra="forbid",
+        validate_default=True,
+    )
+
+    tenants: dict[str, TenantConfig] = Field(default_factory=dict)
+    state_dir: Path = Path("state")
+    state_url: Annotated[SecretStr | None, BeforeValidator(check_state_url)] = None
+    """A PostgreSQL that replicas of `syncd serve` share (README "Fleet"); unset: one daemon, SQLite in state_dir."""
+    fleet: FleetConfig = Field(default_factory=FleetConfig)
+    concurrency: int = Field(default=16, ge=1, le=4096)
+    request_timeout: Seconds = Field(default=30.0, gt=0)
+    """Deadline of one API request attempt: connect, headers and the whole body."""
+    max_answer_bytes: ByteSize = Field(default=64 * 1024 * 1024, ge=64 * 1024)
+    """The longest API answer taken ("64MiB", "500MB" or bytes): longer ones are refused."""
+    answer_budget: ByteSize = Field(default=128 * 1024 * 1024, ge=64 * 1024)
+    """API answer bytes the process holds at once, all requests together (README "The client");
+    raised to fit one answer of `max_answer_bytes` if lower (`syncd.api.answers.budget_limit`)."""
+    max_pages_per_listing: int = Field(default=10_000, ge=1, le=1_000_000)
+    """Pages a listing may have before it is stopped as endless."""
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+    log_format: Literal["console", "json"] = "console"
+    log_level: Annotated[LogLevel, BeforeValidator(_log_level)] = "info"
+    jobs: list[JobConfig] = Field(default_factory=list)
+    daemon: DaemonConfig = Field(default_factory=DaemonConfig)
+    content_source: ContentSourceConfig = Field(default_factory=ContentSourceConfig)
+
+    _config_file: Path | None = PrivateAttr(default=None)
+    _env: Mapping[str, str] | None = PrivateAttr(default=None)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """`Settings()` alone reads the environment only; files go through `load_settings`."""
+        return (init_settings, env_settings)
+
+    @field_validator("tenants", mode="before")
+    @classmethod
+    def _lower_tenant_names(cls, value: object) -> object:
+        if not isinstance(value, Mapping):
+            return value
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            name = str(key).lower()
+            if name in out:
+                raise ValueError(f"tenant names are case-insensitive: {key!r} is given twice")
+            out[name] = item
+        return out
+
+    @field_validator("tenants")
+    @classmethod
+    def _tenant_names(cls, value: dict[str, TenantConfig]) -> dict[str, TenantConfig]:
+        for name, tenant in value.items():
+            if not NAME_RE.match(name):
+                raise_at(
+                    (name,),
+                    f"invalid tenant name {name!r}: use lower case letters, digits, '_' and '-'",
+                    name,
+                )
+            tenant._name = name
+        return value
+
+    @field_validator("state_dir")
+    @classmethod
+    def _state_dir(cls, value: Path) -> Path:
+        if not str(value).strip():
+            raise ValueError("must not be empty")
+        return value.expanduser()
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> Settings:
+        seen: dict[str, int] = {}
+        for index, job in enumerate(self.jobs):
+            if job.name in seen:
+                raise_at(
+                    ("jobs", index, "name"),
+                    f"duplicate job name {job.name!r} (also jobs[{seen[job.name]}])",
+                    job.name,
+                )
+            seen[job.name] = index
+            for field in ("source", "target"):
+                ref: TargetRef | None = getattr(job, field)
+                if ref is not None and ref.tenant not in self.tenants:
+                    raise_at(
+                        ("jobs", index, field),
+                        f"unknown tenant {ref.tenant!r} ({self._configured()})",
+                        str(ref),
+                    )
+        return self
+
+    def _configured(self) -> str:
+        return "configured: " + ", ".join(sorted(self.tenants)) if self.tenants else "no tenants configured"
+
+    @property
+    def config_file(self) -> Path | None:
+        """The TOML file these settings were read from, if any."""
+        return self._config_file
+
+    def tenant(self, name: str) -> TenantConfig:
+        """The tenant called `name` (case-insensitive), or a ConfigError listing the known ones."""
+        try:
+            return self.tenants[name.strip().lower()]
+        except KeyError:
+            raise ConfigError(f"unknown tenant {name!r} ({self._configured()})") from None
+
+    def job(self, name: str) -> JobConfig:
+        """The job called `name`, or a ConfigError listing the known ones."""
+        for job in self.jobs:
+            if job.name == name:
+                return job
+        known = ", ".join(job.name for job in self.jobs) or "none"
+        raise ConfigError(f"unknown job {name!r} (configured: {known})")
+
+
+def parse_target_ref(ref: str, settings: Settings | None = None) -> TargetRef:
+    """Parse `TENANT` or `TENANT:ORG_ID`; with `settings`, the tenant must be configured.
+
+    For command-line arguments: problems become a one-line ConfigError.
+    """
+    try:
+        parsed = parse_ref(ref)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if settings is not None:
+        settings.tenant(parsed.tenant)
+    return parsed
