@@ -29,7 +29,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 
-from syncd.backup import backup, blobs_dir
+from syncd.read.backup import backup, blobs_dir
 from syncd.config import JOB_KINDS, BackupJob, JobConfig, MirrorJob, Settings, SyncJob
 from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.progress import current as run_progress
