@@ -29,8 +29,9 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 
-from syncd.read.backup import backup, blobs_dir
 from syncd.config import JOB_KINDS, BackupJob, JobConfig, MirrorJob, Settings, SyncJob
+from syncd.copy import copy_org
+from syncd.cron import zone
 from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.progress import current as run_progress
 from syncd.daemon.runs import Outcome
