@@ -1,1 +1,3 @@
-
+"""The command line's commands, one module a group (`read_cmds`, `mirror_cmds`, `daemon_cmds`, ...), and
+the helpers only they use: `progress` (bars and log lines), `tables`, `machine_output` (`--json`),
+`typer_compat` (where typer's help and syncd's conventions differ)."""

@@ -9,10 +9,12 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, SecretStr, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-__all__ = ["NAME_RE", "Host", "Seconds", "StrictModel", "format_duration", "parse_duration", "raise_at"]
+from syncd.safe_text import check_secret
+
+__all__ = ["NAME_RE", "Host", "Seconds", "StrictModel", "format_duration", "parse_duration", "raise_at", "trimmed_secret"]
 
 # `\A...\Z`, not `^...$`: `$` also matches before a final newline, so "sync\n" passed as a name.
 NAME_RE = re.compile(r"\A[a-z0-9][a-z0-9_-]*\Z")
@@ -110,3 +112,15 @@ def _host(value: str) -> str:
 
 Host = Annotated[str, AfterValidator(_host)]
 """An address to listen on: not empty, spaces trimmed."""
+
+
+def trimmed_secret(value: SecretStr | None) -> SecretStr | None:
+    """A token as given, trimmed: a space or the newline of a file or variable is not part of it;
+    empty after trimming, or holding what no header can carry, is refused."""
+    if value is None:
+        return None
+    text = value.get_secret_value().strip()
+    if not text:
+        raise ValueError("must not be empty")
+    check_secret(text)
+    return SecretStr(text)

@@ -9,8 +9,7 @@ import re
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from syncd.config.base import Host, Seconds, StrictModel, raise_at
-from syncd.safe_text import check_secret
+from syncd.config.base import Host, Seconds, StrictModel, raise_at, trimmed_secret
 
 __all__ = ["DaemonConfig", "host_key"]
 
@@ -61,12 +60,7 @@ class DaemonConfig(StrictModel):
     @field_validator("token")
     @classmethod
     def _token_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
-        # Trimmed like tenant tokens: a space or the newline of a file or variable is not part of it.
-        if value is not None and not value.get_secret_value().strip():
-            raise ValueError("must not be empty")
-        if value is not None:
-            check_secret(value.get_secret_value().strip())
-        return SecretStr(value.get_secret_value().strip()) if value is not None else None
+        return trimmed_secret(value)  # trimmed like tenant tokens
 
     @field_validator("allowed_hosts")
     @classmethod

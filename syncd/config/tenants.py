@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from syncd.config.base import NAME_RE, Seconds, StrictModel, format_duration
+from syncd.config.base import NAME_RE, Seconds, StrictModel, format_duration, trimmed_secret
 from syncd.errors import ConfigError
 from syncd.logging import register_secret
 from syncd.safe_text import check_secret
@@ -132,11 +132,7 @@ class TenantConfig(StrictModel):
     @field_validator("token")
     @classmethod
     def _token_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None and not value.get_secret_value().strip():
-            raise ValueError("must not be empty")
-        if value is not None:
-            check_secret(value.get_secret_value().strip())
-        return SecretStr(value.get_secret_value().strip()) if value is not None else None
+        return trimmed_secret(value)
 
     @field_validator("token_env")
     @classmethod
