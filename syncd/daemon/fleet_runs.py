@@ -40,8 +40,9 @@ from psycopg.rows import dict_row
 from syncd.daemon import leases
 from syncd.daemon.runs import KEEP_RUNS, RunRecord
 from syncd.logging import get_logger
+from syncd.daemon.fleet_tables import FLEET_MIGRATIONS
+from syncd.pg import migrations as pg_migrations
 from syncd.pg.connect import PgError, connect
-from syncd.pg.migrations import migrate_fleet
 
 __all__ = ["MAX_ATTEMPTS", "FleetRunLog", "FleetRunRecord", "Offered", "Replica"]
 
@@ -139,9 +140,9 @@ class FleetRunLog:
         self._recent: OrderedDict[int, FleetRunRecord] = OrderedDict()
         self._created = 0
         self._registered: dict[str, tuple[str, int]] = {}
-        if migrate:
+        if migrate:  # a replica makes every table it uses (syncd.daemon.fleet_tables)
             with self._db() as conn:
-                migrate_fleet(conn)
+                pg_migrations.migrate(conn, FLEET_MIGRATIONS)
 
     @contextmanager
     def _db(self) -> Iterator[psycopg.Connection]:

@@ -37,7 +37,8 @@ import psycopg
 from syncd.config import names_postgres
 from syncd.errors import UsageError
 from syncd.pg.connect import PgError, connect, display_url
-from syncd.pg.migrations import migrate_fleet
+from syncd.daemon.fleet_tables import FLEET_MIGRATIONS
+from syncd.pg.migrations import migrate
 from syncd.state.errors import StateBusyError, StateError
 from syncd.state.pg_database import PgDatabase
 from syncd.state.sqlite_file import _connect_readonly, _sqlite_header, identity
@@ -135,7 +136,7 @@ def migrate_state(source: Path, url: str, *, with_open_runs: bool = False, progr
         try:
             conn = connect(url, application_name="syncd state migrate")
             try:
-                migrate_fleet(conn)
+                migrate(conn, FLEET_MIGRATIONS)
                 copier = StateCopier(mirror, daemon, PgDatabase(conn), report, show)
                 with conn.transaction():
                     copier.claim_empty_target()
