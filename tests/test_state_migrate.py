@@ -22,7 +22,8 @@ import pytest
 
 from syncd.cli import main
 from syncd.daemon.fleet_runs import FleetRunLog
-from syncd.daemon.runs import DIED, RunLog
+from syncd.daemon.run_history import DIED
+from syncd.daemon.runs import RunLog
 from syncd.emulator.process import emulator_process
 from syncd.state import StateStore
 from syncd.state.lock import WriterLock
