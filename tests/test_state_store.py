@@ -382,8 +382,9 @@ def test_an_abandoned_run_leaves_the_previous_snapshot_current(seeded: tuple[Sta
 
 CRASH = """
 import os, sys
+from pathlib import Path
 from syncd.state import StateStore, Row
-m = StateStore(sys.argv[1])
+m = StateStore(sys.argv[1] if sys.argv[2] == "url" else Path(sys.argv[1]))  # a str is a URL, a Path a file
 run = m.start_run("sync", "t", "t")
 m.stage(run, [Row("t", "space", "s1", "o1", "org", "o1", 0, "/v1/orgs/o1/spaces", None,
                   {"id": "s1", "title": "never current"}, "x")])
@@ -396,7 +397,7 @@ os._exit(9)  # dies mid-crawl: no finish, no abandon, no close
 def test_a_crashed_process_leaves_the_previous_snapshot_and_is_recovered(seeded: tuple[StateStore, int]) -> None:
     mirror, _ = seeded
     before = list(mirror.current("t"))
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(CRASH), str(mirror.path)],
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(CRASH), str(mirror.path), "url" if is_pg(mirror.path) else "file"],
                           check=False, capture_output=True, text=True, timeout=60)
     assert done.returncode == 9, done.stderr
     dead = int(done.stdout)
@@ -414,7 +415,7 @@ def test_a_crashed_process_leaves_the_previous_snapshot_and_is_recovered(seeded:
 
 def test_recover_without_a_run(seeded: tuple[StateStore, int], tmp_path: Path) -> None:
     mirror, _ = seeded
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(CRASH), str(mirror.path)],
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(CRASH), str(mirror.path), "url" if is_pg(mirror.path) else "file"],
                           check=False, capture_output=True, text=True, timeout=60)
     assert mirror.recover() == [int(done.stdout)]
     assert count_rows(mirror.path, "staged") == 0
