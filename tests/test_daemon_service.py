@@ -26,7 +26,7 @@ import pytest
 
 from syncd.config import Settings
 from syncd.daemon.replica import daemon_for
-from syncd.daemon.runs import RunRecord
+from syncd.daemon.run_history import RunRecord
 from syncd.daemon.schedule import failure_backoff
 from syncd.daemon.service import Daemon, DaemonBusyError
 from syncd.emulator.server import RunningEmulator

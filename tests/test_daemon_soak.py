@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from syncd.daemon.runs import OUTCOMES
+from syncd.daemon.run_history import OUTCOMES
 from syncd.emulator.process import emulator_process
 from tests.daemon_support import (
     DaemonProcess,

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 from syncd.api.errors import AuthError
-from syncd.daemon import runs as runs_module
-from syncd.daemon import fleet_runs as fleet_runs_module
+from syncd.daemon.run_history import MEMORY
 from syncd.daemon.fleet_runs import FleetRunLog
 from syncd.daemon.jobs import _backup_path, backup_files, prune_backups
 from syncd.daemon.metrics import DaemonMetrics
@@ -47,7 +46,7 @@ class History:
     @property
     def memory(self) -> int:
         """Records the log holds in memory at most."""
-        return fleet_runs_module._MEMORY if is_pg(self.where) else runs_module._MEMORY
+        return MEMORY
 
     def open(self) -> Any:
         if is_pg(self.where):

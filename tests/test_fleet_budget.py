@@ -22,7 +22,8 @@ from psycopg.rows import dict_row
 
 from syncd.api import RateLimited, TenantClient
 from syncd.config import RetryConfig
-from syncd.pg import connect, migrate_fleet
+from syncd.daemon.fleet_tables import FLEET_MIGRATIONS
+from syncd.pg import connect, migrate
 from syncd.pg.budget import SharedBudget, budget_key, budget_secret
 from syncd.pg.budget_model import Note, Row, give_back, grant, observe
 from tests.conftest import ALL_TOKEN
@@ -53,7 +54,7 @@ async def wait_for(check: Callable[[], bool], what: str) -> None:
 @pytest.fixture
 def state_url(pg_url: str) -> str:
     with connect(pg_url) as conn:
-        migrate_fleet(conn)
+        migrate(conn, FLEET_MIGRATIONS)
     return pg_url
 
 

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from syncd.daemon.fleet_runs import FleetRunLog
-from syncd.daemon.runs import RunLog, RunRecord
+from syncd.daemon.run_history import RunRecord
+from syncd.daemon.runs import RunLog
 from tests.fleet_support import JOBS, LONG, T0, db_rows, fleet, run_in_threads  # noqa: F401  (fixture)
 
 

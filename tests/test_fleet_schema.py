@@ -7,13 +7,14 @@ import threading
 import psycopg
 import pytest
 
-from syncd.pg import PgError, connect, display_url, migrate_fleet
-from syncd.pg.migrations import FleetMigration, applied_fleet_migrations
+from syncd.pg import LEDGER, PgError, PgMigration, applied_migrations, connect, display_url, migrate
 
 STEPS = (
-    FleetMigration("0001-a", "CREATE TABLE a (id bigint PRIMARY KEY)"),
-    FleetMigration("0002-b", "CREATE TABLE b (id bigint PRIMARY KEY, a bigint REFERENCES a (id))"),
+    PgMigration("0001-a", "CREATE TABLE a (id bigint PRIMARY KEY)"),
+    PgMigration("0002-b", "CREATE TABLE b (id bigint PRIMARY KEY, a bigint REFERENCES a (id))"),
 )
+KNOWN = ("0001-a", "0002-b", "0003-broken")
+"""The ledger of these tests' migrations."""
 
 
 def test_display_url_hides_the_password_only() -> None:
@@ -37,9 +38,9 @@ def test_a_missing_database_is_named(pg_server: str) -> None:
 
 def test_migrations_run_once_and_record_themselves(pg_url: str) -> None:
     with connect(pg_url) as conn:
-        assert migrate_fleet(conn, STEPS) == ["0001-a", "0002-b"]
-        assert migrate_fleet(conn, STEPS) == []
-        assert applied_fleet_migrations(conn) == ["0001-a", "0002-b"]
+        assert migrate(conn, STEPS, known=KNOWN) == ["0001-a", "0002-b"]
+        assert migrate(conn, STEPS, known=KNOWN) == []
+        assert applied_migrations(conn) == ["0001-a", "0002-b"]
         conn.execute("INSERT INTO a VALUES (1)")
         conn.execute("INSERT INTO b VALUES (1, 1)")
 
@@ -53,7 +54,7 @@ def test_replicas_starting_together_upgrade_once(pg_url: str) -> None:
         try:
             with connect(pg_url) as conn:
                 start.wait()
-                results.append(migrate_fleet(conn, STEPS))
+                results.append(migrate(conn, STEPS, known=KNOWN))
         except BaseException as exc:  # noqa: BLE001 (reported below)
             errors.append(exc)
 
@@ -67,30 +68,75 @@ def test_replicas_starting_together_upgrade_once(pg_url: str) -> None:
 
 
 def test_a_failing_migration_leaves_nothing_and_says_which(pg_url: str) -> None:
-    broken = (*STEPS, FleetMigration("0003-broken", "CREATE TABLE c (id bigint REFERENCES nowhere (id))"))
+    broken = (*STEPS, PgMigration("0003-broken", "CREATE TABLE c (id bigint REFERENCES nowhere (id))"))
     with connect(pg_url) as conn:
         with pytest.raises(PgError, match="migration '0003-broken'"):
-            migrate_fleet(conn, broken)
-        assert applied_fleet_migrations(conn) == []  # one transaction: the good steps are undone too
+            migrate(conn, broken, known=KNOWN)
+        assert applied_migrations(conn) == []  # one transaction: the good steps are undone too
         with pytest.raises(psycopg.errors.UndefinedTable):
             conn.execute("SELECT 1 FROM a")
 
 
 def test_a_state_upgraded_by_a_newer_syncd_is_refused(pg_url: str) -> None:
     with connect(pg_url) as conn:
-        migrate_fleet(conn, STEPS)
+        migrate(conn, STEPS, known=KNOWN)
         with pytest.raises(PgError, match="upgraded by a newer syncd .*'0002-b'"):
-            migrate_fleet(conn, STEPS[:1])
+            migrate(conn, STEPS[:1], known=KNOWN[:1])
 
 
 def test_a_state_made_before_run_backends_gains_the_table_and_keeps_its_runs(pg_url: str) -> None:
     """Issue 22: `0004-run-backends` comes to a running fleet's state like any migration."""
-    from syncd.pg.migrations import FLEET_MIGRATIONS
+    from syncd.daemon.fleet_tables import FLEET_MIGRATIONS
 
     older = tuple(m for m in FLEET_MIGRATIONS if m.name != "0004-run-backends")
     with connect(pg_url) as conn:
-        migrate_fleet(conn, older)
+        migrate(conn, older)
         conn.execute("INSERT INTO fleet_runs (job, kind, reason, queued_at) VALUES ('a', 'sync', 'trigger', now())")
-        assert migrate_fleet(conn) == ["0004-run-backends"]
+        assert migrate(conn, FLEET_MIGRATIONS) == ["0004-run-backends"]
         assert conn.execute("SELECT count(*) FROM fleet_runs").fetchone() == (1,)
         assert conn.execute("SELECT count(*) FROM fleet_run_backends").fetchone() == (0,)
+
+
+def test_the_ledger_names_each_owners_migrations_once_in_release_order() -> None:
+    """The store, the budget and the daemon hand their own migrations; together they are the
+    ledger, and a replica (`FLEET_MIGRATIONS`) makes all of them in its order."""
+    from syncd.daemon.fleet_tables import FLEET_MIGRATIONS, RUN_MIGRATIONS
+    from syncd.pg.budget import BUDGET_MIGRATIONS
+    from syncd.state.pg_schema import MIRROR_MIGRATIONS
+
+    owned = [m.name for m in (*MIRROR_MIGRATIONS, *BUDGET_MIGRATIONS, *RUN_MIGRATIONS)]
+    assert sorted(owned) == sorted(LEDGER) and len(set(owned)) == len(owned)
+    assert [m.name for m in FLEET_MIGRATIONS] == list(LEDGER)
+
+
+def test_owners_handing_their_own_tables_share_one_server(pg_url: str) -> None:
+    """Each owner makes its tables when it first uses the server; one owner does not take the
+    others' names for a newer syncd's, and lists handed together go in release order."""
+    from syncd.daemon.fleet_tables import RUN_MIGRATIONS
+    from syncd.pg.budget import BUDGET_MIGRATIONS
+    from syncd.state.pg_schema import MIRROR_MIGRATIONS
+
+    with connect(pg_url) as conn:
+        assert migrate(conn, BUDGET_MIGRATIONS) == ["0002-token-budgets", "0003-budget-key-secret"]
+        assert migrate(conn, (*RUN_MIGRATIONS, *MIRROR_MIGRATIONS, *MIRROR_MIGRATIONS)) == ["0001-runs", "mirror-0001", "0004-run-backends"]
+        assert migrate(conn, MIRROR_MIGRATIONS) == []
+        assert applied_migrations(conn) == ["0002-token-budgets", "0003-budget-key-secret", "0001-runs", "mirror-0001", "0004-run-backends"]
+
+
+def test_every_owner_refuses_a_state_a_newer_syncd_upgraded(pg_url: str) -> None:
+    from syncd.daemon.fleet_tables import RUN_MIGRATIONS
+    from syncd.pg.budget import BUDGET_MIGRATIONS
+    from syncd.state.pg_schema import MIRROR_MIGRATIONS
+
+    with connect(pg_url) as conn:
+        migrate(conn, MIRROR_MIGRATIONS)
+        conn.execute("INSERT INTO fleet_migrations (name) VALUES ('0005-from-the-future')")
+        for owned in (MIRROR_MIGRATIONS, BUDGET_MIGRATIONS, RUN_MIGRATIONS):
+            with pytest.raises(PgError, match="upgraded by a newer syncd .*'0005-from-the-future'"):
+                migrate(conn, owned)
+        assert applied_migrations(conn) == ["mirror-0001", "0005-from-the-future"]
+
+
+def test_a_migration_missing_from_the_ledger_is_a_programming_error(pg_url: str) -> None:
+    with connect(pg_url) as conn, pytest.raises(ValueError, match="'0005-unlisted' is missing from the ledger"):
+        migrate(conn, (PgMigration("0005-unlisted", "SELECT 1"),))

@@ -22,7 +22,8 @@ import pytest
 
 from syncd.cli import main
 from syncd.daemon.fleet_runs import FleetRunLog
-from syncd.daemon.runs import DIED, RunLog
+from syncd.daemon.run_history import DIED
+from syncd.daemon.runs import RunLog
 from syncd.emulator.process import emulator_process
 from syncd.state import StateStore
 from syncd.state.lock import WriterLock
@@ -279,11 +280,12 @@ def test_a_server_that_stores_something_else_fails_the_check_and_keeps_nothing(
 ) -> None:
     """A trigger makes the server store other rows than were sent: one `changes` row dropped
     (the row counts differ) or one title changed (the same number of rows, other values)."""
+    from syncd.daemon.fleet_tables import FLEET_MIGRATIONS
     from syncd.pg.connect import connect
-    from syncd.pg.migrations import migrate_fleet
+    from syncd.pg.migrations import migrate as make_tables
 
     with connect(pg_url) as conn:
-        migrate_fleet(conn)
+        make_tables(conn, FLEET_MIGRATIONS)
         action = "RETURN NULL" if damage == "drop" else "NEW.title := 'changed'; RETURN NEW"
         conn.execute(
             f"CREATE FUNCTION damage() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF NEW.seq = 2 THEN {action}; END IF; RETURN NEW; END $$;"
@@ -303,13 +305,14 @@ def test_the_current_view_is_compared_through_the_mirrors_reads(
     built: Path, pg_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With the table digests blinded, a changed object is still found by reading the view."""
+    from syncd.daemon.fleet_tables import FLEET_MIGRATIONS
     from syncd.pg.connect import connect
-    from syncd.pg.migrations import migrate_fleet
+    from syncd.pg.migrations import migrate as make_tables
     from syncd.state import state_copy
 
     monkeypatch.setattr(state_copy._Digest, "__eq__", lambda self, other: True)
     with connect(pg_url) as conn:
-        migrate_fleet(conn)
+        make_tables(conn, FLEET_MIGRATIONS)
         conn.execute(
             "CREATE FUNCTION damage() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
             "IF NEW.kind = 'space' AND NEW.deleted_run IS NULL THEN NEW.data := '{\"title\": \"other\"}'; END IF; RETURN NEW; END $$;"

@@ -15,8 +15,8 @@ import psycopg
 import pytest
 from sqlite_utils import Database
 
-from syncd.pg import FLEET_MIGRATIONS, PgError
-from syncd.pg.migrations import applied_fleet_migrations
+from syncd.pg import PgError
+from syncd.pg import migrations as pg_migrations
 from syncd.state import (
     MIGRATIONS,
     ChangeSummary,
@@ -382,8 +382,9 @@ def test_an_abandoned_run_leaves_the_previous_snapshot_current(seeded: tuple[Sta
 
 CRASH = """
 import os, sys
+from pathlib import Path
 from syncd.state import StateStore, Row
-m = StateStore(sys.argv[1])
+m = StateStore(sys.argv[1] if sys.argv[2] == "url" else Path(sys.argv[1]))  # a str is a URL, a Path a file
 run = m.start_run("sync", "t", "t")
 m.stage(run, [Row("t", "space", "s1", "o1", "org", "o1", 0, "/v1/orgs/o1/spaces", None,
                   {"id": "s1", "title": "never current"}, "x")])
@@ -396,7 +397,7 @@ os._exit(9)  # dies mid-crawl: no finish, no abandon, no close
 def test_a_crashed_process_leaves_the_previous_snapshot_and_is_recovered(seeded: tuple[StateStore, int]) -> None:
     mirror, _ = seeded
     before = list(mirror.current("t"))
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(CRASH), str(mirror.path)],
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(CRASH), str(mirror.path), "url" if is_pg(mirror.path) else "file"],
                           check=False, capture_output=True, text=True, timeout=60)
     assert done.returncode == 9, done.stderr
     dead = int(done.stdout)
@@ -414,7 +415,7 @@ def test_a_crashed_process_leaves_the_previous_snapshot_and_is_recovered(seeded:
 
 def test_recover_without_a_run(seeded: tuple[StateStore, int], tmp_path: Path) -> None:
     mirror, _ = seeded
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(CRASH), str(mirror.path)],
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(CRASH), str(mirror.path), "url" if is_pg(mirror.path) else "file"],
                           check=False, capture_output=True, text=True, timeout=60)
     assert mirror.recover() == [int(done.stdout)]
     assert count_rows(mirror.path, "staged") == 0
@@ -610,7 +611,7 @@ def test_the_postgresql_state_is_migrated_once_and_a_newer_one_refused(pg_url: s
         StateStore(pg_url, readonly=True)  # nothing is created by a reader
     StateStore(pg_url).close()
     with StateStore(pg_url) as mirror:
-        assert applied_fleet_migrations(mirror.db.conn) == [m.name for m in FLEET_MIGRATIONS]
+        assert pg_migrations.applied_migrations(mirror.db.conn) == ["mirror-0001"]  # the store makes its own tables
         assert crawl(mirror, BASE, BASE_OK)[1].total == 8
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("INSERT INTO fleet_migrations (name) VALUES ('9999-from-the-future')")

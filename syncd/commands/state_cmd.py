@@ -1,5 +1,6 @@
 """`syncd state migrate --from STATE_DIR --to postgresql://...`: move a SQLite state into the
-PostgreSQL state a fleet shares (issue 13; the work is `syncd.state.migrate_state`).
+PostgreSQL state a fleet shares (issue 13; the work is `syncd.state.migrate_state`, the daemon's
+run history's part of it `syncd.daemon.history_copy`).
 
 Exit codes: 0 copied and verified; 1 the server cannot be used, or what it holds after the copy
 is not what the file holds (nothing committed); 2 nothing to copy or a refusal (no state, a
@@ -47,12 +48,14 @@ def migrate(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (schemas/state-migrate.json); the rest goes to stderr."),
 ) -> None:
     """Copy a SQLite state into an empty PostgreSQL state in one transaction, and verify it."""
-    from syncd.state.migrate_state import migrate_state  # psycopg: only for this command
+    from syncd.daemon.history_copy import DaemonHistoryCopy  # psycopg: only for this command
+    from syncd.state.migrate_state import migrate_state
 
     shown = human_console(as_json, console)
     with StepDisplay("state migrate", log_every=2.0) as display:
         report = migrate_state(
-            source, target, with_open_runs=with_open_runs, progress=lambda table, done, total: display.step(table, done, total)
+            source, target, with_open_runs=with_open_runs, progress=lambda table, done, total: display.step(table, done, total),
+            part_of=DaemonHistoryCopy.of,  # the daemon's run history moves with the mirror
         )
     rows = [(cell(t.table), cell(t.source), str(t.rows), str(t.copied)) for t in report.tables]
     shown.print(fitted_table(shown, cell(f"{report.source} -> {report.target}"), COLUMNS, rows))

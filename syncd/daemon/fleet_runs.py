@@ -1,8 +1,8 @@
 """The run history of a fleet of daemons in one PostgreSQL, and how its replicas split the work.
 
-`FleetRunLog` has `RunLog`'s interface and semantics (`new`, `save`, `get`, `of_job`,
-`latest`, `last_start`, `last_full`, `last_success`, `prune`), so the daemon can use either;
-it adds what a fleet needs: `offer_scheduled` (a cron slot becomes exactly one run however many
+`FleetRunLog` is a `RunHistory` (`syncd.daemon.run_history`) with `RunLog`'s semantics (`new`,
+`save`, `get`, `of_job`, `latest`, `last_start`, `last_full`, `last_success`, `prune`), so the
+daemon can use either; it adds what a fleet needs: `offer_scheduled` (a cron slot becomes exactly one run however many
 replicas offer it: UNIQUE (job, due_at)), `offer_trigger` (one waiting trigger per job),
 `claim` (the next due run, or a run whose holder's lease ended, with its job's lease),
 `heartbeat` (renew, fenced), `finish` (save the outcome and free the job, fenced), and the
@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -38,21 +37,25 @@ import psycopg
 from psycopg.rows import dict_row
 
 from syncd.daemon import leases
-from syncd.daemon.runs import KEEP_RUNS, RunRecord
+from syncd.daemon.fleet_tables import FLEET_MIGRATIONS
+from syncd.daemon.run_history import KEEP_RUNS, PRUNE_EVERY, RecentRuns, RunRecord, RunTable
 from syncd.logging import get_logger
+from syncd.pg import migrations as pg_migrations
 from syncd.pg.connect import PgError, connect
-from syncd.pg.migrations import migrate_fleet
 
-__all__ = ["MAX_ATTEMPTS", "FleetRunLog", "FleetRunRecord", "Offered", "Replica"]
+__all__ = ["MAX_ATTEMPTS", "FleetRunLog", "FleetRunRecord", "Offered", "Replica", "storable"]
 
 Replica = leases.Replica
 ConnectionFactory = Callable[[], psycopg.Connection]
 log = get_logger("syncd.fleet")
 MAX_ATTEMPTS = 3
 """Replicas a run may outlive (its lease ended each time) before it is failed, not taken over."""
-_PRUNE_EVERY = 500
-_MEMORY = 200
-"""Records held in memory, like `RunLog`'s: the latest of this process, with their progress."""
+_TABLE = RunTable(
+    "fleet_runs",
+    "%s",
+    full_read="summary->'full' IN ('true'::jsonb, '1'::jsonb)",
+    prune_below="(SELECT id FROM fleet_runs ORDER BY id DESC OFFSET %s LIMIT 1)",
+)
 
 
 @dataclass
@@ -95,21 +98,21 @@ def _record(row: dict[str, Any]) -> FleetRunRecord:
     )
 
 
-def _clean(value: Any) -> Any:
+def storable(value: Any) -> Any:
     """What PostgreSQL stores: no NUL in text (an API's error may carry one), no NaN in JSON."""
     if isinstance(value, str):
         return value.replace("\x00", "\ufffd")
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if isinstance(value, dict):
-        return {_clean(str(key)): _clean(item) for key, item in value.items()}
+        return {storable(str(key)): storable(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_clean(item) for item in value]
+        return [storable(item) for item in value]
     return value
 
 
 def _summary(summary: dict[str, Any]) -> str:
-    return json.dumps(_clean(json.loads(json.dumps(summary, default=str))), sort_keys=True)
+    return json.dumps(storable(json.loads(json.dumps(summary, default=str))), sort_keys=True)
 
 
 _WRITE = """
@@ -124,8 +127,8 @@ RETURNING ended_at
 
 
 class FleetRunLog:
-    """Runs by id in PostgreSQL, shared by the replicas; this process's latest held in memory
-    (with their live `progress`). One connection, used by one thread at a time."""
+    """Runs by id in PostgreSQL, shared by the replicas (a `RunHistory`); this process's latest
+    held in memory (with their live `progress`). One connection, used by one thread at a time."""
 
     def __init__(self, source: str | ConnectionFactory, replica: str, *, migrate: bool = True) -> None:
         self.replica = replica
@@ -136,12 +139,12 @@ class FleetRunLog:
             self._factory = source
         self._lock = threading.RLock()
         self._conn: psycopg.Connection | None = None
-        self._recent: OrderedDict[int, FleetRunRecord] = OrderedDict()
+        self._recent: RecentRuns[FleetRunRecord] = RecentRuns()
         self._created = 0
         self._registered: dict[str, tuple[str, int]] = {}
-        if migrate:
+        if migrate:  # a replica makes every table it uses (syncd.daemon.fleet_tables)
             with self._db() as conn:
-                migrate_fleet(conn)
+                pg_migrations.migrate(conn, FLEET_MIGRATIONS)
 
     @contextmanager
     def _db(self) -> Iterator[psycopg.Connection]:
@@ -174,13 +177,6 @@ class FleetRunLog:
             row = conn.execute(query, params).fetchone()
             return row[0] if row else None
 
-    def _remember(self, record: FleetRunRecord) -> FleetRunRecord:
-        self._recent[record.id] = record
-        self._recent.move_to_end(record.id)
-        while len(self._recent) > _MEMORY:
-            self._recent.popitem(last=False)
-        return record
-
     def _fresh(self, row: dict[str, Any]) -> FleetRunRecord:
         """The record in memory when it is still the row's holder and attempt (it has the live
         progress); the row otherwise (another replica's run, or one taken over from us)."""
@@ -191,32 +187,23 @@ class FleetRunLog:
 
     def _created_one(self) -> None:
         self._created += 1
-        if self._created % _PRUNE_EVERY == 0:
+        if self._created % PRUNE_EVERY == 0:
             self.prune()
 
-    # -- RunLog's interface ---------------------------------------------------------------------
+    # -- the RunHistory -------------------------------------------------------------------------
 
     def prune(self, keep: int = KEEP_RUNS) -> int:
         """Forget all but the latest `keep` runs that are over (each job's latest success, full
         read and non-cancelled run stay: scheduling reads them)."""
         with self._db() as conn:
-            cursor = conn.execute(
-                "DELETE FROM fleet_runs WHERE id <= (SELECT id FROM fleet_runs ORDER BY id DESC OFFSET %s LIMIT 1) "
-                "AND outcome NOT IN ('queued', 'running') "
-                "AND id NOT IN (SELECT max(id) FROM fleet_runs WHERE outcome = 'succeeded' GROUP BY job) "
-                "AND id NOT IN (SELECT max(id) FROM fleet_runs WHERE outcome IN ('succeeded', 'partial') "
-                "AND summary->'full' IN ('true'::jsonb, '1'::jsonb) GROUP BY job) "
-                "AND id NOT IN (SELECT max(id) FROM fleet_runs WHERE outcome != 'cancelled' GROUP BY job)",
-                (keep,),
-            )
-            return cursor.rowcount
+            return conn.execute(_TABLE.prune(), (keep,)).rowcount
 
     def new(self, job: str, kind: str, reason: str, now: datetime) -> FleetRunRecord:
         """A run this replica starts itself (not offered to the fleet: no one else claims it)."""
         query = "INSERT INTO fleet_runs (job, kind, reason, queued_at, replica, attempt) VALUES (%s, %s, %s, %s, %s, 1) RETURNING *"
         rows = self._rows(query, (job, kind, reason, now, self.replica))
         self._created_one()
-        return self._remember(_record(rows[0]))
+        return self._recent.remember(_record(rows[0]))
 
     def save(self, record: RunRecord) -> bool:
         """Write the record if its replica and attempt still hold the run; a finished record frees
@@ -236,7 +223,7 @@ class FleetRunLog:
             "ended_at": record.ended_at,
             "stamp": stamp,
             "outcome": record.outcome,
-            "error": _clean(record.error),
+            "error": storable(record.error),
             "summary": _summary(record.summary),
             "finished": record.finished,
             "replica": replica,
@@ -254,12 +241,12 @@ class FleetRunLog:
             return False
         if row is None:
             log.warning("runs.fenced", run=record.id, job=record.job, replica=replica, attempt=args["attempt"])
-            self._recent.pop(record.id, None)
+            self._recent.forget(record.id)
             return False
         if record.ended_at is None and row[0] is not None:
             record.ended_at = _utc(row[0])
         if isinstance(record, FleetRunRecord):
-            self._remember(record)
+            self._recent.remember(record)
         return True
 
     def get(self, run_id: int) -> FleetRunRecord | None:
@@ -268,28 +255,21 @@ class FleetRunLog:
 
     def of_job(self, job: str, limit: int = 20) -> list[FleetRunRecord]:
         """The job's latest runs, newest first."""
-        rows = self._rows("SELECT * FROM fleet_runs WHERE job = %s ORDER BY id DESC LIMIT %s", (job, limit))
-        return [self._fresh(row) for row in rows]
+        return [self._fresh(row) for row in self._rows(_TABLE.of_job("*"), (job, limit))]
 
     def latest(self, limit: int = 50) -> list[FleetRunRecord]:
-        return [self._fresh(row) for row in self._rows("SELECT * FROM fleet_runs ORDER BY id DESC LIMIT %s", (limit,))]
+        return [self._fresh(row) for row in self._rows(_TABLE.latest("*"), (limit,))]
 
     def last_start(self, job: str) -> datetime | None:
         """When the job's latest run started on any replica, not counting runs a shutdown cancelled."""
-        return _utc(self._value("SELECT max(started_at) FROM fleet_runs WHERE job = %s AND outcome != 'cancelled'", (job,)))
+        return _utc(self._value(_TABLE.last_start(), (job,)))
 
     def last_full(self, job: str) -> datetime | None:
         """When the job's latest full read (summary `full`) that finished started."""
-        return _utc(
-            self._value(
-                "SELECT max(started_at) FROM fleet_runs WHERE job = %s AND outcome IN ('succeeded', 'partial') "
-                "AND summary->'full' IN ('true'::jsonb, '1'::jsonb)",
-                (job,),
-            )
-        )
+        return _utc(self._value(_TABLE.last_full(), (job,)))
 
     def last_success(self, job: str) -> datetime | None:
-        return _utc(self._value("SELECT max(ended_at) FROM fleet_runs WHERE job = %s AND outcome = 'succeeded'", (job,)))
+        return _utc(self._value(_TABLE.last_success(), (job,)))
 
     # -- offering work to the fleet -------------------------------------------------------------
 
@@ -380,7 +360,7 @@ class FleetRunLog:
         """
         with self._db() as conn:
             row = leases.claim_run(conn, replica, lease_seconds, jobs, max_attempts)
-        return None if row is None else self._remember(_record(row))
+        return None if row is None else self._recent.remember(_record(row))
 
     def heartbeat(self, run_id: int, replica: str, lease_seconds: float, attempt: int | None = None) -> bool:
         """Extend the run's lease to `lease_seconds` from now (the server's), only if `replica`

@@ -34,7 +34,7 @@ from syncd.copy import copy_org
 from syncd.cron import zone
 from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.progress import current as run_progress
-from syncd.daemon.runs import Outcome
+from syncd.daemon.run_history import Outcome
 from syncd.files import private_dir
 from syncd.read.backup import backup, blobs_dir
 from syncd.read.sync import default_db, sync_into

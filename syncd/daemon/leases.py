@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg.rows import dict_row
 
-from syncd.daemon.runs import DIED
+from syncd.daemon.run_history import DIED, NEVER_STARTED
 from syncd.logging import get_logger
 from syncd.pg.connect import PgError
 
@@ -47,7 +47,6 @@ Row = dict[str, Any]
 T = TypeVar("T")
 _TRIES = 5
 """Attempts of a transaction that PostgreSQL aborted as a deadlock victim (it retries cleanly)."""
-NEVER_STARTED = "the daemon stopped before the run started"
 
 
 @dataclass(frozen=True)

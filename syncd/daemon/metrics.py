@@ -21,7 +21,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from syncd.daemon.runs import OUTCOMES
+from syncd.daemon.run_history import OUTCOMES
 
 __all__ = ["CONTENT_TYPE", "DaemonMetrics"]
 

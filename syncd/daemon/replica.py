@@ -42,7 +42,7 @@ import anyio
 
 from syncd.config import Settings
 from syncd.daemon.fleet_runs import FleetRunLog, FleetRunRecord
-from syncd.daemon.runs import RunRecord, iso_utc
+from syncd.daemon.run_history import RunRecord, iso_utc
 from syncd.daemon.schedule import failure_backoff
 from syncd.daemon.service import Daemon, JobState, TriggerResult, log, log_run_end
 from syncd.daemon.slots import due_slot, next_slot, not_before
@@ -81,7 +81,7 @@ class FleetDaemon(Daemon):
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def _open_runs(self) -> FleetRunLog:  # type: ignore[override]
+    def _open_runs(self) -> FleetRunLog:
         return FleetRunLog(self.url_of_state, self.replica)
 
     def _joined(self, url: str) -> None:

@@ -47,7 +47,8 @@ from syncd.daemon.jobs import execute_job, state_files
 from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.progress import reporting
 from syncd.daemon.remote import local_url
-from syncd.daemon.runs import RunLog, RunRecord
+from syncd.daemon.run_history import RunHistory, RunRecord, iso_utc
+from syncd.daemon.runs import RunLog
 from syncd.daemon.schedule import JobTimer
 from syncd.daemon.views import JobState, TriggerResult, job_view
 from syncd.errors import ConfigError, SyncdError
@@ -155,7 +156,7 @@ class Daemon:
         self.rng = rng if rng is not None else random.Random()
         self.metrics = DaemonMetrics()
         self.jobs: dict[str, JobState] = {}
-        self.runs: RunLog | None = None
+        self.runs: RunHistory | None = None
         self.stopping = False
         self.url: str | None = None
         self.started_at = clock()
@@ -230,7 +231,7 @@ class Daemon:
                 self.runs.close()
             lock.release()
 
-    def _open_runs(self) -> RunLog:
+    def _open_runs(self) -> RunHistory:
         """The run history: `daemon.db` in the state directory (a fleet's is in PostgreSQL)."""
         return RunLog(self.state_dir / "daemon.db")
 

@@ -45,7 +45,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import astuple, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 import psycopg
@@ -54,13 +54,67 @@ from pydantic import SecretStr
 from syncd.logging import get_logger
 from syncd.pg.budget_model import COLUMNS, TIME_FIELDS, Grant, Note, Row, give_back, grant, observe
 from syncd.pg.connect import PgError, connect
-from syncd.pg.migrations import migrate_fleet
+from syncd.pg.migrations import PgMigration, migrate
 
-if TYPE_CHECKING:
-    from syncd.api.pacing import RateInfo
-    from syncd.api.stats import ClientStats
+__all__ = ["BUDGET_MIGRATIONS", "BudgetStats", "PacedCounts", "RateAnswer", "SharedBudget", "budget_key", "budget_secret"]
 
-__all__ = ["BudgetStats", "SharedBudget", "budget_key", "budget_secret"]
+_TOKEN_BUDGETS = """
+CREATE TABLE token_budgets (
+    key text PRIMARY KEY CHECK (key ~ '^[0-9a-f]{64}$'),
+    rate_limit integer, remaining integer, reset_at timestamptz, observed_at timestamptz,
+    anchor_ticket bigint NOT NULL DEFAULT 0, anchor_pending integer NOT NULL DEFAULT 0,
+    tickets bigint NOT NULL DEFAULT 0, credit integer NOT NULL DEFAULT 0,
+    refused bigint NOT NULL DEFAULT 0, unlimited boolean NOT NULL DEFAULT false,
+    refill_rate double precision, caution double precision NOT NULL DEFAULT 0,
+    no_guess_until timestamptz,
+    base_ticket bigint, base_remaining integer, base_at timestamptz, base_reset timestamptz,
+    base_refused bigint,
+    blocked_until timestamptz, probe_until timestamptz,
+    bucket_tokens double precision, bucket_at timestamptz,
+    updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+"""
+"""The request budget each API token shares across replicas; the key is a hash of the base URL
+and the token, never the token (an HMAC since 0003)."""
+
+_BUDGET_KEY_SECRET = """
+CREATE TABLE fleet_secrets (
+    name text PRIMARY KEY,
+    secret bytea NOT NULL CHECK (length(secret) >= 32),
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+DELETE FROM token_budgets;
+"""
+"""Secrets of this state database, made at first use (`budget_secret`): the key of
+`token_budgets` rows is an HMAC under one. The rows keyed by a plain sha256 go: a guessed token
+could be confirmed against them, and they hold only pacing figures the next answers rebuild."""
+
+BUDGET_MIGRATIONS: tuple[PgMigration, ...] = (
+    PgMigration("0002-token-budgets", _TOKEN_BUDGETS),
+    PgMigration("0003-budget-key-secret", _BUDGET_KEY_SECRET),
+)
+"""The budget's tables, made by the first budget that connects (`syncd.pg.migrations`)."""
+
+
+class RateAnswer(Protocol):
+    """What one answer said of the token's rate (`syncd.api.pacing.RateInfo`): `reset` in epoch
+    seconds, `retry_after` in seconds. A protocol here: this layer imports nothing above it."""
+
+    @property
+    def limit(self) -> int | None: ...
+    @property
+    def remaining(self) -> int | None: ...
+    @property
+    def reset(self) -> float | None: ...
+    @property
+    def retry_after(self) -> float | None: ...
+
+
+class PacedCounts(Protocol):
+    """Where the waits for a permit are counted (`syncd.api.stats.ClientStats`)."""
+
+    paced_waits: int
+    paced_seconds: float
 
 _RECHECK = 0.5
 """Longest a waiting replica sleeps before asking again (others' answers change the picture)."""
@@ -206,7 +260,7 @@ class SharedBudget:
 
     # ----------------------------------------------------------------- the Pacer's side
 
-    async def acquire(self, seq: int, stats: ClientStats | None = None) -> None:
+    async def acquire(self, seq: int, stats: PacedCounts | None = None) -> None:
         """Wait for a permit for the Pacer's request `seq` (one caller at a time: the Pacer's
         lock). Without the database, returns at once and the Pacer paces alone."""
         started: float | None = None
@@ -235,7 +289,7 @@ class SharedBudget:
             if started is not None and stats is not None:
                 stats.paced_seconds += self._clock() - started
 
-    def note(self, seq: int, status: int, info: RateInfo) -> None:
+    def note(self, seq: int, status: int, info: RateAnswer) -> None:
         """Keep the answer to `seq` for the next exchange (`info` from `parse_rate_headers`)."""
         ticket = self._tickets.get(seq)
         if ticket is None:
@@ -314,8 +368,8 @@ class SharedBudget:
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
             conn = connect(self._url, application_name=self._application_name)
-            try:  # a command's first request can come before any StateStore or replica made the tables
-                migrate_fleet(conn)
+            try:  # the budget makes its own tables: a command's first request may come first
+                migrate(conn, BUDGET_MIGRATIONS)
                 if self.key is None:
                     self.key = budget_key(self._base_url, self._token, budget_secret(conn))
             except BaseException:

@@ -1,10 +1,17 @@
-"""The shared state's tables on PostgreSQL, built by named, transactional migrations.
+"""Tables on the PostgreSQL state, built by named, transactional migrations.
 
-The same rules as the SQLite state file's (`syncd.state.sqlite_schema`): each migration runs once,
-in one transaction with the row that records it in `fleet_migrations`; a server that names a
+The same rules as the SQLite state file's (`syncd.state.sqlite_schema`): each migration runs
+once, in one transaction with the row that records it in `fleet_migrations`; a server that names a
 migration this syncd does not know was upgraded by a newer syncd and is refused. Replicas
 starting together take a transaction-level advisory lock first, so only one of them upgrades
 and the others find the work done.
+
+Why a runner and a ledger here, and the SQL with its owners: this layer imports nothing above
+it. Each owner hands `migrate` its own tables (the store's mirror, `syncd.state.pg_schema`; the
+budget's, `syncd.pg.budget`; the fleet's runs, `syncd.daemon.fleet_tables`), and creates them
+when it first uses the server. `LEDGER` names every migration this syncd knows, whoever owns
+it: a server is refused for a name missing from it, whichever owner looks, and owners' lists
+handed together are applied in its order.
 
 Tables live in the connection's current schema (`search_path`): one server can hold several
 fleets, and each test its own.
@@ -12,124 +19,37 @@ fleets, and each test its own.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import psycopg
 
 from syncd.pg.connect import PgError
-from syncd.state.pg_schema import MIRROR_TABLES
 
-__all__ = ["FLEET_MIGRATIONS", "FleetMigration", "applied_fleet_migrations", "migrate_fleet"]
+__all__ = ["LEDGER", "PgMigration", "applied_migrations", "migrate", "unknown_migrations"]
 
 _LOCK_KEY = 0x5359_4E43_4400_0001  # "SYNCD" + 1: the advisory lock that serialises upgrades
 
 
 @dataclass(frozen=True)
-class FleetMigration:
+class PgMigration:
     name: str
     sql: str
 
 
-_RUNS = """
-CREATE TABLE fleet_replicas (
-    replica text PRIMARY KEY,
-    host text NOT NULL,
-    pid integer NOT NULL,
-    control_url text,
-    started_at timestamptz NOT NULL DEFAULT clock_timestamp(),
-    heartbeat_at timestamptz NOT NULL DEFAULT clock_timestamp(),
-    lease_until timestamptz NOT NULL
-);
-CREATE TABLE fleet_runs (
-    id bigserial PRIMARY KEY,
-    job text NOT NULL,
-    kind text NOT NULL,
-    reason text NOT NULL,
-    queued_at timestamptz NOT NULL,
-    started_at timestamptz,
-    ended_at timestamptz,
-    outcome text NOT NULL DEFAULT 'queued'
-        CHECK (outcome IN ('queued', 'running', 'succeeded', 'partial', 'failed', 'cancelled')),
-    error text,
-    summary jsonb NOT NULL DEFAULT '{}',
-    replica text,
-    taken_from text,
-    attempt integer NOT NULL DEFAULT 0,
-    lease_until timestamptz,
-    heartbeat_at timestamptz,
-    due_at timestamptz,
-    not_before timestamptz,
-    UNIQUE (job, due_at)
-);
-CREATE INDEX fleet_runs_job ON fleet_runs (job, id);
-CREATE INDEX fleet_runs_open ON fleet_runs (job) WHERE outcome IN ('queued', 'running');
-CREATE UNIQUE INDEX fleet_runs_one_queued_trigger ON fleet_runs (job)
-    WHERE reason = 'trigger' AND outcome = 'queued' AND replica IS NULL;
-CREATE TABLE fleet_job_leases (
-    job text PRIMARY KEY,
-    run bigint NOT NULL,
-    replica text NOT NULL,
-    lease_until timestamptz NOT NULL
-);
-"""
-"""Runs of every replica (`syncd.daemon.fleet_runs`), the replicas, and one lease per running job
-(`syncd.daemon.leases`): a cron slot is unique per job, one trigger per job waits at a time."""
-
-_TOKEN_BUDGETS = """
-CREATE TABLE token_budgets (
-    key text PRIMARY KEY CHECK (key ~ '^[0-9a-f]{64}$'),
-    rate_limit integer, remaining integer, reset_at timestamptz, observed_at timestamptz,
-    anchor_ticket bigint NOT NULL DEFAULT 0, anchor_pending integer NOT NULL DEFAULT 0,
-    tickets bigint NOT NULL DEFAULT 0, credit integer NOT NULL DEFAULT 0,
-    refused bigint NOT NULL DEFAULT 0, unlimited boolean NOT NULL DEFAULT false,
-    refill_rate double precision, caution double precision NOT NULL DEFAULT 0,
-    no_guess_until timestamptz,
-    base_ticket bigint, base_remaining integer, base_at timestamptz, base_reset timestamptz,
-    base_refused bigint,
-    blocked_until timestamptz, probe_until timestamptz,
-    bucket_tokens double precision, bucket_at timestamptz,
-    updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
-);
-"""
-"""The request budget each API token shares across replicas (`syncd.pg.budget`); the key
-is a hash of the base URL and the token, never the token (an HMAC since 0003)."""
-
-_BUDGET_KEY_SECRET = """
-CREATE TABLE fleet_secrets (
-    name text PRIMARY KEY,
-    secret bytea NOT NULL CHECK (length(secret) >= 32),
-    created_at timestamptz NOT NULL DEFAULT clock_timestamp()
-);
-DELETE FROM token_budgets;
-"""
-"""Secrets of this state database, made at first use (`syncd.pg.budget.budget_secret`): the
-key of `token_budgets` rows is an HMAC under one. The rows keyed by a plain sha256 go: a guessed
-token could be confirmed against them, and they hold only pacing figures the next answers rebuild."""
-
-_RUN_BACKENDS = """
-CREATE TABLE fleet_run_backends (
-    run bigint NOT NULL REFERENCES fleet_runs (id) ON DELETE CASCADE,
-    attempt integer NOT NULL,
-    pid integer NOT NULL,
-    backend_start timestamptz NOT NULL,
-    PRIMARY KEY (run, attempt, pid, backend_start)
-);
-"""
-"""The server sessions that took a tenant's writer lock for a run's attempt (`syncd.fencing`):
-the replica that takes the run over ends them (`pg_terminate_backend`), so the advisory locks
-of a frozen or lost holder go at once. A pid with its start time names one session only."""
-
-FLEET_MIGRATIONS: tuple[FleetMigration, ...] = (
-    FleetMigration("0001-runs", _RUNS),
-    FleetMigration("mirror-0001", MIRROR_TABLES),  # the mirror, id map and journal (syncd.state.pg_schema)
-    FleetMigration("0002-token-budgets", _TOKEN_BUDGETS),
-    FleetMigration("0003-budget-key-secret", _BUDGET_KEY_SECRET),
-    FleetMigration("0004-run-backends", _RUN_BACKENDS),
+LEDGER: tuple[str, ...] = (
+    "0001-runs",  # the fleet's runs, replicas and job leases (syncd.daemon.fleet_tables)
+    "mirror-0001",  # the mirror, id map and journal (syncd.state.pg_schema)
+    "0002-token-budgets",  # the shared request budgets (syncd.pg.budget)
+    "0003-budget-key-secret",  # (syncd.pg.budget)
+    "0004-run-backends",  # the server sessions of a run (syncd.daemon.fleet_tables)
 )
-"""Append new migrations at the end; never edit or reorder a released one."""
+"""Every migration this syncd knows, in release order. Append a new one here and to its owner's
+list; never rename, edit or reorder a released one."""
 
 
-def applied_fleet_migrations(conn: psycopg.Connection) -> list[str]:
+def applied_migrations(conn: psycopg.Connection) -> list[str]:
+    """The names the server records, oldest first (empty for a new server)."""
     with conn.cursor() as cur:
         cur.execute("SELECT to_regclass('fleet_migrations') IS NOT NULL")
         row = cur.fetchone()
@@ -139,19 +59,27 @@ def applied_fleet_migrations(conn: psycopg.Connection) -> list[str]:
         return [name for (name,) in cur.fetchall()]
 
 
-def migrate_fleet(conn: psycopg.Connection, migrations: tuple[FleetMigration, ...] | None = None) -> list[str]:
-    """Apply what is missing; returns the names applied now. `conn` must be in autocommit mode
-    (each migration is its own transaction)."""
-    todo = FLEET_MIGRATIONS if migrations is None else migrations
-    known = {m.name for m in todo}
+def unknown_migrations(applied: Sequence[str], known: Collection[str] = LEDGER) -> list[str]:
+    """The applied names this syncd does not know: a newer syncd upgraded the server."""
+    return [name for name in applied if name not in known]
+
+
+def migrate(conn: psycopg.Connection, migrations: Sequence[PgMigration], *, known: Sequence[str] = LEDGER) -> list[str]:
+    """Apply what is missing of `migrations` (owners' lists together: each name once), in
+    `known`'s order; returns the names applied now. `known`: every name this syncd knows (the
+    ledger). `conn` must be in autocommit mode (each migration is its own transaction)."""
+    strays = [m.name for m in migrations if m.name not in known]
+    if strays:
+        raise ValueError(f"migration {strays[0]!r} is missing from the ledger (syncd.pg.migrations.LEDGER)")
+    todo = sorted(dict.fromkeys(migrations), key=lambda m: known.index(m.name))
     applied_now: list[str] = []
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
         conn.execute(
             "CREATE TABLE IF NOT EXISTS fleet_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT clock_timestamp())"
         )
-        done = applied_fleet_migrations(conn)
-        unknown = [name for name in done if name not in known]
+        done = applied_migrations(conn)
+        unknown = unknown_migrations(done, known)
         if unknown:
             raise PgError(
                 f"the PostgreSQL state was upgraded by a newer syncd (migration {unknown[0]!r} is unknown here): upgrade syncd"

@@ -13,17 +13,14 @@ from syncd.read.crawl import Crawler
 from syncd.read.crawl_stats import CrawlResult, CrawlStats
 from syncd.scope import EVERYTHING, Scope
 from syncd.state import StateStore
+from syncd.state.location import StateLocation
 
 Progress = Callable[[CrawlStats, TenantClient], None]
 
 
-StateLocation = Path | str
-"""Where a mirror lives: a SQLite file, or the `state_url` of a PostgreSQL (`StateStore` opens both)."""
-
-
 def default_db(settings: Settings) -> StateLocation:
     """The mirror the commands and the daemon use: the shared PostgreSQL when `state_url` is
-    set, else `syncd.db` in `state_dir`."""
+    set, else `syncd.db` in `state_dir` (the choice of backend: `syncd.state.location`)."""
     if settings.state_url is not None:
         return settings.state_url.get_secret_value()
     return settings.state_dir / "syncd.db"

@@ -3,12 +3,14 @@ PostgreSQL a fleet shares): snapshots of what the API holds, their runs and thei
 id maps and journals of copies. Users call it "the mirror file"; in the code "mirror" is only
 the copy mode (`syncd mirror ...`).
 
-Modules: `store` (the `StateStore`; `reads`, `staging`, `holds` and `merge` are its parts), `rows`
-(`Row`, `content_hash`), `diff` (pure change arithmetic), `sqlite_schema` (named migrations of the
-file), `sqlite_file` (opening it), `lock` (one writer process of a file), `dialect` (the
-statements that differ between the engines), `pg_database`, `pg_schema` and `pg_writers` (the
-PostgreSQL backend; one writer process per tenant), `state_copy` and `migrate_state`
-(`syncd state migrate`: a file into a server), `errors`.
+Modules: `store` (the `StateStore`; `reads`, `staging`, `holds` and `merge` are its parts),
+`location` (the backend chosen once: a file or a server), `rows` (`Row`, `content_hash`), `diff`
+(pure change arithmetic), `tables` (every table, written once for both engines), `dialect` (what
+differs between the engines: statements and column types), `sqlite_schema` (named migrations of
+the file), `sqlite_file` (opening it), `lock` (one writer process of a file), `pg_database`,
+`pg_schema` and `pg_writers` (the PostgreSQL backend; one writer process per tenant),
+`state_copy` and `migrate_state` (`syncd state migrate`: a file into a server; the daemon's
+history is handed in by the command), `errors`.
 
 Errors: StateError (SyncdError, exit 2)
           ├── NewerStateError   the file was written by a newer syncd

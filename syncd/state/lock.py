@@ -25,7 +25,7 @@ try:  # pragma: no cover - the import only fails on Windows
 except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["WriterLock"]
+__all__ = ["WriterLock", "lock_holder"]
 
 
 class WriterLock:
@@ -85,3 +85,23 @@ class WriterLock:
             self.path.unlink(missing_ok=True)
         finally:
             os.close(fd)
+
+
+def lock_holder(lock: Path) -> str | None:
+    """Who holds the `flock` lock at `lock` (a WriterLock's, or the daemon's), or None; takes
+    nothing and creates nothing."""
+    if fcntl is None:  # pragma: no cover
+        return None
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return None  # no lock file: nobody holds it (the holder creates it, and removes it when done)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return os.read(fd, 200).decode(errors="replace").strip() or "unknown"
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

@@ -2,8 +2,9 @@
 
 What moves: every table of the state file (`runs`, `resources`, `staged`, `listings`, `scopes`,
 `staged_scopes`, `changes`, `idmap`, `journal`) into the same tables on the server
-(`syncd.state.pg_schema`), ids as they are, and the daemon's run history (`daemon.db`,
-`syncd.daemon.runs`) into `fleet_runs`. The id sequences move past the highest id the file
+(`syncd.state.pg_schema`), ids as they are, and what else the state directory holds, as the
+command hands it in (`StatePart`): the daemon's run history (`daemon.db`) into `fleet_runs`
+(`syncd.daemon.history_copy`). The id sequences move past the highest id the file
 ever gave (SQLite's AUTOINCREMENT counter, which may be above the highest row left), so a run
 started on the server gets a larger id than any the file knew, and the id map and journal
 keep naming the runs they named.
@@ -28,8 +29,7 @@ it left queued or running is closed as `RunLog` closes it on the next start.
 
 from __future__ import annotations
 
-import os
-import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -37,91 +37,44 @@ import psycopg
 from syncd.config import names_postgres
 from syncd.errors import UsageError
 from syncd.pg.connect import PgError, connect, display_url
-from syncd.pg.migrations import migrate_fleet
+from syncd.pg.migrations import migrate
 from syncd.state.errors import StateBusyError, StateError
+from syncd.state.lock import lock_holder
 from syncd.state.pg_database import PgDatabase
-from syncd.state.sqlite_file import _connect_readonly, _sqlite_header, identity
-from syncd.state.state_copy import DAEMON_COLUMNS, MigrationMismatch, Progress, StateCopier, StateMigration, TableCount
+from syncd.state.pg_schema import MIRROR_MIGRATIONS
+from syncd.state.state_copy import MigrationMismatch, Progress, StateCopier, StateMigration, StatePart, TableCount
 from syncd.state.store import StateStore
 
-try:  # pragma: no cover - the import only fails on Windows
-    import fcntl
-except ImportError:  # pragma: no cover
-    fcntl = None  # type: ignore[assignment]
+__all__ = ["MigrationMismatch", "PartOf", "StateMigration", "TableCount", "migrate_state"]
 
-__all__ = ["MigrationMismatch", "StateMigration", "TableCount", "migrate_state"]
+PartOf = Callable[[Path | None], StatePart]
+"""What else moves, given the state directory (None: one state file was given)."""
 
 
-def _lock_holder(lock: Path) -> str | None:
-    """Who holds the `flock` writer lock at `lock` (`syncd.state.lock`), or None; creates nothing."""
-    if fcntl is None:  # pragma: no cover
-        return None
-    try:
-        fd = os.open(lock, os.O_RDONLY)
-    except OSError:
-        return None  # no lock file: nobody holds it (the holder creates it, and removes it when done)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return os.read(fd, 200).decode(errors="replace").strip() or "unknown"
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
-
-
-def _source_files(source: Path) -> tuple[Path, Path | None]:
-    """(the state file, the daemon's history or None): a state directory holds both."""
+def _sources(source: Path, part_of: PartOf | None) -> tuple[Path, StatePart | None]:
+    """(the state file, what else moves): a state directory holds both."""
     if source.is_dir():
-        daemon = source / "daemon.db"
-        holder = _lock_holder(source / "daemon.lock")
-        if holder is not None:
-            raise StateBusyError(
-                f"a syncd daemon is running on state directory {source} ({holder}): stop it, then migrate "
-                "(what it writes after the copy would not be in PostgreSQL)"
-            )
-        return source / "syncd.db", (daemon if daemon.exists() else None)
+        return source / "syncd.db", (part_of(source) if part_of is not None else None)
     if not source.exists():
         raise StateError(f"no state directory or state file at {source}")
-    return source, None
+    return source, (part_of(None) if part_of is not None else None)
 
 
-def _open_daemon_history(path: Path) -> sqlite3.Connection:
-    """daemon.db read-only, as one snapshot (like `StateStore(readonly=True)`); StateError when unusable."""
-    header = _sqlite_header(path)
-    immutable = header[18] == 2 and not path.with_name(path.name + "-wal").exists()
-    try:
-        conn = _connect_readonly(path, immutable, 30.0)
-    except sqlite3.DatabaseError as exc:
-        raise StateError(f"{path} is not a usable syncd daemon history: {exc}") from None
-    try:
-        conn.execute("BEGIN")
-        problems = [str(row[0]) for row in conn.execute("PRAGMA quick_check(3)")]
-        columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
-    except sqlite3.DatabaseError as exc:
-        conn.close()
-        raise StateError(f"{path} is not a usable syncd daemon history: {exc}") from None
-    missing = [name for name in DAEMON_COLUMNS if name not in columns]
-    if problems != ["ok"] or missing:
-        conn.close()
-        why = f"it is damaged ({'; '.join(problems)[:200]})" if problems != ["ok"] else f"its runs table lacks {missing[0]!r}"
-        raise StateError(f"{path} is not a usable syncd daemon history: {why}")
-    return conn
-
-
-def migrate_state(source: Path, url: str, *, with_open_runs: bool = False, progress: Progress | None = None) -> StateMigration:
+def migrate_state(
+    source: Path, url: str, *, with_open_runs: bool = False, progress: Progress | None = None, part_of: PartOf | None = None
+) -> StateMigration:
     """Copy the SQLite state at `source` (a state directory, or one state file) into the empty
-    PostgreSQL state at `url`, verified, in one transaction (module docstring). One-line
-    errors: UsageError (not a URL), StateError (file missing or damaged, open runs, a live
-    writer, a target in use), PgError (server), MigrationMismatch (verification)."""
+    PostgreSQL state at `url`, verified, in one transaction (module docstring); with it what
+    `part_of` finds beside it (the daemon's history: the command hands it). One-line errors:
+    UsageError (not a URL), StateError (file missing or damaged, open runs, a live writer, a
+    target in use), PgError (server), MigrationMismatch (verification)."""
     if not names_postgres(url):
         raise UsageError("--to must be the URL of a PostgreSQL state (postgresql://USER@HOST/DB)")
-    db_path, daemon_path = _source_files(source)
-    holder = _lock_holder(db_path.with_name(db_path.name + ".lock"))
+    db_path, part = _sources(source, part_of)
+    holder = lock_holder(db_path.with_name(db_path.name + ".lock"))
     if holder is not None:
         raise StateBusyError(f"state file {db_path} is being written by a syncd process ({holder}): stop it, then migrate")
-    report = StateMigration(source=db_path, daemon_history=daemon_path, target=display_url(url))
+    report = StateMigration(source=db_path, daemon_history=part.path if part is not None else None, target=display_url(url))
     show: Progress = progress or (lambda table, done, total: None)
     with StateStore(db_path, readonly=True) as mirror:
         report.open_runs = [run for (run,) in mirror.db.execute("SELECT id FROM runs WHERE status = 'running' ORDER BY id").fetchall()]
@@ -130,30 +83,29 @@ def migrate_state(source: Path, url: str, *, with_open_runs: bool = False, progr
                 f"{db_path} has runs still open ({', '.join(map(str, report.open_runs[:5]))}): a syncd process ended during them; "
                 "pass --with-open-runs to copy them as they are (the next writer of their tenant on PostgreSQL ends them as failed)"
             )
-        daemon_seen = identity(daemon_path) if daemon_path is not None else None
-        daemon = _open_daemon_history(daemon_path) if daemon_path is not None else None
+        if part is not None:
+            part.open()
         try:
             conn = connect(url, application_name="syncd state migrate")
             try:
-                migrate_fleet(conn)
-                copier = StateCopier(mirror, daemon, PgDatabase(conn), report, show)
+                migrate(conn, (*MIRROR_MIGRATIONS, *(part.migrations if part is not None else ())))
+                copier = StateCopier(mirror, part, PgDatabase(conn), report, show)
                 with conn.transaction():
                     copier.claim_empty_target()
                     copier.copy_mirror()
-                    if daemon_path is not None:
-                        copier.copy_daemon_history(daemon_path)
+                    copier.copy_part()
                     copier.verify()
                     mirror.check_unchanged()  # an immutable read of a file written meanwhile: refuse, roll back
-                    if daemon_path is not None and identity(daemon_path) != daemon_seen:
-                        raise StateError(f"{daemon_path} was written while it was being copied: stop the daemon, then migrate again")
+                    if part is not None:
+                        part.check_unchanged()
             except psycopg.Error as exc:
                 why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
                 raise PgError(f"the copy into the PostgreSQL state at {report.target} failed, nothing was copied: {why}") from None
             finally:
                 conn.close()
         finally:
-            if daemon is not None:
-                daemon.close()
+            if part is not None:
+                part.close()
     _check_committed(url, report)
     return report
 

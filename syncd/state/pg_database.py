@@ -28,12 +28,13 @@ from psycopg.rows import dict_row
 from psycopg.types.string import TextLoader
 
 from syncd.pg.connect import connect, display_url
-from syncd.pg.migrations import FLEET_MIGRATIONS, applied_fleet_migrations, migrate_fleet
+from syncd.pg.migrations import applied_migrations, migrate, unknown_migrations
 from syncd.state.errors import StateError, NewerStateError
+from syncd.state.pg_schema import MIRROR_MIGRATIONS
 
 __all__ = ["PgDatabase", "open_pg", "translate", "where"]
 
-_TABLES_MIGRATION = "mirror-0001"
+_TABLES_MIGRATION = MIRROR_MIGRATIONS[0].name
 _TOKEN = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|::|\?|:[A-Za-z_]\w*|%")
 
 
@@ -99,14 +100,14 @@ class PgDatabase:
 
 
 def open_pg(url: str, *, readonly: bool = False) -> PgDatabase:
-    """The state at `url`, its tables brought up to date; or, `readonly`, one read-only
+    """The state at `url`, the mirror's tables brought up to date; or, `readonly`, one read-only
     snapshot (REPEATABLE READ) for the StateStore's life, nothing migrated or written.
     PgError (one line) when the server cannot be used; StateError when a read-only
     state holds no mirror; NewerStateError when a newer syncd upgraded it."""
     if not readonly:
         conn = connect(url, application_name=f"syncd mirror pid {os.getpid()} on {socket.gethostname()}")
         try:
-            migrate_fleet(conn)
+            migrate(conn, MIRROR_MIGRATIONS)
         except BaseException:
             conn.close()
             raise
@@ -115,12 +116,11 @@ def open_pg(url: str, *, readonly: bool = False) -> PgDatabase:
     try:
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         conn.read_only = True
-        applied = applied_fleet_migrations(conn)  # the snapshot starts here, held until close
+        applied = applied_migrations(conn)  # the snapshot starts here, held until close
     except BaseException:
         conn.close()
         raise
-    known = {m.name for m in FLEET_MIGRATIONS}
-    unknown = [name for name in applied if name not in known]
+    unknown = unknown_migrations(applied)
     if unknown or _TABLES_MIGRATION not in applied:
         conn.close()
         if unknown:

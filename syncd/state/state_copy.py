@@ -5,39 +5,49 @@ Why apart from the command's module: this part only moves and compares rows; dec
 to copy at all (live writers, open runs, the sources' files) is `migrate_state`'s.
 Verification reads the server through the same transaction (`_View`: the StateStore's own read
 methods), so a mismatch is found before anything is committed.
+
+What else the state directory holds moves in the same transaction as a `StatePart` the command
+hands in (the daemon's run history: `syncd.daemon.history_copy`): this layer copies the mirror
+and knows nothing of the daemon.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import math
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from itertools import zip_longest
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from syncd.daemon.leases import NEVER_STARTED
-from syncd.daemon.runs import DIED, OUTCOMES
 from syncd.errors import SyncdError
+from syncd.pg.migrations import PgMigration
 from syncd.state.dialect import POSTGRES
 from syncd.state.errors import StateError
 from syncd.state.pg_database import PgDatabase
 from syncd.state.reads import StoreReads
 from syncd.state.store import StateStore
+from syncd.state.tables import MIRROR
 
-__all__ = ["BATCH", "DAEMON_COLUMNS", "MIRROR_TABLES", "MigrationMismatch", "Progress", "StateCopier", "StateMigration", "TableCount"]
+__all__ = [
+    "BATCH",
+    "MIRROR_TABLES",
+    "MigrationMismatch",
+    "Progress",
+    "StateCopier",
+    "StateMigration",
+    "StatePart",
+    "TableCount",
+    "move_sequence",
+]
 
-MIRROR_TABLES = ("runs", "resources", "staged", "listings", "scopes", "staged_scopes", "changes", "idmap", "journal")
+MIRROR_TABLES = tuple(table.name for table in MIRROR)
 """The state file's tables, in an order the foreign keys accept (runs first)."""
 _SKIPPED = ("migrations", "sqlite_sequence")
 """The file's own bookkeeping: the server records its migrations in `fleet_migrations`."""
 _COUNTERS = {"runs": "id", "changes": "seq"}
 _COLUMNS_OF = "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ?"
-DAEMON_COLUMNS = ("id", "job", "kind", "reason", "queued_at", "started_at", "ended_at", "outcome", "error", "summary")
 BATCH = 5000
 """Rows per COPY: each is one statement, well inside the connection's statement timeout."""
 Progress = Callable[[str, int, int], None]
@@ -71,6 +81,7 @@ class StateMigration:
     """tenant -> kind -> current objects, the same in the file and on the server."""
     open_runs: list[int] = field(default_factory=list)
     closed_daemon_runs: int = 0
+    """Runs of the daemon's history left queued or running, closed by the copy."""
     replaced_nul: int = 0
     next_run_id: int = 1
     next_daemon_run_id: int = 1
@@ -89,6 +100,44 @@ class StateMigration:
             "next_daemon_run_id": self.next_daemon_run_id,
             "verified": True,
         }
+
+
+class StatePart(Protocol):
+    """Another part of the state directory that moves with the mirror, in its transaction (the
+    daemon's run history, `syncd.daemon.history_copy`), handed in by the command."""
+
+    path: Path | None
+    """The file it copies from; None: nothing to copy (its tables are still claimed empty)."""
+    tables: tuple[str, ...]
+    """Its tables on the server, claimed empty with the mirror's."""
+    migrations: tuple[PgMigration, ...]
+    """What the server must hold for them (made before the copy, with the mirror's)."""
+
+    def open(self) -> None:
+        """Read the file as one snapshot; StateError when it is unusable."""
+        ...
+
+    def copy(self, db: PgDatabase, report: StateMigration, progress: Progress) -> None:
+        """Copy its rows in `db`'s transaction; count them in `report.tables`."""
+        ...
+
+    def verify(self, db: PgDatabase) -> None:
+        """MigrationMismatch unless the server holds what the file holds."""
+        ...
+
+    def check_unchanged(self) -> None:
+        """StateError when the file was written while it was being copied."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def move_sequence(db: PgDatabase, table: str, column: str, floor: int) -> int:
+    """Move `table.column`'s sequence past `floor` and every id held; the next id it gives."""
+    top = max(floor, db.execute(f"SELECT coalesce(max({column}), 0) FROM {table}").fetchone()[0])
+    if top > 0:
+        db.execute("SELECT setval(pg_get_serial_sequence(?, ?), ?)", [table, column, top])
+    return top + 1
 
 
 class _Digest:
@@ -116,51 +165,18 @@ class _View(StoreReads):
         self.db, self.where, self.path, self.dialect = db, where, where, POSTGRES
 
 
-def _time(value: Any, what: str) -> datetime | None:
-    if value is None or value == "":
-        return None
-    try:
-        parsed = datetime.fromisoformat(str(value))
-    except ValueError:
-        raise StateError(f"{what} has a time that is not ISO 8601: {str(value)[:40]!r}") from None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
-
-
-def _clean_json(value: Any) -> Any:
-    """What jsonb stores: no NUL in text, no NaN or infinity."""
-    if isinstance(value, str):
-        return value.replace("\x00", "\ufffd")
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {_clean_json(str(key)): _clean_json(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_clean_json(item) for item in value]
-    return value
-
-
-def _run_key(row: Sequence[Any]) -> tuple[Any, ...]:
-    """A `fleet_runs` row as compared: times in UTC, the summary decoded."""
-    times = tuple(None if t is None else t.astimezone(UTC) for t in row[4:7])
-    summary = json.loads(row[9]) if isinstance(row[9], str) else row[9]
-    return (*row[:4], *times, *row[7:9], summary)
-
-
 class StateCopier:
     """One migration: the open sources, the server's transaction, and what was counted."""
 
-    def __init__(
-        self, mirror: StateStore, daemon: sqlite3.Connection | None, db: PgDatabase, report: StateMigration, progress: Progress
-    ) -> None:
-        self.mirror, self.daemon, self.db, self.report, self.progress = mirror, daemon, db, report, progress
+    def __init__(self, mirror: StateStore, part: StatePart | None, db: PgDatabase, report: StateMigration, progress: Progress) -> None:
+        self.mirror, self.part, self.db, self.report, self.progress = mirror, part, db, report, progress
         self.src = mirror.db.conn
         self.digests: dict[str, tuple[list[str], _Digest]] = {}
-        self.daemon_rows: dict[int, tuple[Any, ...]] = {}
 
     def claim_empty_target(self) -> None:
         """Refuse a state that holds rows; keep writers and other migrations out until the commit
         (a writer's INSERT waits for the lock, then its ids come after the copied ones)."""
-        tables = (*MIRROR_TABLES, "fleet_runs")
+        tables = (*MIRROR_TABLES, *(self.part.tables if self.part is not None else ()))
         self.db.execute(f"LOCK TABLE {', '.join(tables)} IN SHARE ROW EXCLUSIVE MODE")
         held = [t for t in tables if self.db.execute(f"SELECT EXISTS (SELECT 1 FROM {t})").fetchone()[0]]
         if held:
@@ -206,8 +222,12 @@ class StateCopier:
             self.digests[table] = (columns, digest)
             copied = self.db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
             self.report.tables.append(TableCount(table, label, total, copied))
-        nexts = {table: self._move_sequence(table, column, self._sqlite_counter(table)) for table, column in _COUNTERS.items()}
+        nexts = {table: move_sequence(self.db, table, column, self._sqlite_counter(table)) for table, column in _COUNTERS.items()}
         self.report.next_run_id = nexts["runs"]
+
+    def copy_part(self) -> None:
+        if self.part is not None:
+            self.part.copy(self.db, self.report, self.progress)
 
     def _sqlite_counter(self, table: str) -> int:
         try:
@@ -215,44 +235,6 @@ class StateCopier:
         except sqlite3.OperationalError:  # a file that never used AUTOINCREMENT
             return 0
         return int(row[0]) if row and isinstance(row[0], int) else 0
-
-    def _move_sequence(self, table: str, column: str, floor: int) -> int:
-        """Move `table.column`'s sequence past `floor` and every id held; the next id it gives."""
-        top = max(floor, self.db.execute(f"SELECT coalesce(max({column}), 0) FROM {table}").fetchone()[0])
-        if top > 0:
-            self.db.execute("SELECT setval(pg_get_serial_sequence(?, ?), ?)", [table, column, top])
-        return top + 1
-
-    def copy_daemon_history(self, path: Path) -> None:
-        assert self.daemon is not None
-        rows = []
-        for raw in self.daemon.execute(f"SELECT {', '.join(DAEMON_COLUMNS)} FROM runs ORDER BY id"):
-            run_id, job, kind, reason, queued, started, ended, outcome, error, summary = raw
-            what = f"{path}: run {run_id}"
-            if outcome in ("running", "queued"):  # closed as RunLog closes them at the next start
-                outcome, error = ("failed", DIED) if outcome == "running" else ("cancelled", NEVER_STARTED)
-                self.report.closed_daemon_runs += 1
-            elif outcome not in OUTCOMES:
-                raise StateError(f"{what} has an outcome syncd does not know ({str(outcome)[:40]!r}): the file is damaged")
-            try:
-                decoded = json.loads(summary or "{}")
-            except (ValueError, RecursionError):
-                raise StateError(f"{what} has a summary that is not JSON: the file is damaged") from None
-            times = [_time(value, what) for value in (queued, started, ended)]
-            queued_at = next((t for t in times if t is not None), datetime.now(UTC))
-            text = [None if v is None else str(v).replace("\x00", "\ufffd") for v in (job, kind, reason, error)]
-            summary_text = json.dumps(_clean_json(decoded if isinstance(decoded, dict) else {}), sort_keys=True)
-            rows.append((run_id, *text[:3], queued_at, *times[1:], outcome, text[3], summary_text))
-        columns = ", ".join(DAEMON_COLUMNS)
-        for start in range(0, len(rows), BATCH):
-            with self.db.conn.cursor() as cur, cur.copy(f"COPY fleet_runs ({columns}) FROM STDIN") as copy:
-                for row in rows[start : start + BATCH]:
-                    copy.write_row(row)
-            self.progress("fleet_runs", min(start + BATCH, len(rows)), len(rows))
-        self.daemon_rows = {row[0]: _run_key(row) for row in rows}
-        copied = self.db.execute("SELECT count(*) FROM fleet_runs").fetchone()[0]
-        self.report.tables.append(TableCount("fleet_runs", path.name, len(rows), copied))
-        self.report.next_daemon_run_id = self._move_sequence("fleet_runs", "id", 0)
 
     def verify(self) -> None:
         """MigrationMismatch unless the server now holds what the file holds (module docstring)."""
@@ -275,10 +257,8 @@ class StateCopier:
                 raise MigrationMismatch(
                     f"verification failed, nothing was copied: the rows of table {table} differ between the file and PostgreSQL"
                 )
-        if self.daemon is not None:
-            got_runs = {row[0]: _run_key(row) for row in self.db.execute(f"SELECT {', '.join(DAEMON_COLUMNS)} FROM fleet_runs")}
-            if got_runs != self.daemon_rows:
-                raise MigrationMismatch("verification failed, nothing was copied: the daemon's runs differ between daemon.db and PostgreSQL")
+        if self.part is not None:
+            self.part.verify(self.db)
         self._verify_views()
 
     def _verify_views(self) -> None:

@@ -21,7 +21,9 @@ Threads: public methods hold an internal lock and the connection allows other th
 a StateStore can be used from `anyio.to_thread`; `current()` streams from one cursor, so finish
 iterating before writing from another thread.
 
-Backends: the code above sees one interface. `self.db` is the SQLite file's `Database`
+Backends: the code above sees one interface. Which one is decided once, where the setting is
+read (`syncd.state.location`: a `Path` is a file, a `str` a PostgreSQL state's URL, or a
+`StateBackend` given as it is). `self.db` is the SQLite file's `Database`
 (sqlite-utils) or the PostgreSQL handle (`syncd.state.pg_database`) with the same `execute`,
 `query` and `atomic`; the few statements that differ come from `self.dialect`
 (`syncd.state.dialect`). One writer process at a time: of the whole file (a `flock` beside
@@ -54,11 +56,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from syncd.state.dialect import POSTGRES, SQLITE
 from syncd.state.diff import ChangeSummary
 from syncd.state.errors import StateError
 from syncd.state.holds import StoreHolds
-from syncd.state.lock import WriterLock
+from syncd.state.location import StateBackend, StateLocation, state_backend
 from syncd.state.merge import merge_run
 from syncd.state.reads import FINISHED, StoreReads
 from syncd.state.sqlite_schema import utc_now
@@ -67,21 +68,13 @@ from syncd.state.sqlite_file import (  # noqa: F401  (database_failure and the r
     _sqlite_header,
     database_failure,
     identity,
-    open_readonly,
-    open_writable,
 )
 from syncd.state.staging import StoreStaging, writes
 
-__all__ = ["FINISHED", "StateStore", "is_state_url"]
+__all__ = ["FINISHED", "StateStore"]
 
 _ENDED = ("failed", "cancelled")
-_URL_SCHEMES = ("postgresql://", "postgres://")
 _writes = writes
-
-
-def is_state_url(location: Path | str) -> bool:
-    """True for a PostgreSQL URL (`state_url`), False for a state file's path."""
-    return isinstance(location, str) and location.startswith(_URL_SCHEMES)
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -100,7 +93,7 @@ class StateStore(StoreReads, StoreStaging, StoreHolds):
 
     def __init__(
         self,
-        path: Path | str,
+        path: StateLocation | StateBackend,
         *,
         create: bool = True,
         readonly: bool = False,
@@ -112,33 +105,22 @@ class StateStore(StoreReads, StoreStaging, StoreHolds):
         self.lock_wait = lock_wait
         """PostgreSQL: seconds a writer waits for another process's run of the same tenant to
         end (`start_run`, `hold`); 0 tries once. SQLite never waits."""
-        self.immutable = False
-        """True when opened read-only as an immutable file (see `check_unchanged`)."""
         self.batch_size = batch_size
         self._lock = threading.RLock()
         self._active: dict[int, str] = {}  # open runs of this StateStore -> their tenant
         self._closed = False
-        self._opened_as: tuple[int, int, int, int] | None = None
-        self.path: Path | str
+        backend = state_backend(path)  # the backend was chosen where the setting was read
+        self.path: StateLocation = backend.location
         """The file's path, or the URL of the PostgreSQL state (what reopens it)."""
-        if is_state_url(path):
-            from syncd.state.pg_database import open_pg, where
-            from syncd.state.pg_writers import TenantWriters
-
-            self.path, self.where, self.dialect = str(path), where(str(path)), POSTGRES
-            self.db: Any = open_pg(self.path, readonly=readonly)
-            self._writer: Any = TenantWriters(self.db, self.where)
-            return
-        self.path = Path(path)
-        self.where = str(self.path)
+        self.where = backend.where
         """The state, as messages name it (a URL without its password)."""
-        self.dialect = SQLITE
-        self._writer = WriterLock(self.path)
-        if readonly:
-            self.db, self._opened_as = open_readonly(self.path, busy_timeout=busy_timeout)
-            self.immutable = self._opened_as is not None
-        else:
-            self.db = open_writable(self.path, create=create, busy_timeout=busy_timeout)
+        self.dialect = backend.dialect
+        opened = backend.open(readonly=readonly, create=create, busy_timeout=busy_timeout)
+        self.db: Any = opened.db
+        self._writer: Any = opened.writer
+        self._opened_as = opened.opened_as
+        self.immutable = opened.opened_as is not None
+        """True when opened read-only as an immutable file (see `check_unchanged`)."""
 
     # -- lifecycle -------------------------------------------------------------------------
 

@@ -20,7 +20,8 @@ import pytest
 from pydantic import ValidationError
 
 from syncd.config import Settings
-from syncd.pg import FLEET_MIGRATIONS, connect, migrate_fleet
+from syncd.daemon.fleet_tables import FLEET_MIGRATIONS
+from syncd.pg import connect, migrate
 from syncd.pg.budget import SharedBudget
 from syncd.read.blobs import BlobStore
 from tests.hostile.cli_support import clean_env, run_cli
@@ -106,7 +107,7 @@ async def test_case11_rows_keyed_by_the_old_plain_hash_are_dropped_by_the_migrat
     before = tuple(m for m in FLEET_MIGRATIONS if m.name != "0003-budget-key-secret")
     old_key = hashlib.sha256(f"{BASE_URL}\n{TOKEN}".encode()).hexdigest()
     with connect(pg_url) as conn:
-        migrate_fleet(conn, before)
+        migrate(conn, before)
         conn.execute("INSERT INTO token_budgets (key, tickets) VALUES (%s, 41)", (old_key,))
     key = await _spend_one_permit(pg_url)
     assert key != old_key and [row[0] for row in _budget_rows(pg_url)] == [key]

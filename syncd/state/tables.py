@@ -1,0 +1,235 @@
+"""The state's tables, written once for both engines: the SQLite file's migrations
+(`syncd.state.sqlite_schema`) and the PostgreSQL migration "mirror-0001" (`syncd.state.pg_schema`)
+render them, each in its engine's words (`Dialect.column`, `syncd.state.dialect`).
+
+Why one definition: the two backends must hold the same tables, or code above the store would
+have to know its backend. Columns are written in SQLite's words plus two of our own, which the
+dialect renders: `ID` (a key that only grows: AUTOINCREMENT, an identity) and `JSON` (text
+checked with `json_valid` on SQLite, `json` on PostgreSQL); `INTEGER` is `BIGINT` and `TEXT`
+byte-ordered (`COLLATE "C"`) on PostgreSQL.
+
+Released migrations never change in effect: these definitions are the tables as first
+released (`columns`), then the columns added since (`later`, in the order their migrations
+added them). A new column goes at the end of `later` with a new migration on each engine; the
+schema tests compare the rendering against the SQL as released (`tests/released_schema.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from syncd.state.dialect import Dialect
+
+__all__ = [
+    "CHANGES",
+    "CURRENT_RESOURCES",
+    "IDMAP",
+    "JOURNAL",
+    "LISTINGS",
+    "MIRROR",
+    "RESOURCES",
+    "RUNS",
+    "SCOPES",
+    "STAGED",
+    "STAGED_SCOPES",
+    "Table",
+]
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table: `columns` as first released, `keys` (table constraints), the columns added
+    since (`later`) and its indexes (whole statements, the same on both engines)."""
+
+    name: str
+    columns: tuple[str, ...]
+    keys: tuple[str, ...] = ()
+    later: tuple[str, ...] = ()
+    indexes: tuple[str, ...] = ()
+
+    def create(self, dialect: Dialect, *, later: bool = True, named: str | None = None) -> str:
+        """CREATE TABLE in `dialect`'s words: its current shape, or (`later=False`) its first one;
+        `named`: under another name (a table rebuilt under a new name, then renamed)."""
+        columns = [dialect.column(column) for column in (*self.columns, *(self.later if later else ()))]
+        body = ",\n    ".join([*columns, *self.keys])
+        return f"CREATE TABLE {named or self.name} (\n    {body}\n);"
+
+    def add_columns(self, dialect: Dialect, *names: str) -> str:
+        """ALTER TABLE ... ADD COLUMN for the `later` columns `names` (SQLite's migrations)."""
+        by_name = {column.split(" ", 1)[0]: column for column in self.later}
+        return "\n".join(f"ALTER TABLE {self.name} ADD COLUMN {dialect.column(by_name[name])};" for name in names)
+
+    def index(self, name: str) -> str:
+        return next(statement for statement in self.indexes if statement.startswith(f"CREATE INDEX {name} "))
+
+    def with_indexes(self, dialect: Dialect) -> str:
+        """The table in its current shape, then its indexes (a new PostgreSQL state)."""
+        return "\n".join([self.create(dialect), *self.indexes])
+
+
+_RUN = "run INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE"
+"""The run a row belongs to: it goes with the run."""
+_OBJECT = (
+    "tenant TEXT NOT NULL",
+    "kind TEXT NOT NULL",
+    "id TEXT NOT NULL",
+    "org TEXT",
+    "parent_kind TEXT",
+    "parent_id TEXT",
+    "position INTEGER",
+    "listing TEXT",
+    "scope TEXT",
+    "data JSON NOT NULL",
+    "hash TEXT NOT NULL",
+)
+"""One object as read: where it sits (org, parent, position), the list it came from, its JSON
+and the hash of it (`syncd.state.rows`). A staged row becomes a current one as it is."""
+
+RUNS = Table(
+    "runs",
+    (
+        "id ID",
+        "job TEXT NOT NULL",
+        "tenant TEXT NOT NULL",
+        "scope_ref TEXT NOT NULL",
+        "started_at TEXT NOT NULL",
+        "finished_at TEXT",
+        "status TEXT NOT NULL DEFAULT 'running'\n        CHECK (status IN ('running', 'complete', 'partial', 'failed', 'cancelled'))",
+        "stats JSON",
+        "reason TEXT",
+        "pid INTEGER",
+        "host TEXT",
+    ),
+    indexes=("CREATE INDEX runs_by_tenant ON runs (tenant, status, id);",),
+)
+"""One row per crawl (or write job). Ids only grow: changes, id maps and journals refer to them."""
+
+RESOURCES = Table(
+    "resources",
+    (*_OBJECT, "first_seen_run INTEGER NOT NULL", "last_seen_run INTEGER NOT NULL", "deleted_run INTEGER"),
+    keys=("PRIMARY KEY (tenant, kind, id)",),
+    indexes=(
+        "CREATE INDEX resources_current_by_kind ON resources (tenant, kind, parent_kind, parent_id, position)\n"
+        "    WHERE deleted_run IS NULL;",
+        "CREATE INDEX resources_current_by_org ON resources (tenant, org, kind) WHERE deleted_run IS NULL;",
+        "CREATE INDEX resources_current_by_scope ON resources (tenant, scope) WHERE deleted_run IS NULL;",
+        "CREATE INDEX resources_current_by_listing ON resources (tenant, listing) WHERE deleted_run IS NULL;",
+        "CREATE INDEX resources_by_parent ON resources (tenant, parent_id, parent_kind, position);",
+        "CREATE INDEX resources_deleted ON resources (tenant, deleted_run) WHERE deleted_run IS NOT NULL;",
+    ),
+)
+"""The current view (deleted_run IS NULL) plus the tombstones of what was deleted."""
+
+STAGED = Table("staged", (_RUN, *_OBJECT), keys=("PRIMARY KEY (run, tenant, kind, id)",))
+"""Rows read by a running run; merged into resources when it finishes, dropped otherwise."""
+
+LISTINGS = Table(
+    "listings",
+    (_RUN, "tenant TEXT NOT NULL", "listing TEXT NOT NULL", "status TEXT NOT NULL CHECK (status IN ('ok', 'failed'))", "error TEXT"),
+    keys=("PRIMARY KEY (run, tenant, listing)",),
+)
+"""Which lists a run read, and how it went. Only an 'ok' listing can delete rows. Failed
+listings are kept after the run finishes (what was unknown, and why)."""
+
+SCOPES = Table(
+    "scopes",
+    ("tenant TEXT NOT NULL", "scope TEXT NOT NULL", "token TEXT NOT NULL", "run INTEGER NOT NULL"),
+    keys=("PRIMARY KEY (tenant, scope)",),
+)
+"""The change token (e.g. a space's revision) at which a scope was last read completely. A
+scope's token only becomes current with a run that read the whole scope (or carried it
+forward), so a partial read is retried next time instead of being skipped for good."""
+
+STAGED_SCOPES = Table(
+    "staged_scopes",
+    (_RUN, "tenant TEXT NOT NULL", "scope TEXT NOT NULL", "token TEXT NOT NULL"),
+    keys=("PRIMARY KEY (run, tenant, scope)",),
+)
+"""The scopes' tokens staged by a running run."""
+
+CHANGES = Table(
+    "changes",
+    (
+        "seq ID",
+        _RUN,
+        "tenant TEXT NOT NULL",
+        "kind TEXT NOT NULL",
+        "id TEXT NOT NULL",
+        "op TEXT NOT NULL CHECK (op IN ('created', 'updated', 'deleted', 'moved'))",
+        "old_hash TEXT",
+        "new_hash TEXT",
+        "old_parent_id TEXT",
+        "parent_id TEXT",
+        "old_position INTEGER",
+        "position INTEGER",
+        "title TEXT",
+    ),
+    later=("fields JSON",),
+    indexes=(
+        "CREATE INDEX changes_by_run ON changes (run, tenant, kind);",
+        "CREATE INDEX changes_by_resource ON changes (tenant, kind, id);",
+    ),
+)
+"""What each finished run changed in the current view. Every row carries the state before and
+after (hash, parent, position), so changes compose across runs (`syncd diff`); seq orders them
+as they were committed. `fields` (SQLite 0005): what an update changed, {"changed": [{"field",
+"old", "new"}, ...], "omitted": N}, bounded (`syncd.state.diff.changed_fields`), so `syncd diff`
+shows old -> new; NULL for other ops, and for the updates recorded before it."""
+
+CURRENT_RESOURCES = """CREATE VIEW current_resources AS
+    SELECT tenant, kind, id, org, parent_kind, parent_id, position, listing, scope, data, hash,
+           first_seen_run, last_seen_run
+    FROM resources WHERE deleted_run IS NULL;"""
+"""For people browsing the state with sqlite-utils, Datasette or psql."""
+
+IDMAP = Table(
+    "idmap",
+    (
+        "source_tenant TEXT NOT NULL",
+        "source_org TEXT NOT NULL DEFAULT ''",
+        "kind TEXT NOT NULL",
+        "source_id TEXT NOT NULL",
+        "target_tenant TEXT NOT NULL",
+        "target_org TEXT NOT NULL DEFAULT ''",
+        "target_id TEXT NOT NULL",
+        "origin TEXT NOT NULL DEFAULT 'created' CHECK (origin IN ('created', 'adopted'))",
+        "run INTEGER",
+    ),
+    keys=("PRIMARY KEY (source_tenant, source_org, kind, source_id, target_tenant, target_org)",),
+    indexes=("CREATE INDEX idmap_by_target ON idmap (target_tenant, target_org, kind, target_id);",),
+)
+"""Source id -> target id of everything syncd created or matched on a target, per (source
+organization, target organization) pair; `origin` says whether syncd created the target object
+(only those may be deleted by a mirror) or adopted it. (SQLite's first id map, of 0002, had no
+organizations: `sqlite_schema` keeps it.)"""
+
+JOURNAL = Table(
+    "journal",
+    (
+        _RUN,
+        "seq INTEGER NOT NULL",
+        "target_tenant TEXT NOT NULL",
+        "kind TEXT",
+        "source_id TEXT",
+        "method TEXT NOT NULL",
+        "path TEXT NOT NULL",
+        "body JSON",
+        "state TEXT NOT NULL DEFAULT 'planned' CHECK (state IN ('planned', 'sent', 'done', 'failed'))",
+        "result_id TEXT",
+        "attempts INTEGER NOT NULL DEFAULT 0",
+        "error TEXT",
+        "updated_at TEXT",
+    ),
+    keys=("PRIMARY KEY (run, seq)",),
+    later=("op_key TEXT", "target_org TEXT", "source_org TEXT", "source_tenant TEXT", "op JSON"),
+    indexes=(
+        "CREATE INDEX journal_open ON journal (target_tenant, state) WHERE state IN ('planned', 'sent');",
+        "CREATE INDEX journal_by_key ON journal (target_tenant, target_org, op_key);",
+    ),
+)
+"""Write intents of an apply run, written before each call and completed after it. `op`
+(SQLite 0004): the whole op (`ops.op_to_json`) of each intent: a later run reconciles an intent
+whose effect is unknown with the op's `match`, even when its new plan no longer holds that op."""
+
+MIRROR: tuple[Table, ...] = (RUNS, RESOURCES, STAGED, LISTINGS, SCOPES, STAGED_SCOPES, CHANGES, IDMAP, JOURNAL)
+"""Every table of the state, in an order the foreign keys accept (runs first)."""
