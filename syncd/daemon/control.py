@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     from syncd.config import Settings
     from syncd.daemon.metrics import DaemonMetrics
-    from syncd.daemon.runs import RunLog
+    from syncd.daemon.run_history import RunHistory
     from syncd.daemon.views import JobState, TriggerResult
 
 __all__ = ["DAEMON", "ControlledDaemon", "create_control_app"]
@@ -56,7 +56,7 @@ class ControlledDaemon(Protocol):
     def jobs(self) -> Mapping[str, JobState]: ...
 
     @property
-    def runs(self) -> RunLog | None: ...
+    def runs(self) -> RunHistory | None: ...
 
     @property
     def stopping(self) -> bool: ...

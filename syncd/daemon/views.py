@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from syncd.config import JobConfig
-from syncd.daemon.runs import RunLog, RunRecord, iso_utc
+from syncd.daemon.run_history import RunHistory, RunRecord, iso_utc
 from syncd.daemon.schedule import JobTimer
 
 __all__ = ["JobState", "TriggerResult", "job_view", "state_word"]
@@ -48,7 +48,7 @@ def state_word(state: JobState, clock: Callable[[], datetime]) -> str:
     return "due" if due is not None and due <= clock() else "idle"
 
 
-def job_view(state: JobState, runs: RunLog, clock: Callable[[], datetime]) -> dict[str, Any]:
+def job_view(state: JobState, runs: RunHistory, clock: Callable[[], datetime]) -> dict[str, Any]:
     """A job as `/jobs` shows it: its schedule, state, current and queued runs, last outcome."""
     job, timer = state.config, state.timer
     last = next((r for r in runs.of_job(job.name, 5) if r.finished), None)
