@@ -2,7 +2,7 @@
 
 Read-only (`StateStore(path, readonly=True)`): for backups being exported, restored or looked
 at, and for a look at a mirror another process writes. Nothing is written into the file or
-beside it: no migration (an older schema is read as it is, see `schema.check_readable`), no
+beside it: no migration (an older schema is read as it is, see `sqlite_schema.check_readable`), no
 switch to WAL, no writer lock. Why two ways to open:
 - a WAL file with no `-wal` beside it is closed (SQLite removes the `-wal` when the last
   connection closes; every backup is such a file). It is opened `immutable`: `mode=ro` alone
