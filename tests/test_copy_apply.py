@@ -167,7 +167,7 @@ async def test_what_appeared_is_found_and_two_new_objects_are_told_apart_by_what
     with StateStore(world.db) as mirror:
         run = begin(mirror, pair)
         async with TenantClient.from_settings(world.settings, "dst") as client:
-            writer = Writer(mirror=mirror, pair=pair, run=run, idmap=load_idmap(mirror, pair), target=client, source=None)
+            writer = Writer(store=mirror, pair=pair, run=run, idmap=load_idmap(mirror, pair), target=client, source=None)
             expect = Expect(f"/v1/orgs/{world.orgs[2]}/collections", parent_field="parent", parent=None)
             assert await writer.find_made(expect, ("collection", "S1"), run) is None
             one = await org.collection("One")

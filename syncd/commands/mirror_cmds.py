@@ -299,8 +299,8 @@ def dry_run_saved(saved: SavedPlan, plan_file: Path, db: StateLocation, as_json:
 
     idmap = IdMap()
     if not isinstance(db, Path) or db.exists():  # no state file made by a dry run; a state_url's state is the server's
-        with StateStore(db) as mirror:
-            idmap = load_idmap(mirror, saved.pair)
+        with StateStore(db) as store:
+            idmap = load_idmap(store, saved.pair)
     lines = dry_run_lines(saved.plan, idmap)
     if as_json:
         _emit({**json.loads(plan_file.read_text(encoding="utf-8")), "calls": lines})

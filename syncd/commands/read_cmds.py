@@ -139,13 +139,13 @@ def sync(
     raise typer.Exit(code)
 
 
-def _pick_runs(mirror: StateStore, run_a: int | None, run_b: int | None) -> tuple[int, int]:
-    merged = [r for r in mirror.runs() if r["status"] in ("complete", "partial")]
+def _pick_runs(store: StateStore, run_a: int | None, run_b: int | None) -> tuple[int, int]:
+    merged = [r for r in store.runs() if r["status"] in ("complete", "partial")]
     if run_b is None:
         if not merged:
             raise UsageError("the mirror has no finished run yet")
         run_b = merged[-1]["id"]
-    b = mirror.run(run_b)
+    b = store.run(run_b)
     if b is None:
         raise UsageError(f"no run {run_b} in the mirror")
     if run_a is None:
@@ -169,10 +169,10 @@ def diff(
     if len(run) > 2:
         raise UsageError("give --run at most twice (A then B)")
     db_path = existing_db(db or default_db(load_settings(config)))
-    with StateStore(db_path, readonly=True) as mirror:  # only read: works on read-only media, beside a writer
-        run_a, run_b = _pick_runs(mirror, run[0] if len(run) == 2 else None, run[-1] if run else None)
-        changes = mirror.diff(run_a, run_b)
-        lines = [] if as_json else change_lines(changes, mirror.location, every=show_all)
+    with StateStore(db_path, readonly=True) as store:  # only read: works on read-only media, beside a writer
+        run_a, run_b = _pick_runs(store, run[0] if len(run) == 2 else None, run[-1] if run else None)
+        changes = store.diff(run_a, run_b)
+        lines = [] if as_json else change_lines(changes, store.location, every=show_all)
     if as_json:
         keep = ("kind", "id", "op", "title", "parent_id", "old_parent_id", "position", "old_position", "old_hash", "new_hash",
                 "fields", "fields_omitted")
@@ -232,9 +232,9 @@ def status(
 
     db_path = existing_db(db or default_db(load_settings(config)))
     try:
-        with StateStore(db_path, readonly=True) as mirror:
-            runs = mirror.runs()
-            counts = {tenant: mirror.counts(tenant) for tenant in sorted({r["tenant"] for r in runs})}
+        with StateStore(db_path, readonly=True) as store:
+            runs = store.runs()
+            counts = {tenant: store.counts(tenant) for tenant in sorted({r["tenant"] for r in runs})}
     except sqlite3.DatabaseError as exc:  # the header and schema read, a later page is damaged
         raise StateError(f"{shown_state(db_path)} cannot be read, it is damaged: {exc}") from None
     if as_json:

@@ -188,15 +188,15 @@ async def _read(
     ends: Endpoints, pair: Pair, backup: Side | None, content: ContentStrategy, progress: Progress | None, full: bool, scope: Scope = EVERYTHING
 ) -> Reading:
     def writes() -> int:
-        with StateStore(ends.db) as mirror:
-            return journal.target_writes(mirror, pair)
+        with StateStore(ends.db) as store:
+            return journal.target_writes(store, pair)
 
     written = await anyio.to_thread.run_sync(writes)  # before reading: a run ending while we read counts
     source, target = await read_sides(ends, backup, progress, full)
 
     def load() -> tuple[IdMap, list[str], int]:
-        with StateStore(ends.db) as mirror:
-            return journal.load_idmap(mirror, pair), journal.made_in_source(mirror, pair), len(journal.open_intents(mirror, pair))
+        with StateStore(ends.db) as store:
+            return journal.load_idmap(store, pair), journal.made_in_source(store, pair), len(journal.open_intents(store, pair))
 
     idmap, made, pending = await anyio.to_thread.run_sync(load)
     leftovers = set(made) | set(idmap.of_kind("space-duplicate").values())
@@ -252,31 +252,31 @@ async def _content_source(ends: Endpoints, content: ContentStrategy) -> AsyncIte
         yield source
 
 
-async def _begin(mirror: StateStore, pair: Pair) -> int:
+async def _begin(store: StateStore, pair: Pair) -> int:
     """`journal.begin` off the event loop: on PostgreSQL it waits (bounded) for another
     process's run of the target tenant; cancelling the task ends the wait."""
-    return await anyio.to_thread.run_sync(lambda: journal.begin(mirror, pair, on_wait=anyio.from_thread.check_cancelled))
+    return await anyio.to_thread.run_sync(lambda: journal.begin(store, pair, on_wait=anyio.from_thread.check_cancelled))
 
 
 async def _settle(ends: Endpoints, pair: Pair) -> list[str]:
     """Settle leftovers of earlier runs in an apply run of its own (none when none)."""
-    with StateStore(ends.db) as mirror:
-        intents = journal.open_intents(mirror, pair)
-        idmap = journal.load_idmap(mirror, pair)
+    with StateStore(ends.db) as store:
+        intents = journal.open_intents(store, pair)
+        idmap = journal.load_idmap(store, pair)
         if not intents and not idmap.of_kind("space-duplicate"):
             return []
-        run = await _begin(mirror, pair)
+        run = await _begin(store, pair)
         status = "failed"
         try:
             # Read again now that the target is ours: a replica's apply we waited for may have
             # settled or finished some of them meanwhile.
-            intents, idmap = journal.open_intents(mirror, pair), journal.load_idmap(mirror, pair)
-            writer = Writer(mirror=mirror, pair=pair, run=run, idmap=idmap, target=ends.target, source=ends.source)
+            intents, idmap = journal.open_intents(store, pair), journal.load_idmap(store, pair)
+            writer = Writer(store=store, pair=pair, run=run, idmap=idmap, target=ends.target, source=ends.source)
             done = await settle_leftovers(writer, intents)
             status = "complete"
             return done + writer.counts.notes
         finally:
-            journal.finish(mirror, run, status, {"settled": True})
+            journal.finish(store, run, status, {"settled": True})
 
 
 def _plan(reading: Reading, mode: Mode, max_delete: int, adopt: bool) -> Plan:
@@ -316,16 +316,16 @@ async def _apply(
     if source is not None:
         live = not isinstance(ends.source_ref, BackupSource)
         publisher = Publisher(source, reading.source.snapshot, _blobs(ends, reading.pair), fetch=live, concurrency=ends.settings.content_source.concurrency)
-    with StateStore(ends.db) as mirror:
-        run = await _begin(mirror, reading.pair)
+    with StateStore(ends.db) as store:
+        run = await _begin(store, reading.pair)
         status, reason, result = "failed", "apply stopped on an error", None
         try:
-            if journal.target_writes(mirror, reading.pair) != reading.target_writes:
+            if journal.target_writes(store, reading.pair) != reading.target_writes:
                 # We may have waited for the target's writer (PostgreSQL) while another copy
                 # of it applied: what we read is not what is there. Nothing is written.
                 status, reason = "cancelled", STALE
                 raise _TargetChanged(STALE)
-            writer = Writer(mirror=mirror, pair=reading.pair, run=run, idmap=reading.idmap, target=ends.target, source=ends.source, publisher=publisher)
+            writer = Writer(store=store, pair=reading.pair, run=run, idmap=reading.idmap, target=ends.target, source=ends.source, publisher=publisher)
             result = await apply_plan(plan, writer, concurrency=ends.settings.tenant(ends.target_ref.tenant).concurrency, on_progress=on_progress)
             status, reason = ("complete", "") if result.ok else ("partial", "some operations failed or were skipped")
             return result
@@ -337,7 +337,7 @@ async def _apply(
             raise
         finally:
             # Synchronous on purpose: it must run even while the task is being cancelled.
-            journal.finish(mirror, run, status, {"apply": result.stats()} if result else {}, reason)
+            journal.finish(store, run, status, {"apply": result.stats()} if result else {}, reason)
 
 
 async def copy_org(
@@ -488,8 +488,8 @@ class _Copy:
             )
         report.verification = await anyio.to_thread.run_sync(_verify, reading, plan)
         report.read_cleanly = reading.complete
-        with StateStore(self.ends.db) as mirror:
-            made = journal.made_in_source(mirror, self.pair)
+        with StateStore(self.ends.db) as store:
+            made = journal.made_in_source(store, self.pair)
         report.residue = residue(reading.source_as_read, made)
         appeared = {n.id for n in reading.source_as_read.of_kind("space")} - {n.id for n in before.of_kind("space")} - set(made)
         if appeared:
@@ -526,8 +526,8 @@ async def verify_org(
     """Read both sides and compare them (differences a plan would announce as skips are
     excused); and what copies of this pair left in the source."""
     reading, plan = await plan_org(settings, source, target, db=db, on_read=on_read, scope=scope)
-    with StateStore(db or default_db(settings)) as mirror:
-        made = journal.made_in_source(mirror, reading.pair)
+    with StateStore(db or default_db(settings)) as store:
+        made = journal.made_in_source(store, reading.pair)
     return _verify(reading, plan), residue(reading.source_as_read, made)
 
 

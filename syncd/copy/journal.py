@@ -87,9 +87,9 @@ def _json(value: Any) -> str:
 # -- the id map ----------------------------------------------------------------------------
 
 
-def load_idmap(mirror: StateStore, pair: Pair) -> IdMap:
+def load_idmap(store: StateStore, pair: Pair) -> IdMap:
     idmap = IdMap()
-    with mirror.reading() as db:
+    with store.reading() as db:
         rows = db.execute(f"SELECT kind, source_id, target_id, origin FROM idmap WHERE {_PAIR_WHERE}", pair.values()).fetchall()
     for kind, source_id, target_id, origin in rows:
         idmap.put(kind, source_id, target_id, origin)
@@ -109,30 +109,30 @@ def _write_mappings(db: Any, run: int, pair: Pair, mappings: Iterable[MappingEnt
         db.execute(f"DELETE FROM idmap WHERE {_PAIR_WHERE} AND kind = ? AND source_id = ?", [*pair.values(), kind, source_id])
 
 
-def record_mappings(mirror: StateStore, run: int, pair: Pair, mappings: Sequence[MappingEntry], drops: Sequence[tuple[str, str]] = ()) -> None:
+def record_mappings(store: StateStore, run: int, pair: Pair, mappings: Sequence[MappingEntry], drops: Sequence[tuple[str, str]] = ()) -> None:
     """Write id-map entries that need no call (adoption), in one transaction."""
-    with mirror.transaction() as db:
+    with store.transaction() as db:
         _write_mappings(db, run, pair, mappings, drops)
 
 
 # -- apply runs ----------------------------------------------------------------------------
 
 
-def begin(mirror: StateStore, pair: Pair, on_wait: Callable[[], object] | None = None) -> int:
+def begin(store: StateStore, pair: Pair, on_wait: Callable[[], object] | None = None) -> int:
     """Open an apply run into the target: takes the writer lock (the state file's, or the target
     tenant's on PostgreSQL, waited for: see `StateStore.start_run`, whose `on_wait` this is;
     StateBusyError when another live process writes it); the pair is kept in the run's statistics."""
-    run = mirror.start_run(APPLY_JOB, pair.target_tenant, f"{pair.target_tenant}:{pair.target_org}", on_wait=on_wait)
-    mirror.set_run_stats(run, {"pair": asdict(pair)})
+    run = store.start_run(APPLY_JOB, pair.target_tenant, f"{pair.target_tenant}:{pair.target_org}", on_wait=on_wait)
+    store.set_run_stats(run, {"pair": asdict(pair)})
     return run
 
 
-def target_writes(mirror: StateStore, pair: Pair) -> int:
+def target_writes(store: StateStore, pair: Pair) -> int:
     """How many apply runs into the pair's target organization have ended. A plan made from a
     read taken while this was N is stale once it is more: another run (a replica's job, an
     operator's copy) wrote the target meanwhile, and applying the plan would make again what
     that run made."""
-    with mirror.reading() as db:
+    with store.reading() as db:
         row = db.execute(
             "SELECT count(*) FROM runs WHERE tenant = ? AND job = ? AND scope_ref = ? AND status <> 'running'",
             [pair.target_tenant, APPLY_JOB, f"{pair.target_tenant}:{pair.target_org}"],
@@ -140,10 +140,10 @@ def target_writes(mirror: StateStore, pair: Pair) -> int:
     return int(row[0])
 
 
-def finish(mirror: StateStore, run: int, status: str, stats: Mapping[str, Any] | None = None, reason: str = "") -> None:
+def finish(store: StateStore, run: int, status: str, stats: Mapping[str, Any] | None = None, reason: str = "") -> None:
     """End an apply run (complete, partial, failed or cancelled): its effects are its journal
     and id-map rows, already committed one by one."""
-    mirror.close_run(run, status, stats, reason)
+    store.close_run(run, status, stats, reason)
 
 
 # -- the journal ---------------------------------------------------------------------------
@@ -161,7 +161,7 @@ def touched_scope(path: str) -> str | None:
 
 
 def intend(
-    mirror: StateStore, run: int, pair: Pair, *, key: str, kind: str, source_id: str | None, side: str,
+    store: StateStore, run: int, pair: Pair, *, key: str, kind: str, source_id: str | None, side: str,
     method: str, path: str, body: Any, intent: Mapping[str, Any],
 ) -> int:
     """Commit that a call is about to be sent (state 'sent'); returns its seq in the run.
@@ -169,9 +169,9 @@ def intend(
     `intent` is what a later run needs to settle it if its answer is lost (what it makes and
     where that shows up). In the same transaction the target scope the call writes into is
     forgotten, so the next read of the target reads that space again (`touched_scope`)."""
-    with mirror.transaction() as db:
-        mirror.require_open(run)
-        check_lease(db, mirror.dialect)  # a fleet run's lease, or LeaseLost: nothing journaled, nothing sent
+    with store.transaction() as db:
+        store.require_open(run)
+        check_lease(db, store.dialect)  # a fleet run's lease, or LeaseLost: nothing journaled, nothing sent
         scope = touched_scope(path)
         if scope is not None and side == "target":
             db.execute("DELETE FROM scopes WHERE tenant = ? AND scope = ?", [pair.target_tenant, scope])
@@ -188,21 +188,21 @@ def intend(
         return seq
 
 
-def resend(mirror: StateStore, run: int, seq: int) -> None:
+def resend(store: StateStore, run: int, seq: int) -> None:
     """An intent is about to be sent once more (nothing of the previous attempt was found)."""
-    with mirror.transaction() as db:
-        check_lease(db, mirror.dialect)
+    with store.transaction() as db:
+        check_lease(db, store.dialect)
         db.execute("UPDATE journal SET state = 'sent', attempts = attempts + 1, updated_at = ? WHERE run = ? AND seq = ?", [utc_now(), run, seq])
 
 
 def complete(
-    mirror: StateStore, run: int, seq: int, result_id: str | None,
+    store: StateStore, run: int, seq: int, result_id: str | None,
     mappings: Sequence[MappingEntry] = (), drops: Sequence[tuple[str, str]] = (),
 ) -> None:
     """Mark an intent done with the id it made, and write its id-map entries (and drop those a
     delete ended), in ONE transaction. Works on intents of earlier runs too (a settled one):
     the entries go to that intent's own pair."""
-    with mirror.transaction() as db:
+    with store.transaction() as db:
         row = db.execute("SELECT source_tenant, source_org, target_tenant, target_org FROM journal WHERE run = ? AND seq = ?", [run, seq]).fetchone()
         if row is None:
             raise StateError(f"no journal intent {run}/{seq}")
@@ -213,10 +213,10 @@ def complete(
         _write_mappings(db, run, Pair(*row), mappings, drops)
 
 
-def fail(mirror: StateStore, run: int, seq: int, error: str, may_have_applied: bool) -> None:
+def fail(store: StateStore, run: int, seq: int, error: str, may_have_applied: bool) -> None:
     """A failed call: when it may have taken effect the intent stays 'sent' (the next run
     settles it); otherwise it becomes 'failed'."""
-    with mirror.transaction() as db:
+    with store.transaction() as db:
         db.execute(
             "UPDATE journal SET state = CASE WHEN ? THEN 'sent' ELSE 'failed' END, error = ?, updated_at = ? WHERE run = ? AND seq = ?",
             [may_have_applied, error, utc_now(), run, seq],
@@ -229,11 +229,11 @@ def _decoded(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def open_intents(mirror: StateStore, pair: Pair) -> list[dict[str, Any]]:
+def open_intents(store: StateStore, pair: Pair) -> list[dict[str, Any]]:
     """Intents of this pair whose effect is unknown ('sent'), left by runs that are not open
     in this StateStore, in the order they were written; `body` and `intent` decoded."""
-    active = mirror.open_runs()
-    with mirror.reading() as db:
+    active = store.open_runs()
+    with store.reading() as db:
         rows = list(
             db.query(
                 "SELECT run, seq, op_key, kind, source_id, method, path, body, op, state, attempts, error FROM journal "
@@ -244,12 +244,12 @@ def open_intents(mirror: StateStore, pair: Pair) -> list[dict[str, Any]]:
     return [_decoded(row) for row in rows if row["run"] not in active]
 
 
-def seen_before(mirror: StateStore, tenant: str, ids: Iterable[str], run: int) -> set[str]:
+def seen_before(store: StateStore, tenant: str, ids: Iterable[str], run: int) -> set[str]:
     """Those of `ids` that a read of `tenant` saw in a run older than `run`: an object that
     existed before a call was sent is not what that call made."""
     wanted = list(dict.fromkeys(str(i) for i in ids))
     seen: set[str] = set()
-    with mirror.reading() as db:
+    with store.reading() as db:
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
             rows = db.execute(
@@ -260,18 +260,18 @@ def seen_before(mirror: StateStore, tenant: str, ids: Iterable[str], run: int) -
     return seen
 
 
-def intents(mirror: StateStore, run: int) -> list[dict[str, Any]]:
+def intents(store: StateStore, run: int) -> list[dict[str, Any]]:
     """The intents of one run in order (reports and tests), `body` and `intent` decoded."""
-    with mirror.reading() as db:
+    with store.reading() as db:
         rows = list(db.query("SELECT * FROM journal WHERE run = ? ORDER BY seq", [run]))
     return [_decoded(row) for row in rows]
 
 
-def made_in_source(mirror: StateStore, pair: Pair) -> list[str]:
+def made_in_source(store: StateStore, pair: Pair) -> list[str]:
     """Ids of every object this pair's copies made in the SOURCE (duplicates for a
     transfer), done or settled: each must have left the source (transferred or deleted)."""
-    side, made = mirror.dialect.json_text("op", "side"), mirror.dialect.json_text("op", "made")
-    with mirror.reading() as db:
+    side, made = store.dialect.json_text("op", "side"), store.dialect.json_text("op", "made")
+    with store.reading() as db:
         rows = db.execute(
             f"SELECT DISTINCT result_id FROM journal WHERE {_PAIR_WHERE} AND result_id IS NOT NULL "
             f"AND {side} = 'source' AND {made} IS NOT NULL",
@@ -288,15 +288,15 @@ source side is empty (no pair's id map loads them: `load_idmap` reads one pair),
 backends keep them with no table of their own and `state migrate` carries them along."""
 
 
-def tenant_fact(mirror: StateStore, tenant: str, name: str) -> str | None:
+def tenant_fact(store: StateStore, tenant: str, name: str) -> str | None:
     """What was observed of `tenant` for `name` (e.g. "content-import": "replaces"/"adds")."""
-    with mirror.reading() as db:
+    with store.reading() as db:
         row = db.execute(
             f"SELECT target_id FROM idmap WHERE {_PAIR_WHERE} AND kind = ? AND source_id = ?", ["", "", tenant, "", _FACT_KIND, name]
         ).fetchone()
     return str(row[0]) if row else None
 
 
-def remember_tenant_fact(mirror: StateStore, run: int, tenant: str, name: str, value: str) -> None:
-    with mirror.transaction() as db:
+def remember_tenant_fact(store: StateStore, run: int, tenant: str, name: str, value: str) -> None:
+    with store.transaction() as db:
         _write_mappings(db, run, Pair("", "", tenant, ""), [(_FACT_KIND, name, value, "adopted")], ())

@@ -72,8 +72,8 @@ class Snapshot:
         return cls(tenant, org, nodes)
 
     @classmethod
-    def from_mirror(cls, mirror: Any, tenant: str, org: str) -> Snapshot:
-        return cls.from_rows(tenant, org, mirror.current(tenant, org=org))
+    def from_mirror(cls, store: Any, tenant: str, org: str) -> Snapshot:
+        return cls.from_rows(tenant, org, store.current(tenant, org=org))
 
     def get(self, kind: str, node_id: str | None) -> Node | None:
         return self.nodes.get((kind, node_id)) if node_id is not None else None

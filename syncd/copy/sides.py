@@ -130,17 +130,17 @@ async def read_sides(ends: Endpoints, backup: Side | None, on_progress: Progress
     live: list[tuple[TargetRef, TenantClient]] = [] if backup is not None else [(ends.source_ref, ends.source)]  # type: ignore[list-item]
     live.append((ends.target_ref, ends.target))
     crawls: dict[int, CrawlResult] = {}
-    with StateStore(ends.db) as mirror:
+    with StateStore(ends.db) as store:
 
         async def read(index: int) -> None:
             ref, client = live[index]
-            crawls[index], _ = await sync_into(ends.settings, ref, ends.db, full=full, on_progress=on_progress, client=client, mirror=mirror)
+            crawls[index], _ = await sync_into(ends.settings, ref, ends.db, full=full, on_progress=on_progress, client=client, store=store)
 
         tenants = {ends.settings.tenant(ref.tenant).name for ref, _ in live}
         if len(tenants) == len(live):
             # On PostgreSQL both tenants' writer locks first, in the order every process takes
             # them (waited for, bounded): two copies between the same tenants never wait for each other.
-            await anyio.to_thread.run_sync(lambda: mirror.hold(tenants, on_wait=anyio.from_thread.check_cancelled))
+            await anyio.to_thread.run_sync(lambda: store.hold(tenants, on_wait=anyio.from_thread.check_cancelled))
             try:
                 async with anyio.create_task_group() as tg:
                     for index in range(len(live)):
@@ -148,14 +148,14 @@ async def read_sides(ends: Endpoints, backup: Side | None, on_progress: Progress
             except BaseExceptionGroup as group:  # one side failed (and the other was cancelled): its error, as is
                 raise _first(group) from None
             finally:
-                mirror.unhold(tenants)
+                store.unhold(tenants)
         else:
             for index in range(len(live)):
                 await read(index)
 
     def load(ref: TargetRef) -> Snapshot:
-        with StateStore(ends.db) as mirror:
-            return Snapshot.from_mirror(mirror, ends.settings.tenant(ref.tenant).name, str(ref.org))
+        with StateStore(ends.db) as store:
+            return Snapshot.from_mirror(store, ends.settings.tenant(ref.tenant).name, str(ref.org))
 
     sides = []
     for index, (ref, _) in enumerate(live):
@@ -190,12 +190,12 @@ def read_backup(source: BackupSource) -> Side:
 
 
 def _read_backup(source: BackupSource) -> Side:
-    with StateStore(source.path, readonly=True) as mirror:
-        tenants = sorted({run["tenant"] for run in mirror.runs() if run["status"] in ("complete", "partial")})
+    with StateStore(source.path, readonly=True) as store:
+        tenants = sorted({run["tenant"] for run in store.runs() if run["status"] in ("complete", "partial")})
         if len(tenants) != 1:
             raise UsageError(f"{source.path}: expected one tenant in the backup, found {len(tenants) or 'none'}")
         tenant = tenants[0]
-        orgs = sorted({row["id"] for row in mirror.current(tenant, kind="organization")})
+        orgs = sorted({row["id"] for row in store.current(tenant, kind="organization")})
         org = source.org
         if org is None:
             if len(orgs) != 1:
@@ -203,7 +203,7 @@ def _read_backup(source: BackupSource) -> Side:
             org = orgs[0]
         elif org not in orgs:
             raise UsageError(f"{source.path} has no organization {org!r} (it has: {', '.join(orgs)})")
-        snapshot = Snapshot.from_mirror(mirror, tenant, org)
+        snapshot = Snapshot.from_mirror(store, tenant, org)
     return Side(backup_tenant(source.path), org, Snapshot(backup_tenant(source.path), org, snapshot.nodes.values()), None, str(source))
 
 

@@ -118,7 +118,7 @@ class Writer:
     def __init__(
         self,
         *,
-        mirror: StateStore,
+        store: StateStore,
         pair: Pair,
         run: int,
         idmap: IdMap,
@@ -127,7 +127,7 @@ class Writer:
         counts: WriteCounts | None = None,
         publisher: Publisher | None = None,
     ) -> None:
-        self.mirror, self.pair, self.run, self.idmap = mirror, pair, run, idmap
+        self.store, self.pair, self.run, self.idmap = store, pair, run, idmap
         self.clients: dict[str, TenantClient | None] = {"target": target, "source": source}
         self.counts = counts or WriteCounts()
         self.publisher = publisher
@@ -178,7 +178,7 @@ class Writer:
         """Run a journal function on the state file in a worker thread; a cancellation waits
         for it, so a transaction is never cut in half."""
         with anyio.CancelScope(shield=True):
-            return await to_thread.run_sync(lambda: fn(self.mirror, *args, **kwargs))
+            return await to_thread.run_sync(lambda: fn(self.store, *args, **kwargs))
 
     async def record(self, mappings: Sequence[MappingEntry], drops: Sequence[tuple[str, str]] = ()) -> None:
         """Id-map entries that need no call (an adoption, a site-space a section made)."""

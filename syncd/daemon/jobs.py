@@ -164,8 +164,8 @@ def _backup_path(folder: Path, job: str, now: datetime) -> Path:
 
 def _record_objects(metrics: DaemonMetrics, db: Path, *tenants: str) -> int:
     """Publish the tenants' object counts; returns how many objects they hold together."""
-    with StateStore(db) as mirror:
-        counts = {tenant: mirror.counts(tenant) for tenant in dict.fromkeys(tenants)}
+    with StateStore(db) as store:
+        counts = {tenant: store.counts(tenant) for tenant in dict.fromkeys(tenants)}
     for tenant, kinds in counts.items():
         metrics.set_objects(tenant, kinds)
     return sum(sum(kinds.values()) for kinds in counts.values())

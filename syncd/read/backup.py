@@ -70,9 +70,9 @@ def _sidecars(path: Path) -> Iterator[Path]:
 
 
 def file_rows(db_path: Path) -> list[dict[str, Any]]:
-    with StateStore(db_path) as mirror:
-        tenants = {run["tenant"] for run in mirror.runs()}
-        return [row for tenant in sorted(tenants) for kind in FILE_KINDS for row in mirror.current(tenant, kind=kind)]
+    with StateStore(db_path) as store:
+        tenants = {run["tenant"] for run in store.runs()}
+        return [row for tenant in sorted(tenants) for kind in FILE_KINDS for row in store.current(tenant, kind=kind)]
 
 
 def scope_of(tenant: str, org: str | None, scope: Scope = EVERYTHING) -> str:
@@ -85,11 +85,11 @@ def held_objects(path: Path, tenant: str, scope: str | None = None) -> int | Non
     """Current objects of `tenant` in the backup at `path` (opened read-only), or None when
     it is not a readable syncd file holding a finished run of that tenant (and `scope`)."""
     try:
-        with StateStore(path, readonly=True) as mirror:
-            runs = [run for run in mirror.runs(tenant) if run["status"] in FINISHED]
+        with StateStore(path, readonly=True) as store:
+            runs = [run for run in store.runs(tenant) if run["status"] in FINISHED]
             if not runs or (scope is not None and not any(run["scope_ref"] == scope for run in runs)):
                 return None
-            return sum(mirror.counts(tenant).values())
+            return sum(store.counts(tenant).values())
     except (SyncdError, OSError, sqlite3.DatabaseError):  # StateError and the like: not one to compare with
         return None
 

@@ -109,7 +109,7 @@ class Crawler:
     def __init__(
         self,
         client: TenantClient,
-        mirror: StateStore,
+        store: StateStore,
         tenant: str,
         *,
         workers: int = 16,
@@ -119,7 +119,7 @@ class Crawler:
     ) -> None:
         self.client = client
         self.scoping = CrawlScope(scope)
-        self.mirror = mirror
+        self.store = store
         self.tenant = tenant
         self.workers = max(1, workers)
         self.full = full
@@ -139,7 +139,7 @@ class Crawler:
         # Off the event loop: on PostgreSQL, another replica's run of this tenant is waited for
         # (bounded, `StateStore.lock_wait`); cancelling this task ends the wait within a second.
         self._run = await anyio.to_thread.run_sync(
-            lambda: self.mirror.start_run(job, self.tenant, scope_ref, on_wait=anyio.from_thread.check_cancelled)
+            lambda: self.store.start_run(job, self.tenant, scope_ref, on_wait=anyio.from_thread.check_cancelled)
         )
         finished = False
         try:
@@ -149,14 +149,14 @@ class Crawler:
             stats = self.stats.as_dict() | {"requests": self.client.stats.requests}
             if self.scoping.active:
                 org_ids = [str(data["id"]) for _, data in orgs if isinstance(data, dict) and isinstance(data.get("id"), (str, int))]
-                await anyio.to_thread.run_sync(lambda: self.scoping.finish(self.mirror, self._run, self.tenant, org_ids))
+                await anyio.to_thread.run_sync(lambda: self.scoping.finish(self.store, self._run, self.tenant, org_ids))
                 stats |= {"scope": self.scoping.scope.to_json(), "left_out": self.scoping.left_out,
                           "dependencies": [d.to_json() for d in self.scoping.dependencies[:200]]}  # fmt: skip
             # Merging a large run takes seconds of SQLite work: off the event loop, so a
             # daemon's control API keeps answering (the StateStore is thread-safe). Not abandoned on
             # cancellation: the merge completes, or never started.
             summary = await anyio.to_thread.run_sync(
-                lambda: self.mirror.finish_run(self._run, status, stats, quiet_kinds=catalog.DERIVED, volatile=_VOLATILE)
+                lambda: self.store.finish_run(self._run, status, stats, quiet_kinds=catalog.DERIVED, volatile=_VOLATILE)
             )
             finished = True
             return CrawlResult(self._run, status, summary, self.stats, self.scoping, org)
@@ -168,7 +168,7 @@ class Crawler:
             raise
         finally:
             if not finished:  # synchronous: nothing here can be cancelled half-way
-                self.mirror.abandon_run(self._run, "cancelled", why)
+                self.store.abandon_run(self._run, "cancelled", why)
 
     async def _organizations(self, org: str | None) -> tuple[str | None, list[tuple[str, dict[str, Any]]]]:
         """The organization to crawl by id (None: all), and (listing, organization) of each;
@@ -187,7 +187,7 @@ class Crawler:
         A scope whose reading failed has no token, so it is read again whatever its space
         says; `--full` ignores every token."""
         if not self.full:
-            self._tokens = self.mirror.scope_tokens(self.tenant)
+            self._tokens = self.store.scope_tokens(self.tenant)
 
     # ----- the worker pool ------------------------------------------------------------------
 
@@ -203,7 +203,7 @@ class Crawler:
                 rows.append(row)
         self._stage(rows)
         listing = catalog.fill(org_kind.path, {"org": only_org}) if only_org else ORGS_LISTING
-        known = sum(1 for _ in self.mirror.current(self.tenant, kind="organization"))
+        known = sum(1 for _ in self.store.current(self.tenant, kind="organization"))
         if malformed:
             self._listed(listing, ok=False, scope=None, error=f"{len(malformed)} malformed organization(s) skipped")
         elif not rows and known:
@@ -360,10 +360,10 @@ class Crawler:
         return previous is not None and previous == change_token(kind, row.data)
 
     def _previous_children(self, kind_name: str, parent_id: str) -> list[str]:
-        return [r["id"] for r in self.mirror.current(self.tenant, kind=kind_name, parent_id=parent_id)]
+        return [r["id"] for r in self.store.current(self.tenant, kind=kind_name, parent_id=parent_id)]
 
     def _carry(self, scope: str) -> None:
-        self.mirror.carry_scope(self._run, self.tenant, scope)
+        self.store.carry_scope(self._run, self.tenant, scope)
         if scope.startswith("space:"):
             self.stats.skipped_scopes += 1
 
@@ -378,7 +378,7 @@ class Crawler:
             if outer is not None:  # the space must be read again to retry its change request
                 self.stats.incomplete_scopes.add(outer.name)
         else:
-            self.mirror.complete_scope(self._run, self.tenant, state.name, change_token(kind, row.data))
+            self.store.complete_scope(self._run, self.tenant, state.name, change_token(kind, row.data))
 
     async def _scoped_children(self, kind: Kind, row: Row, context: dict[str, str], state: _TokenScopeRead, outer: _TokenScopeRead | None) -> None:
         for child in catalog.children(kind.name):
@@ -519,11 +519,11 @@ class Crawler:
 
     def _stage(self, rows: list[Row]) -> None:
         if rows:
-            self.mirror.stage(self._run, rows)
+            self.store.stage(self._run, rows)
 
     def _listed(self, listing_key: str, ok: bool, scope: str | None, error: str | None = None) -> None:
         self.stats.listings += 1
-        self.mirror.record_listing(self._run, self.tenant, listing_key, ok, error)
+        self.store.record_listing(self._run, self.tenant, listing_key, ok, error)
         if not ok:
             self.stats.error(f"{listing_key}: {error}", scope)
             log.warning("listing failed", listing=listing_key, error=error)

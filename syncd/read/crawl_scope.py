@@ -98,19 +98,19 @@ class CrawlScope:
             base = known
         return self.scope.selects(base + (str(row.data.get("title") or ""),))
 
-    def finish(self, mirror: StateStore, run: int, tenant: str, orgs: Iterable[str]) -> None:
+    def finish(self, store: StateStore, run: int, tenant: str, orgs: Iterable[str]) -> None:
         """Unstage what is out of scope and carry forward what the mirror holds out of it."""
         if not self.active:
             return
         for org in orgs:
-            staged = [item_of_row(row) for row in mirror.staged_rows(run, org, ORG_LEVEL)]
+            staged = [item_of_row(row) for row in store.staged_rows(run, org, ORG_LEVEL)]
             selection = select(self.scope, staged, undecided=org in self.undecided)
-            held = [item_of_row(row) for kind in sorted(ORG_LEVEL) for row in mirror.current(tenant, kind=kind, org=org)]
+            held = [item_of_row(row) for kind in sorted(ORG_LEVEL) for row in store.current(tenant, kind=kind, org=org)]
             before = select(self.scope, held)
             read = {item.key for item in staged}
             out = [item.key for item in staged if item.key not in selection]
-            self.left_out += mirror.unstage(run, out)
-            mirror.carry_rows(run, tenant, [item.key for item in held if item.key not in selection and (item.key in read or item.key not in before)])
-            content = list(mirror.staged_rows(run, org, VALUE_KINDS | LINK_KINDS))
+            self.left_out += store.unstage(run, out)
+            store.carry_rows(run, tenant, [item.key for item in held if item.key not in selection and (item.key in read or item.key not in before)])
+            content = list(store.staged_rows(run, org, VALUE_KINDS | LINK_KINDS))
             space_of = {(row["kind"], row["id"]): str(row["scope"]).removeprefix("space:") for row in content if str(row["scope"]).startswith("space:")}
             self.dependencies += selection.dependencies + content_dependencies(selection, (item_of_row(row) for row in content), space_of)

@@ -44,7 +44,7 @@ async def sync_into(
     full: bool = False,
     on_progress: Progress | None = None,
     client: TenantClient | None = None,
-    mirror: StateStore | None = None,
+    store: StateStore | None = None,
     scope: Scope = EVERYTHING,
 ) -> tuple[CrawlResult, TenantClient]:
     """Crawl `ref` into the mirror at `db_path`; the previous snapshot stays current unless
@@ -57,13 +57,13 @@ async def sync_into(
     if client is None:
         client = TenantClient.from_settings(settings, ref.tenant, make_global_limiter(settings))
     tenant = settings.tenant(ref.tenant)
-    with contextlib.nullcontext(mirror) if mirror is not None else StateStore(db_path) as mirror:
+    with contextlib.nullcontext(store) if store is not None else StateStore(db_path) as store:
         async with client if own else contextlib.nullcontext(client):
 
             def progress(stats: CrawlStats) -> None:
                 if on_progress is not None:
                     on_progress(stats, client)
 
-            crawler = Crawler(client, mirror, tenant.name, workers=tenant.concurrency, full=full, on_progress=progress, scope=scope)
+            crawler = Crawler(client, store, tenant.name, workers=tenant.concurrency, full=full, on_progress=progress, scope=scope)
             result = await crawler.crawl(ref.org, job=job)
     return result, client

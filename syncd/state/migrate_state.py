@@ -76,8 +76,8 @@ def migrate_state(
         raise StateBusyError(f"state file {db_path} is being written by a syncd process ({holder}): stop it, then migrate")
     report = StateMigration(source=db_path, daemon_history=part.path if part is not None else None, target=display_url(url))
     show: Progress = progress or (lambda table, done, total: None)
-    with StateStore(db_path, readonly=True) as mirror:
-        report.open_runs = [run for (run,) in mirror.db.execute("SELECT id FROM runs WHERE status = 'running' ORDER BY id").fetchall()]
+    with StateStore(db_path, readonly=True) as store:
+        report.open_runs = [run for (run,) in store.db.execute("SELECT id FROM runs WHERE status = 'running' ORDER BY id").fetchall()]
         if report.open_runs and not with_open_runs:
             raise StateError(
                 f"{db_path} has runs still open ({', '.join(map(str, report.open_runs[:5]))}): a syncd process ended during them; "
@@ -89,13 +89,13 @@ def migrate_state(
             conn = connect(url, application_name="syncd state migrate")
             try:
                 migrate(conn, (*MIRROR_MIGRATIONS, *(part.migrations if part is not None else ())))
-                copier = StateCopier(mirror, part, PgDatabase(conn), report, show)
+                copier = StateCopier(store, part, PgDatabase(conn), report, show)
                 with conn.transaction():
                     copier.claim_empty_target()
                     copier.copy_mirror()
                     copier.copy_part()
                     copier.verify()
-                    mirror.check_unchanged()  # an immutable read of a file written meanwhile: refuse, roll back
+                    store.check_unchanged()  # an immutable read of a file written meanwhile: refuse, roll back
                     if part is not None:
                         part.check_unchanged()
             except psycopg.Error as exc:
@@ -112,9 +112,9 @@ def migrate_state(
 
 def _check_committed(url: str, report: StateMigration) -> None:
     """After the commit, a new reader (`StateStore(url, readonly=True)`) sees each tenant's objects."""
-    with StateStore(url, readonly=True) as mirror:
+    with StateStore(url, readonly=True) as store:
         for tenant, counts in report.objects.items():
-            if mirror.counts(tenant) != counts:
+            if store.counts(tenant) != counts:
                 raise MigrationMismatch(
                     f"after the commit, PostgreSQL shows other objects of tenant {tenant} than the file: another process writes it"
                 )

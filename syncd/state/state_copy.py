@@ -168,9 +168,9 @@ class _View(StoreReads):
 class StateCopier:
     """One migration: the open sources, the server's transaction, and what was counted."""
 
-    def __init__(self, mirror: StateStore, part: StatePart | None, db: PgDatabase, report: StateMigration, progress: Progress) -> None:
-        self.mirror, self.part, self.db, self.report, self.progress = mirror, part, db, report, progress
-        self.src = mirror.db.conn
+    def __init__(self, store: StateStore, part: StatePart | None, db: PgDatabase, report: StateMigration, progress: Progress) -> None:
+        self.store, self.part, self.db, self.report, self.progress = store, part, db, report, progress
+        self.src = store.db.conn
         self.digests: dict[str, tuple[list[str], _Digest]] = {}
 
     def claim_empty_target(self) -> None:
@@ -201,7 +201,7 @@ class StateCopier:
         unknown = [n for n in names if n not in MIRROR_TABLES and n not in _SKIPPED and not n.startswith("sqlite_")]
         if unknown:
             raise StateError(f"{self.mirror.where} holds a table the PostgreSQL state has no place for ({unknown[0]!r}): upgrade syncd")
-        label = self.mirror.path.name if isinstance(self.mirror.path, Path) else "syncd.db"
+        label = self.store.path.name if isinstance(self.store.path, Path) else "syncd.db"
         for table in (t for t in MIRROR_TABLES if t in names):
             have = {r[0] for r in self.db.execute(_COLUMNS_OF, [table]).fetchall()}
             columns = [row[1] for row in self.src.execute(f"PRAGMA table_info({table})")]
@@ -266,18 +266,18 @@ class StateCopier:
         view = _View(self.db, self.report.target)
         tenants = {r[0] for r in self.src.execute("SELECT DISTINCT tenant FROM runs UNION SELECT DISTINCT tenant FROM resources")}
         for tenant in sorted(tenants | {r[0] for r in self.db.execute("SELECT DISTINCT tenant FROM resources").fetchall()}):
-            counts = self.mirror.counts(tenant)
+            counts = self.store.counts(tenant)
             self.progress(f"checking the current objects of {tenant}", 0, sum(counts.values()))
             if view.counts(tenant) != counts:
                 raise MigrationMismatch(f"verification failed, nothing was copied: tenant {tenant}: the current objects per kind differ")
             for kind in counts:
-                for mine, theirs in zip_longest(self.mirror.current(tenant, kind), view.current(tenant, kind)):
+                for mine, theirs in zip_longest(self.store.current(tenant, kind), view.current(tenant, kind)):
                     if mine is None or theirs is None or _no_nul(mine) != theirs:
                         which = mine or theirs or {}
                         raise MigrationMismatch(
                             f"verification failed, nothing was copied: tenant {tenant}: the current {kind} {which.get('id')} differs"
                         )
-            if view.scope_tokens(tenant) != {_no_nul(k): _no_nul(v) for k, v in self.mirror.scope_tokens(tenant).items()}:
+            if view.scope_tokens(tenant) != {_no_nul(k): _no_nul(v) for k, v in self.store.scope_tokens(tenant).items()}:
                 raise MigrationMismatch(f"verification failed, nothing was copied: tenant {tenant}: the scopes' change tokens differ")
             if counts:
                 self.report.objects[tenant] = counts

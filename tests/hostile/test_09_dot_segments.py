@@ -101,7 +101,7 @@ def test_item09_a_resolved_reference_is_one_segment_and_text_is_never_a_referenc
     idmap = IdMap()
     idmap.put("space", "S1", "..", "created")
     idmap.put("space", "S2", "a/b", "created")
-    writer = Writer(mirror=None, pair=None, run=0, idmap=idmap, target=None, source=None)  # type: ignore[arg-type]
+    writer = Writer(store=None, pair=None, run=0, idmap=idmap, target=None, source=None)  # type: ignore[arg-type]
     assert writer.resolve_path(f"/v1/spaces/{path_ref('space', 'S1')}/content") == "/v1/spaces/%2E%2E/content"
     assert writer.resolve_path(f"/v1/spaces/{path_ref('space', 'S2')}") == "/v1/spaces/a%2Fb"
     body = {"title": path_ref("space", "S1"), "parent": Ref("space", "S2")}

@@ -109,8 +109,8 @@ def _open_source(db_path: Path) -> StateStore:
         raise ExportError(str(exc)) from None
 
 
-def _choose_tenant(mirror: StateStore, db_path: Path, tenant: str | None) -> str:
-    runs = mirror.runs()
+def _choose_tenant(store: StateStore, db_path: Path, tenant: str | None) -> str:
+    runs = store.runs()
     finished = sorted({run["tenant"] for run in runs if run["status"] in FINISHED})
     if tenant is not None:
         if tenant not in {run["tenant"] for run in runs}:
@@ -130,9 +130,9 @@ def _choose_tenant(mirror: StateStore, db_path: Path, tenant: str | None) -> str
 
 
 class _Exporter:
-    def __init__(self, mirror: StateStore, tenant: str, tree: _Tree, report: ExportReport, blobs: BlobStore, scope: Scope = EVERYTHING) -> None:
+    def __init__(self, store: StateStore, tenant: str, tree: _Tree, report: ExportReport, blobs: BlobStore, scope: Scope = EVERYTHING) -> None:
         self.scope = scope
-        self.mirror = mirror
+        self.store = store
         self.tenant = tenant
         self.tree = tree
         self.report = report
@@ -150,8 +150,8 @@ class _Exporter:
         (`_DEFERRED_FIELD`) is left out of `data`, named by the row's `deferred`, and read
         again when its file is written (`_text`). So the memory a row takes is that of its
         own file while it is written, whatever the size of its space."""
-        for row in self.mirror.current_keys(self.tenant, **where):
-            data = self.mirror.current_value(self.tenant, row["kind"], row["id"])
+        for row in self.store.current_keys(self.tenant, **where):
+            data = self.store.current_value(self.tenant, row["kind"], row["id"])
             if data is None:  # not within one snapshot of the file: cannot happen
                 continue
             field = _DEFERRED_FIELD.get(row["kind"])
@@ -167,7 +167,7 @@ class _Exporter:
         """The row's `field`, read again from the file when it was deferred (`_current`)."""
         if row.get(_DEFERRED) != field:
             return row["data"].get(field)
-        data = self.mirror.current_value(self.tenant, row["kind"], row["id"])
+        data = self.store.current_value(self.tenant, row["kind"], row["id"])
         return data.get(field) if isinstance(data, dict) else None
 
     def _has_text(self, row: dict[str, Any], field: str) -> bool:
@@ -204,7 +204,7 @@ class _Exporter:
         if self.scope.everything:
             return rows
         chosen = select(self.scope, [item_of_row(org_row)] + [item_of_row(r) for kind_rows in rows.values() for r in kind_rows])
-        content = [r for kind in sorted(VALUE_KINDS | LINK_KINDS) for r in self.mirror.current(self.tenant, kind=kind, org=org_row["id"])]
+        content = [r for kind in sorted(VALUE_KINDS | LINK_KINDS) for r in self.store.current(self.tenant, kind=kind, org=org_row["id"])]
         space_of = {(r["kind"], r["id"]): str(r["scope"]).removeprefix("space:") for r in content if str(r["scope"]).startswith("space:")}
         self.report.dependencies += chosen.dependencies + content_dependencies(chosen, map(item_of_row, content), space_of)
         return {kind: [r for r in kind_rows if (r["kind"], r["id"]) in chosen] for kind, kind_rows in rows.items()}
@@ -247,7 +247,7 @@ class _Exporter:
 
     def _other(self, org: str, base: tuple[str, ...]) -> None:
         """Rows of kinds this module does not know, so nothing in the file is left out."""
-        for kind in sorted(set(self.mirror.counts(self.tenant, org)) - HANDLED_KINDS):
+        for kind in sorted(set(self.store.counts(self.tenant, org)) - HANDLED_KINDS):
             rows = [
                 {k: r[k] for k in ("id", "parent_kind", "parent_id", "position", "data")}
                 for r in self._current(kind=kind, org=org)
@@ -455,10 +455,10 @@ def _posted(row: Mapping[str, Any]) -> tuple[str, str]:
     return (str(row["data"].get("postedAt") or ""), str(row["id"]))
 
 
-def _choose_orgs(mirror: StateStore, tenant: str, org: str | None) -> list[tuple[dict[str, Any], str]]:
+def _choose_orgs(store: StateStore, tenant: str, org: str | None) -> list[tuple[dict[str, Any], str]]:
     """(organization row, directory name) of the organizations to export; names are
     assigned over ALL organizations so a one-organization export uses the same name."""
-    rows = sorted(mirror.current(tenant, kind="organization"), key=lambda r: (_title(r), r["id"]))
+    rows = sorted(store.current(tenant, kind="organization"), key=lambda r: (_title(r), r["id"]))
     named = _assign(((r, slugify(_title(r), "organization")) for r in rows), _WINDOWS_RESERVED)
     if org is None:
         return named
@@ -492,27 +492,27 @@ def export_mirror(
     """
     db_path, out = Path(db_path), Path(out_dir)
     try:
-        with _open_source(db_path) as mirror:
+        with _open_source(db_path) as store:
             try:
-                chosen_tenant = _choose_tenant(mirror, db_path, tenant)
-                orgs = _choose_orgs(mirror, chosen_tenant, org)
+                chosen_tenant = _choose_tenant(store, db_path, tenant)
+                orgs = _choose_orgs(store, chosen_tenant, org)
                 _prepare_target(out, db_path)
                 blobs = BlobStore(blobs_dir(db_path))
                 if not force:
-                    _refuse_emptier(out, _Exporter(mirror, chosen_tenant, _Plan(out), ExportReport(), blobs, scope), orgs)
+                    _refuse_emptier(out, _Exporter(store, chosen_tenant, _Plan(out), ExportReport(), blobs, scope), orgs)
                 report = ExportReport()
                 tree = _Tree(out)
                 tree.write((MARKER,), _MARKER_TEXT)
-                exporter = _Exporter(mirror, chosen_tenant, tree, report, blobs, scope)
+                exporter = _Exporter(store, chosen_tenant, tree, report, blobs, scope)
                 if on_progress is not None:
-                    spaces = sum(mirror.counts(chosen_tenant, row["id"]).get("space", 0) for row, _ in orgs) if scope.everything else None
+                    spaces = sum(store.counts(chosen_tenant, row["id"]).get("space", 0) for row, _ in orgs) if scope.everything else None
                     exporter.on_space = lambda: on_progress(report.spaces, spaces, len(tree.paths) - 1)
                     exporter.on_space()
                 for row, name in orgs:
                     exporter.organization(row, (name,))
                 tree.prune()
             except sqlite3.DatabaseError as exc:  # a page past the schema is damaged
-                mirror.check_unchanged()  # or it changed under an immutable read
+                store.check_unchanged()  # or it changed under an immutable read
                 raise ExportError(f"{db_path} cannot be read, it is damaged: {exc}") from None
     except StateError as exc:  # written while it was read (see StateStore.check_unchanged)
         raise ExportError(str(exc)) from None
