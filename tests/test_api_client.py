@@ -454,6 +454,36 @@ async def test_which_error_answers_mean_a_write_may_have_applied() -> None:
     assert {error.tenant for error in seen.values()} == {"tenant-x"}
 
 
+async def test_aiohttp_never_resends_a_write_on_its_own_when_the_connection_drops() -> None:
+    """A PUT that creates (teams) whose connection drops unanswered may have been applied:
+    syncd alone decides whether to send it again. aiohttp by default re-sends an idempotent
+    request once on a new connection, unseen (no retry counted, a second team made)."""
+    seen: list[bytes] = []
+
+    async def drop_the_first(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        seen.append(head.split(b" ", 1)[0])
+        if len(seen) == 1:
+            writer.close()  # the request is in; the answer is lost
+            return
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(drop_the_first, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with TenantClient("t", f"http://127.0.0.1:{port}", "tok-drop", retry=ONCE, pace=False) as api:
+            with pytest.raises(TransportError) as caught:
+                await api.request("PUT", "/v1/orgs/x/teams/t", json={"title": "t"})
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert seen == [b"PUT"], seen  # sent once: no hidden second PUT
+    assert caught.value.sent is True and caught.value.may_have_applied is True
+    assert api.stats.retries == 0
+
+
 async def test_a_body_cut_short_and_a_connection_closed_unanswered_are_told_apart() -> None:
     async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.read(100)
