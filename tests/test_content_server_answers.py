@@ -21,7 +21,7 @@ from aiohttp import web
 from yarl import URL
 
 from syncd.config import ContentSourceConfig
-from syncd.content import ContentServer, ContentSourceError, ServedFile, SitePage, SpaceSite, serve_content
+from syncd.content import ContentServer, ContentSource, ContentSourceError, ServedFile, SitePage, SpaceSite, serve_content
 from syncd.content import server as server_module
 from syncd.logging import MASK, configure_logging, redact_text
 from tests.content_server_support import BOUND, Raw, loop_errors, path_of, port_of, small_site, until
@@ -224,6 +224,11 @@ async def test_a_capability_is_32_random_bytes_under_the_public_url_masked_while
         source.withdraw("https://tunnel.example.com/PREFIX/")
         assert redact_text(capability) == capability  # dead: no longer masked (the set does not grow)
         assert source.sites == {} and source.server.sites == {}
+        # A run's view made by hand (not through the config, which trims it too): the same form.
+        by_hand = ContentSource(source.server, "https://other.example.com/p/")
+        url = by_hand.publish("S", small_site(tmp_path))
+        assert url == f"https://other.example.com/p/{url.split('/')[-3]}/S/"
+        by_hand.withdraw_all()
 
 
 async def test_a_space_name_is_one_segment_of_its_url(tmp_path: Path, loop_errors: list[str]) -> None:

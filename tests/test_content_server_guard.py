@@ -16,6 +16,7 @@ import pytest
 
 from syncd.config import ContentSourceConfig
 from syncd.content import serve_content
+from syncd.content import server as server_module
 from tests.content_server_support import Raw, big_site, guard_of, loop_errors, path_of, port_of, small_site, until
 
 __all__ = ["loop_errors"]  # the fixture, used by name
@@ -62,21 +63,51 @@ async def test_at_the_cap_the_client_idle_longest_makes_room_even_if_another_is_
     async with serve_content(config) as source:
         url = source.publish("S", small_site(tmp_path))
         port, guard = port_of(source), guard_of(source)
-        older, newer = await Raw.connect(port), await Raw.connect(port)
-        for raw in (older, newer):
+        first, second = await Raw.connect(port), await Raw.connect(port)
+        await until(lambda: len(guard.open) == 2)
+        # The second to connect is the first to be answered: it has been idle the longest.
+        for raw in (second, first):
             assert (await raw.request(path_of(url) + "intro/"))[0] == 200
-        await until(lambda: len(guard.open) == 2 and not any(c.busy for c in guard.open.values()))  # both answered
-        newer.send(b"GET " + path_of(url).encode() + b" HTTP/1.1\r\nHo")  # half of its next header
+            await until(lambda: not any(c.busy for c in guard.open.values()))
+        first.send(b"GET " + path_of(url).encode() + b" HTTP/1.1\r\nHo")  # half of its next header
         await anyio.sleep(0.1)  # its bytes are in (a client that spoke once stays a client)
         third = await Raw.connect(port)
         # A connection whose requests were all answered makes room: the one idle longest.
-        assert await older.closed() == 0
-        newer.send(b"st: content.example\r\n\r\n")
-        status, _, _ = await newer.answer()
+        assert await second.closed() == 0
+        first.send(b"st: content.example\r\n\r\n")
+        status, _, _ = await first.answer()
         assert status == 200 and guard.rejected == 1
         assert (await third.request(path_of(url) + "intro.md"))[0] == 200
-        for raw in (older, newer, third):
+        for raw in (first, second, third):
             raw.close()
+
+
+ONCE = [(b"", [b""]), (b"abc", [b"abc"]), (b"0123456789", [b"0123", b"4567", b"89"])]
+
+
+@pytest.mark.parametrize(("body", "chunks"), ONCE, ids=["empty", "one-chunk", "three-chunks"])
+async def test_a_document_is_sent_in_chunks_of_at_most_chunk_bytes_then_nothing(
+    body: bytes, chunks: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`_send` reads a document as it reads a file: chunks that are the body, then b"" (read
+    past the end: the file got shorter). CHUNK made small, so that no test holds a large body."""
+    monkeypatch.setattr(server_module, "CHUNK", 4)
+    chunk = server_module._once(body)
+    assert [await chunk() for _ in chunks] == chunks
+    assert (await chunk(), await chunk()) == (b"", b"")
+
+
+async def test_at_the_cap_with_every_connection_busy_a_new_one_is_closed_at_once(tmp_path: Path, loop_errors: list[str]) -> None:
+    async with serve_content(ContentSourceConfig(max_connections=1, header_timeout=60, idle_timeout=60)) as source:
+        url = source.publish("S", big_site(tmp_path, BIG)) + "files/big.bin"
+        guard = guard_of(source)
+        reader = await Raw.connect(port_of(source), receive_buffer=4096)
+        reader.ask(path_of(url))
+        assert (await reader.reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200 ")
+        extra = await Raw.connect(port_of(source))
+        assert await extra.closed() == 0
+        assert guard.rejected == 1 and list(guard.open.values())[0].busy == 1 and guard.max_open == 1
+        reader.close()
 
 
 async def test_a_kept_alive_client_has_the_idle_timeout_between_requests_not_the_header_deadline(
@@ -140,6 +171,25 @@ async def test_a_reader_that_goes_away_mid_response_is_not_counted_as_timed_out(
         other = await Raw.connect(port_of(source))
         status, headers, _ = await other.request(path_of(url), "HEAD")
         assert status == 200 and headers["content-length"] == str(BIG)
+        other.close()
+
+
+async def test_a_request_waiting_for_its_turn_whose_client_goes_away_is_forgotten(tmp_path: Path, loop_errors: list[str]) -> None:
+    async with serve_content(ContentSourceConfig(concurrency=1, header_timeout=60, idle_timeout=60)) as source:
+        url = source.publish("S", big_site(tmp_path, BIG)) + "files/big.bin"
+        guard, limiter = guard_of(source), source.server.limiter
+        slow = await Raw.connect(port_of(source), receive_buffer=4096)
+        slow.ask(path_of(url))
+        assert (await slow.reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200 ")
+        waiting = await Raw.connect(port_of(source))
+        waiting.ask(path_of(url))
+        await until(lambda: limiter.statistics().tasks_waiting == 1)
+        waiting.reset()  # gone while its request waits: no deadline of its own runs, none to cancel
+        await until(lambda: len(guard.open) == 1)
+        slow.close()
+        await until(lambda: not guard.open and limiter.borrowed_tokens == 0 and not limiter.statistics().tasks_waiting)
+        other = await Raw.connect(port_of(source))
+        assert (await other.request(path_of(url), "HEAD"))[0] == 200
         other.close()
 
 
