@@ -126,6 +126,21 @@ async def test_a_large_file_is_read_in_chunks_and_the_connection_is_kept(tmp_pat
         raw.close()
 
 
+ONCE = [(b"", [b""]), (b"abc", [b"abc"]), (b"0123456789", [b"0123", b"4567", b"89"])]
+
+
+@pytest.mark.parametrize(("body", "chunks"), ONCE, ids=["empty", "one-chunk", "three-chunks"])
+async def test_a_document_is_sent_in_chunks_of_at_most_chunk_bytes_then_nothing(
+    body: bytes, chunks: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`_send` reads a document as it reads a file: chunks that are the body, then b"" (read
+    past the end: the file got shorter). CHUNK made small, so that no test holds a large body."""
+    monkeypatch.setattr(server_module, "CHUNK", 4)
+    chunk = server_module._once(body)
+    assert [await chunk() for _ in chunks] == chunks
+    assert (await chunk(), await chunk()) == (b"", b"")
+
+
 @pytest.mark.parametrize(
     ("stored", "sent"),
     [

@@ -16,7 +16,6 @@ import pytest
 
 from syncd.config import ContentSourceConfig
 from syncd.content import serve_content
-from syncd.content import server as server_module
 from tests.content_server_support import Raw, big_site, guard_of, loop_errors, path_of, port_of, small_site, until
 
 __all__ = ["loop_errors"]  # the fixture, used by name
@@ -80,21 +79,6 @@ async def test_at_the_cap_the_client_idle_longest_makes_room_even_if_another_is_
         assert (await third.request(path_of(url) + "intro.md"))[0] == 200
         for raw in (first, second, third):
             raw.close()
-
-
-ONCE = [(b"", [b""]), (b"abc", [b"abc"]), (b"0123456789", [b"0123", b"4567", b"89"])]
-
-
-@pytest.mark.parametrize(("body", "chunks"), ONCE, ids=["empty", "one-chunk", "three-chunks"])
-async def test_a_document_is_sent_in_chunks_of_at_most_chunk_bytes_then_nothing(
-    body: bytes, chunks: list[bytes], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`_send` reads a document as it reads a file: chunks that are the body, then b"" (read
-    past the end: the file got shorter). CHUNK made small, so that no test holds a large body."""
-    monkeypatch.setattr(server_module, "CHUNK", 4)
-    chunk = server_module._once(body)
-    assert [await chunk() for _ in chunks] == chunks
-    assert (await chunk(), await chunk()) == (b"", b"")
 
 
 async def test_at_the_cap_with_every_connection_busy_a_new_one_is_closed_at_once(tmp_path: Path, loop_errors: list[str]) -> None:
