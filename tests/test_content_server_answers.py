@@ -83,7 +83,7 @@ async def test_a_dot_dot_segment_is_never_served_even_if_the_site_has_such_a_pat
     async with serve_content(ContentSourceConfig()) as source:
         url = source.publish("S", site)
         raw = await Raw.connect(port_of(source))
-        for tail in ("../etc/", "in/../etc/", "../etc.md"):
+        for tail in ("../etc/", "in/../etc/", "../etc.md", "%2e%2e/etc/", "%2E%2E/etc/", "in/%2e%2e/etc/", "in%2F..%2Fetc/"):
             assert (await raw.request(path_of(url) + tail))[0] == 404, tail
         assert (await raw.request(path_of(url) + "ok/"))[0] == 200
         raw.close()

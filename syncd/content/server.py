@@ -263,11 +263,13 @@ class ContentServer:
             return web.Response(status=405, headers={"Allow": "GET, HEAD"})
         segments = request.raw_path.split("?", 1)[0].split("/")
         # ["", capability, space, *tail]: the tail is matched whole against the site's own
-        # paths, so no segment is ever interpreted (no `..`, no file system lookup).
-        if len(segments) < 4 or ".." in segments[3:]:
+        # paths, so no segment is ever interpreted (no `..`, no file system lookup). A `..`
+        # is refused as sent and as decoded (`%2e%2e`), whatever paths a site holds.
+        tail_segments = [unquote(segment) for segment in segments[3:]]
+        if len(segments) < 4 or ".." in segments[3:] or any(".." in segment.split("/") for segment in tail_segments):
             return _not_found()
         found = self.sites.get((unquote(segments[1]), unquote(segments[2])))
-        tail = "/".join(unquote(segment) for segment in segments[3:])
+        tail = "/".join(tail_segments)
         served = found[1].get(tail) if found is not None else None
         if found is None or served is None:
             return _not_found()
