@@ -23,8 +23,9 @@ from yarl import URL
 from syncd.config import ContentSourceConfig
 from syncd.content import ContentServer, ContentSource, ContentSourceError, ServedFile, SitePage, SpaceSite, serve_content
 from syncd.content import server as server_module
-from syncd.logging import MASK, configure_logging, redact_text
+from syncd.logging import MASK, redact_text
 from tests.content_server_support import BOUND, Raw, loop_errors, path_of, port_of, small_site, until
+from tests.log_support import logged_to_buffer
 
 __all__ = ["loop_errors"]  # the fixture, used by name
 
@@ -34,14 +35,8 @@ HINT = " (another process serves content there: give each process its own port, 
 @pytest.fixture
 def events() -> Iterator[io.StringIO]:
     """The log as JSON lines, debug included (`logged(buffer)` reads it back)."""
-    buffer = io.StringIO()
-    configure_logging("json", "debug", stream=buffer)
-    yield buffer
-    root = logging.getLogger()
-    for handler in list(root.handlers):
-        if getattr(handler, "_syncd_handler", False):
-            root.removeHandler(handler)
-    root.setLevel(logging.WARNING)
+    with logged_to_buffer("json", "debug") as buffer:
+        yield buffer
 
 
 def logged(buffer: io.StringIO, event: str) -> list[dict[str, Any]]:

@@ -33,6 +33,7 @@ from syncd.logging import (
     register_secret,
     terminal_processor,
 )
+from tests.log_support import forget_logging
 
 FORMATS: list[LogFormat] = ["console", "json"]
 
@@ -51,11 +52,7 @@ def capture() -> Iterator[Callable[[LogFormat], io.StringIO]]:
         return buffer
 
     yield setup
-    root = logging.getLogger()
-    for handler in list(root.handlers):
-        if getattr(handler, "_syncd_handler", False):
-            root.removeHandler(handler)
-    root.setLevel(logging.WARNING)
+    forget_logging()
 
 
 def check_output(fmt: LogFormat, text: str, *tokens: str) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import logging
 import socket
 import sqlite3
 import threading
@@ -38,8 +37,8 @@ from syncd.emulator import website_import
 from syncd.emulator.generate import generate, parse_spec
 from syncd.emulator.server import RunningEmulator, serve_emulator
 from syncd.emulator.store import Store
-from syncd.logging import configure_logging
 from syncd.read.backup import backup
+from tests.log_support import logged_to_buffer
 
 TOKEN = "item13-token"
 PASSWORD = "Pr0xyPass"
@@ -330,14 +329,8 @@ async def test_item13_capabilities_are_neither_stored_nor_printed_and_end_with_t
 
 @pytest.fixture
 def log_buffer() -> Iterator[io.StringIO]:
-    buffer = io.StringIO()
-    configure_logging("console", "info", stream=buffer)
-    yield buffer
-    root = logging.getLogger()
-    for handler in list(root.handlers):
-        if getattr(handler, "_syncd_handler", False):
-            root.removeHandler(handler)
-    root.setLevel(logging.WARNING)
+    with logged_to_buffer("console", "info") as buffer:
+        yield buffer
 
 
 async def test_item13_public_url_credentials_are_masked_in_the_log_and_config_check(
