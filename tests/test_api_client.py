@@ -703,6 +703,24 @@ async def test_what_a_2xx_body_may_be_and_what_is_malformed() -> None:
     assert api.stats.malformed == 3
 
 
+async def test_an_absolute_next_page_url_keeps_its_query_and_a_bare_origin_is_the_root() -> None:
+    """`next.page` may be a whole URL of the same origin, whatever its format: one whose query
+    itself holds a URL (`?after=http://...`) is sent with that query whole, and the bare origin
+    asks for `/`, not for a path made of the host."""
+    seen: list[str] = []
+
+    async def record(request: web.Request) -> web.Response:
+        seen.append(request.raw_path)
+        return web.json_response({"items": [], "next": None})
+
+    async with serve(app_with(("GET", "/{tail:.*}", record))) as base:
+        async with TenantClient("t", base, "tok-next", retry=ONCE, pace=False) as api:
+            await api.get_json(f"{base}/v1/orgs?after={base}/v1/orgs/x")
+            await api.get_json(base)
+    assert seen[0] == f"/v1/orgs?after={base}/v1/orgs/x", seen
+    assert seen[1] == "/", seen
+
+
 async def test_query_values_are_sent_as_the_api_reads_them() -> None:
     async def echo(request: web.Request) -> web.Response:
         return web.json_response({"query": [[key, value] for key, value in request.query.items()]})
