@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import io
 import itertools
+import json
 from importlib.metadata import version
 import socket
 import struct
@@ -719,6 +720,25 @@ async def test_an_absolute_next_page_url_keeps_its_query_and_a_bare_origin_is_th
             await api.get_json(base)
     assert seen[0] == f"/v1/orgs?after={base}/v1/orgs/x", seen
     assert seen[1] == "/", seen
+
+
+async def test_an_answers_bytes_are_held_in_the_budget_while_it_is_read_and_given_back() -> None:
+    """The process-wide answer budget bounds the memory of answers in flight only if every
+    attempt reads its answer INTO its holding: a 300 KB answer raises the budget's peak to at
+    least its size, and nothing stays held once it is decoded."""
+    items = [{"id": f"x{i:05d}", "title": "t" * 90} for i in range(3000)]
+
+    async def big(request: web.Request) -> web.Response:
+        return web.json_response({"items": items, "next": None})
+
+    budget = AnswerBudget(allocation_bound(MiB))
+    async with serve(app_with(("GET", "/v1/big", big))) as base:
+        async with TenantClient("t", base, "tok-big", retry=ONCE, pace=False, max_answer_bytes=MiB, answer_budget=budget) as api:
+            answer = await api.get_json("/v1/big")
+    size = len(json.dumps({"items": items, "next": None}))
+    assert len(answer["items"]) == 3000 and size > 300_000
+    assert budget.peak >= size, (budget.peak, size)
+    assert budget.held == 0
 
 
 async def test_query_values_are_sent_as_the_api_reads_them() -> None:
