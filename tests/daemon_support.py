@@ -6,12 +6,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests import cli_zygote
 from tests.loopback import http, wait_for
 
 START_TIMEOUT = 30.0
@@ -24,7 +24,7 @@ class DaemonProcess:
 
     config: Path
     state_dir: Path
-    process: subprocess.Popen[bytes]
+    process: cli_zygote.ForkedProcess
     log_path: Path
     token: str | None = None
     """The control API's token: `daemon.token`, else the one the daemon made (from daemon.json)."""
@@ -34,15 +34,11 @@ class DaemonProcess:
     @classmethod
     def start(cls, config: Path, state_dir: Path, *, token: str | None = None, wait: bool = True) -> DaemonProcess:
         log_path = config.with_name(f"daemon-{int(time.time() * 1000)}.log")
-        handle = log_path.open("wb")
-        process = subprocess.Popen(
-            [sys.executable, "-m", "syncd.cli", "serve", "--config", str(config)],
-            cwd=config.parent,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        handle.close()
+        with log_path.open("wb") as handle:  # the process's stdout and stderr (tests/cli_zygote.py)
+            process = cli_zygote.spawn(
+                ["serve", "--config", str(config)], cwd=config.parent, stdout=handle.fileno(), stderr=handle.fileno(),
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
         daemon = cls(config, state_dir, process, log_path, token)
         if wait:
             daemon.wait_ready()

@@ -11,7 +11,8 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from syncd.emulator.process import EmulatorProcess, emulator_process
+from syncd.emulator.process import EmulatorProcess
+from tests.cli_zygote import emulator_process
 from tests.oracle import copied_view
 
 

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from syncd.cli import main
-from syncd.emulator.process import EmulatorProcess, emulator_process
+from syncd.emulator.process import EmulatorProcess
+from tests.cli_zygote import emulator_process
 from tests.loopback import EmulatorClient
 from tests.oracle import copied_view
 

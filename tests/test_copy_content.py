@@ -23,7 +23,7 @@ from syncd.cli import main
 from syncd.config import load_settings
 from syncd.daemon.jobs import execute_job
 from syncd.daemon.metrics import DaemonMetrics
-from syncd.emulator.process import emulator_process
+from tests.cli_zygote import emulator_process
 from tests.profile_scenario import shape
 from tests.test_copy_e2e import FAULTS, Emulator, no_duplicates
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from syncd.cli import main
-from syncd.emulator.process import emulator_process
+from tests.cli_zygote import emulator_process
 from tests.test_copy_content import SPEC, import_into, pages, spaces, website
 from tests.test_copy_e2e import Emulator
 

@@ -17,9 +17,8 @@ syncd's own, and the two do not meet; all three would take twice the time for li
 from __future__ import annotations
 
 import json
+import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +30,7 @@ from syncd.cli import main
 from syncd.config import load_settings
 from syncd.daemon.jobs import execute_job
 from syncd.daemon.metrics import DaemonMetrics
+from tests import cli_zygote
 from tests.loopback import EmulatorClient, SharedEmulators
 from tests.oracle import copied_view
 from tests.state_support import use_backend
@@ -146,8 +146,7 @@ def test_ten_percent_lost_answers_make_nothing_twice(emulator: Emulator, env: Pa
 def _kill_apply_after(emulator: Emulator, env: Path, src: str, dst: str, writes: int) -> None:
     emulator.faults(latency=15, **FAULTS)
     start = emulator.writes()
-    proc = subprocess.Popen([sys.executable, "-m", "syncd.cli", "mirror", "apply", f"src:{src}", f"dst:{dst}"], cwd=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = cli_zygote.spawn(["mirror", "apply", f"src:{src}", f"dst:{dst}"], cwd=env, env=dict(os.environ))
     try:
         deadline = time.monotonic() + 60
         while emulator.writes() - start < writes and proc.poll() is None and time.monotonic() < deadline:

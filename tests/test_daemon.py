@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from syncd.emulator.process import EmulatorProcess, emulator_process
+from syncd.emulator.process import EmulatorProcess
+from tests.cli_zygote import emulator_process
 from syncd.state import StateStore
+from tests import cli_zygote
 from tests.daemon_support import (
     DaemonProcess,
     daemon_config,
@@ -63,10 +65,9 @@ def _config(tmp: Path, emulator: EmulatorProcess) -> Path:
 
 
 def _cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "syncd.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False,
-        env={**os.environ, **(env or {})},
-    )
+    """`syncd ARGS` as a process of its own (forked from the suite's CLI zygote)."""
+    done = cli_zygote.run(args, cwd=cwd, timeout=120, env={**os.environ, **(env or {})})
+    return subprocess.CompletedProcess(done.args, done.code, done.out.decode(errors="replace"), done.err.decode(errors="replace"))
 
 
 def test_daemon_runs_jobs_serves_control_api_reloads_and_stops(

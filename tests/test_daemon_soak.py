@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from syncd.daemon.run_history import OUTCOMES
-from syncd.emulator.process import emulator_process
+from tests.cli_zygote import emulator_process
 from tests.daemon_support import (
     DaemonProcess,
     daemon_config,

@@ -25,7 +25,8 @@ from syncd.cli import main
 from syncd.emulator import http as emulator_http
 from syncd.emulator.app import create_app
 from syncd.emulator.generate import generate, parse_spec
-from syncd.emulator.process import EmulatorProcess, emulator_process
+from syncd.emulator.process import EmulatorProcess
+from tests.cli_zygote import emulator_process
 from syncd.emulator.profile import DEFAULT, DIVERGENT, PROFILES, get_profile
 from syncd.emulator.routes.members import org_teams
 from syncd.emulator.routes.settings_model import org_custom_fields

@@ -42,7 +42,8 @@ from typing import Any
 
 import pytest
 
-from syncd.emulator.process import EmulatorProcess, emulator_process
+from syncd.emulator.process import EmulatorProcess
+from tests.cli_zygote import emulator_process
 from tests.daemon_support import DaemonProcess, wait_for
 from tests.fleet_support import fleet_runs, job_slots, overlaps, slot_gap_problems
 from tests.loopback import EmulatorClient

@@ -2,8 +2,10 @@
 matches the command's schema (`syncd/schemas/`), human text goes to stderr, and the exit
 code is the one the command has without `--json`.
 
-One emulator process for the module (a small generated tenant), and the real `syncd`
-script for every command that reports. The commands that keep state (sync, diff, status, the
+One emulator process for the module (a small generated tenant), and `syncd` as a process of
+its own for every command that reports: the installed console script for one (`orgs --json`),
+forked from the suite's CLI zygote for the others (tests/cli_zygote.py: the same `main`, without
+an interpreter start each). The commands that keep state (sync, diff, status, the
 write side, the daemon's runs) run on both backends (`backend`: the SQLite file in the state
 directory, then a PostgreSQL schema in `SYNCD_STATE_URL`); the others run once."""
 
@@ -18,7 +20,7 @@ import pytest
 from syncd.commands.machine_output import schema_names
 from syncd.state import StateStore
 from tests.console_script import run_installed
-from tests.hostile.cli_support import EmulatorProcess, Ran, module_emulator, tenant_env
+from tests.hostile.cli_support import EmulatorProcess, Ran, module_emulator, run_cli, tenant_env
 from tests.schema_support import check_output
 from tests.state_support import is_pg, use_backend
 
@@ -57,8 +59,10 @@ def home(backend: str, request: pytest.FixtureRequest, monkeypatch: pytest.Monke
     return Home(tmp_path, use_backend(backend, request, monkeypatch, tmp_path / "state"))
 
 
-def syncd(emulator: EmulatorProcess, home: Home, *args: str | Path) -> Ran:
-    ran = run_installed(*args, env=home.env(emulator.url), cwd=home.dir)
+def syncd(emulator: EmulatorProcess, home: Home, *args: str | Path, installed: bool = False) -> Ran:
+    """`syncd ARGS` as a process of its own; through the installed console script when `installed`."""
+    run = run_installed if installed else run_cli
+    ran = run(*args, env=home.env(emulator.url), cwd=home.dir)
     ran.assert_clean()
     return ran
 
@@ -100,7 +104,7 @@ def test_backup_and_export_json(emulator: EmulatorProcess, workdir: Home) -> Non
 
 
 def test_orgs_json_and_table(emulator: EmulatorProcess, workdir: Home) -> None:
-    listed = json_of("orgs", syncd(emulator, workdir, "orgs", "src", "--json"))
+    listed = json_of("orgs", syncd(emulator, workdir, "orgs", "src", "--json", installed=True))
     assert [(org["id"], org["title"], org["spaces"]) for org in listed["organizations"]] == [
         (emulator.org_ids[0], "Organization 1", 3), (emulator.org_ids[1], "Organization 2", 3),
         *((org_id, f"Organization {number}", 0) for number, org_id in enumerate(emulator.org_ids[2:], 3)),
@@ -168,7 +172,7 @@ def test_daemon_commands_json(emulator: EmulatorProcess, home: Home) -> None:
         same_state = {"SYNCD_STATE_URL": str(home.state)} if is_pg(home.state) else {}
 
         def cli(*args: str) -> Ran:
-            ran = run_installed(*args, "--config", config, env=clean_env(**same_state), cwd=home.dir)
+            ran = run_cli(*args, "--config", config, env=clean_env(**same_state), cwd=home.dir)
             ran.assert_clean()
             return ran
 

@@ -31,7 +31,7 @@ import pytest
 
 from syncd.cli import main
 from syncd.copy.planfile import load_plan
-from syncd.emulator.process import emulator_process
+from tests.cli_zygote import emulator_process
 from tests.console_script import run_installed
 from tests.hostile.cli_support import clean_env
 from tests.loopback import EmulatorClient

@@ -7,8 +7,6 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +16,7 @@ import pytest
 
 from syncd.cli import main
 from syncd.state import StateStore, StateError
+from tests import cli_zygote
 from tests.loopback import wait_for
 from tests.state_support import use_backend
 
@@ -27,12 +26,10 @@ TOKEN = "cli-token"
 @pytest.fixture(scope="module")
 def emulator_url() -> Iterator[str]:
     """`syncd emulator serve` as a subprocess on a free port."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "syncd.cli", "emulator", "serve", "--port", "0", "--json", "--token", TOKEN,
+    proc = cli_zygote.launch(
+        ["emulator", "serve", "--port", "0", "--json", "--token", TOKEN,
          "--rate-limit", "0", "--generate", "orgs=2,collections=3,spaces=6,pages=4,files=1,sites=1,members=2,teams=1"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    )  # fmt: skip
     try:
         assert proc.stdout is not None
         report = json.loads(proc.stdout.readline())
@@ -161,11 +158,7 @@ def test_ctrl_c_during_sync_keeps_the_previous_snapshot(env: Path, state_at: Pat
     # its run row appears, and Ctrl-C goes as soon as it does (an event, not a fixed sleep).
     faults(b'{"latency": 250}')
     try:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "syncd.cli", "sync", "src", "--full"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-        )
+        proc = cli_zygote.started(["sync", "src", "--full"], env=dict(os.environ), cwd=os.getcwd())  # SIGINT as a new interpreter has it
         try:
             wait_for("the second run to start", lambda: proc.poll() is not None or _run_statuses(state_at) == ["complete", "running"],
                      timeout=60, interval=0.05)  # fmt: skip

@@ -1,16 +1,17 @@
 """A one-shot command stopped by SIGTERM or SIGINT marks its run cancelled, keeps its state
 consistent, says so in one line and exits 143 / 130.
 
-The installed console script runs against an emulator slowed by its latency fault; the
+`syncd` runs as a process of its own (forked from the suite's CLI zygote, tests/cli_zygote.py)
+against an emulator slowed by its latency fault; the
 signal goes once the run is under way, seen in the state (never after a fixed sleep). The
 commands that keep state run on both backends (`backend`); a backup and an export write
 files, not state, and run once."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sqlite3
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,9 +22,9 @@ from syncd.cli import main
 from syncd.state import StateStore
 from syncd.state.errors import StateError
 from tests.hostile.cli_support import clean_env
+from tests import cli_zygote
 from tests.loopback import wait_for
 from tests.state_support import count_rows, is_pg, use_backend
-from tests.terminal import SYNCD
 from tests.thread_emulator import TOKEN, ThreadEmulator, module_thread_emulator, use_tenants
 
 SPEC = "orgs=1,empty_orgs=2,collections=2,spaces=4,pages=2,files=1,sites=0"
@@ -68,7 +69,7 @@ def _stopped(args: list[str], state_dir: Path, state: Path | str, url: str, sign
     env = clean_env(SYNCD_TENANTS__SRC__BASE_URL=url, SYNCD_TENANTS__SRC__TOKEN=TOKEN, SYNCD_STATE_DIR=str(state_dir))
     if is_pg(state):
         env["SYNCD_STATE_URL"] = str(state)
-    proc = subprocess.Popen([str(SYNCD), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = cli_zygote.started(args, env=env, cwd=os.getcwd())
     try:
         wait_for("the run to start", lambda: proc.poll() is not None or started(_runs(state)), timeout=60, interval=0.05)
         assert proc.poll() is None, proc.communicate()

@@ -24,7 +24,7 @@ from syncd.cli import main
 from syncd.daemon.fleet_runs import FleetRunLog
 from syncd.daemon.run_history import DIED
 from syncd.daemon.runs import RunLog
-from syncd.emulator.process import emulator_process
+from tests.cli_zygote import emulator_process
 from syncd.state import StateStore
 from syncd.state.lock import WriterLock
 from tests.loopback import EmulatorClient

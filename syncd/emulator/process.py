@@ -11,19 +11,41 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Protocol
 
-__all__ = ["EmulatorProcess", "emulator_process"]
+__all__ = ["EmulatorProcess", "Launch", "Launched", "emulator_process"]
+
+
+class Launched(Protocol):
+    """What `emulator_process` needs of the process it started: `subprocess.Popen`'s part."""
+
+    pid: int
+    returncode: int | None
+    stdout: IO[str] | None
+
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def terminate(self) -> None: ...
+    def kill(self) -> None: ...
+
+
+Launch = Callable[[list[str]], Launched]
+"""Starts `syncd ARGS` with its stdout a text pipe the caller reads."""
+
+
+def exec_syncd(args: list[str]) -> Launched:
+    """`python -m syncd.cli ARGS`: a new interpreter (the default)."""
+    return subprocess.Popen([sys.executable, "-m", "syncd.cli", *args], stdout=subprocess.PIPE, text=True)
 
 
 @dataclass
 class EmulatorProcess:
     """A running `syncd emulator serve` process and its start-up report."""
 
-    process: subprocess.Popen[str]
+    process: Launched
     report: dict[str, Any]
 
     @property
@@ -57,13 +79,15 @@ def emulator_process(
     start_timeout: float = 120.0,
     resettable: bool = False,
     extra: Sequence[str] = (),
+    launch: Launch = exec_syncd,
 ) -> Iterator[EmulatorProcess]:
     """Start the emulator on a free port, yield it once it is serving, always stop it.
 
     `profile` picks the behaviour at the points the spec leaves open (`default`, `divergent`);
-    `resettable` lets `POST /_emulator/reset` bring it back to its start."""
+    `resettable` lets `POST /_emulator/reset` bring it back to its start; `launch` starts the
+    process (the tests fork it from an interpreter that has syncd imported already)."""
     args = [
-        sys.executable, "-m", "syncd.cli", "emulator", "serve", "--port", "0", "--json",
+        "emulator", "serve", "--port", "0", "--json",
         "--token", token, "--generate", spec, "--seed", str(seed),
         "--rate-limit", f"{rate:g}", "--latency-ms", f"{latency_ms:g}", "--profile", profile,
     ]
@@ -72,7 +96,7 @@ def emulator_process(
     if resettable:
         args.append("--resettable")
     args += list(extra)
-    process = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    process = launch(args)
     try:
         line = _first_line(process, start_timeout)
         yield EmulatorProcess(process, json.loads(line))
@@ -88,7 +112,7 @@ def emulator_process(
             process.stdout.close()
 
 
-def _first_line(process: subprocess.Popen[str], timeout: float) -> str:
+def _first_line(process: Launched, timeout: float) -> str:
     """The start-up JSON line (generation of a large tenant takes a few seconds)."""
     import selectors
 

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from tests import cli_zygote
 from tests.loopback import http
 
 TOKEN = "hostile-token"
@@ -91,27 +91,27 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def run_cli(*args: str | Path, env: dict[str, str], cwd: Path, umask: int = 0o022, timeout: float = 300) -> Ran:
-    """`syncd ARGS` as a process started with `umask` (022 unless told), not on a terminal."""
+    """`syncd ARGS` as a process of its own started with `umask` (022 unless told), not on a
+    terminal (forked from the suite's CLI zygote: tests/cli_zygote.py)."""
     argv = tuple(str(a) for a in args)
-    done = subprocess.run(
-        [sys.executable, "-m", "syncd.cli", *argv],
-        cwd=cwd, env=env, capture_output=True, timeout=timeout,
-        preexec_fn=lambda: os.umask(umask),  # noqa: PLW1509 - the point of the test
-    )  # fmt: skip
-    return Ran(argv, done.returncode, done.stdout, done.stderr)
+    done = cli_zygote.run(argv, env=env, cwd=cwd, umask=umask, timeout=timeout)
+    return Ran(argv, done.code, done.out, done.err)
 
 
 class EmulatorProcess:
     """`syncd emulator serve` with generated organizations, in a process of its own."""
 
     def __init__(self, generate: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "syncd.cli", "emulator", "serve", "--port", "0", "--json", "--token", TOKEN,
-             "--rate-limit", "0", "--generate", generate],
-            stdout=subprocess.PIPE, text=True, env=clean_env(),
-        )  # fmt: skip
-        assert self.proc.stdout is not None
-        report = json.loads(self.proc.stdout.readline())
+        read_end, write_end = os.pipe()
+        try:
+            self.proc = cli_zygote.spawn(
+                ["emulator", "serve", "--port", "0", "--json", "--token", TOKEN, "--rate-limit", "0", "--generate", generate],
+                env=clean_env(), cwd=Path.cwd(), stdout=write_end,
+            )  # fmt: skip
+        finally:
+            os.close(write_end)
+        with open(read_end) as report_line:  # the report, then nothing the test reads
+            report = json.loads(report_line.readline())
         self.url: str = report["url"]
         self.org_ids: list[str] = [org["id"] for org in report["organizations"]]
 

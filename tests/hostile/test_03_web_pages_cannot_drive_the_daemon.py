@@ -15,7 +15,6 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tests import cli_zygote
 from tests.daemon_support import DaemonProcess
 
 FOREIGN = "attacker.example"
@@ -67,7 +67,9 @@ def daemon(tmp_path: Path) -> Iterator[DaemonProcess]:
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "syncd.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+    """`syncd ARGS` as a process of its own (forked from the suite's CLI zygote)."""
+    done = cli_zygote.run(args, cwd=cwd, env=dict(os.environ), timeout=120)
+    return subprocess.CompletedProcess(done.args, done.code, done.out.decode(errors="replace"), done.err.decode(errors="replace"))
 
 
 def test_item03_cross_site_requests_are_refused_and_start_nothing(daemon: DaemonProcess) -> None:

@@ -13,8 +13,6 @@ import json
 import os
 import signal
 import stat
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,6 +20,7 @@ import pytest
 
 from syncd.daemon.runs import RunLog
 from syncd.state import StateStore
+from tests import cli_zygote
 from tests.hostile.cli_support import EmulatorProcess, module_emulator, run_cli, tenant_env
 
 GENERATE = "orgs=1,empty_orgs=1,collections=2,spaces=3,pages=2,files=2"
@@ -79,12 +78,8 @@ def test_item08_the_daemon_state_is_private(tmp_path: Path) -> None:
     state = tmp_path / "state"
     env = tenant_env("http://127.0.0.1:9", state)
     env["SYNCD_DAEMON__PORT"] = "0"
-    log = (tmp_path / "daemon.log").open("wb")
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "syncd.cli", "serve"], cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
-        preexec_fn=lambda: os.umask(0o022),  # noqa: PLW1509 - the point of the test
-    )  # fmt: skip
-    log.close()
+    with (tmp_path / "daemon.log").open("wb") as log:  # umask 022: the point of the test
+        daemon = cli_zygote.spawn(["serve"], cwd=tmp_path, env=env, stdout=log.fileno(), stderr=log.fileno(), umask=0o022)
     try:
         info = state / "daemon.json"
         deadline = time.monotonic() + 30

@@ -10,8 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -22,6 +20,7 @@ import pytest
 from syncd.config import load_settings
 from syncd.daemon.service import Daemon
 from syncd.errors import ConfigError
+from tests import cli_zygote
 from tests.loopback import http, wait_for
 
 CLEAN = "item10-control-token-9d2b"
@@ -72,18 +71,14 @@ def test_item10_the_command_line_sends_the_trimmed_token(tmp_path: Path) -> None
     """`syncd serve` and `syncd jobs`, each given the token with its newline, agree."""
     config = _file(tmp_path, "")
     env = {**os.environ, "SYNCD_DAEMON__TOKEN": f"{CLEAN} \n", "PYTHONUNBUFFERED": "1"}
-    log = (tmp_path / "serve.log").open("wb")
-    serve = subprocess.Popen([sys.executable, "-m", "syncd.cli", "serve", "--config", str(config)], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, env=env)
-    log.close()
+    with (tmp_path / "serve.log").open("wb") as log:
+        serve = cli_zygote.spawn(["serve", "--config", str(config)], cwd=tmp_path, stdout=log.fileno(), stderr=log.fileno(), env=env)
     try:
         info = tmp_path / "state" / "daemon.json"
         wait_for("the daemon to listen", lambda: serve.poll() is None and info.exists(), 30)
         assert "token" not in info.read_text()  # a configured token is never written down
-        listed = subprocess.run(
-            [sys.executable, "-m", "syncd.cli", "jobs", "--json", "--config", str(config)],
-            cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False, env=env,
-        )
-        assert listed.returncode == 0, listed.stderr
+        listed = cli_zygote.run(["jobs", "--json", "--config", str(config)], cwd=tmp_path, timeout=120, env=env)
+        assert listed.code == 0, listed.err
         url = json.loads(info.read_text())["url"]
         assert http("GET", url + "/jobs", CLEAN)[0] == 200
     finally:

@@ -33,7 +33,7 @@ from syncd.cli import main
 from syncd.copy import ContentStrategy, IdMap, Snapshot, plan_copy
 from syncd.copy.invariants import Bounds, check_ops, known_target_ids
 from syncd.copy.ops import Op
-from syncd.emulator.process import emulator_process
+from tests.cli_zygote import emulator_process
 from tests.loopback import EmulatorClient
 from tests.strategies import OrgShape, copied, mapping, organizations, remove, snapshot, twin
 

@@ -1,0 +1,419 @@
+"""`syncd` commands as processes of their own, without an interpreter start each.
+
+Most of the CPU the suite spends in child processes went into starting them: a new interpreter
+importing syncd, aiohttp, pydantic and the rest, about 1.3 s under coverage, for every one of the
+~180 commands, daemons and emulators the tests start. Here one process per test worker (the
+zygote) imports all of it once and then forks a child per command. The child is a process of
+its own as the tests need it: its own pid, exit status, signals, file descriptors (stdin, stdout
+and stderr the caller hands over), working directory, environment and umask, and it runs
+`syncd.cli.main` exactly as the console script does (`sys.exit(main(args))`). Only the imports are
+shared.
+
+What a command's import decides from the environment is decided once, in the zygote, from a
+neutral one (`_ZYGOTE_ENVIRONMENT`); everything else reads the child's. Tests still `exec` the
+real thing where the start itself is what they check: the installed
+console script (tests/console_script.py: version, completion, one `--json` command), a process's
+peak memory (a forked child's counts the zygote's imports), a terminal (tests/terminal.py), and
+a command whose environment must change what is imported.
+
+Coverage follows the children through `patch = ["fork"]` (pyproject.toml): each child restarts
+measuring and saves its own data file; the zygote saves what its imports ran when it exits. A
+child whose environment lacks coverage's variable runs unmeasured, as a new interpreter would.
+
+Run as a script, this file is the zygote: `python tests/cli_zygote.py SOCKET`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import gc
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from syncd.emulator.process import EmulatorProcess
+
+__all__ = ["ForkedProcess", "Ran", "emulator_process", "launch", "run", "spawn", "started"]
+
+_MESSAGE = 1 << 20  # a request: argv, cwd, umask and the environment, as JSON
+_START_TIMEOUT = 120.0
+_DECIDED_AT_IMPORT = ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "TERM", "COLORTERM", "TTY_COMPATIBLE",
+                      "TTY_INTERACTIVE", "JUPYTER_COLUMNS", "JUPYTER_LINES")  # fmt: skip
+"""What rich reads when a Console is made, and syncd's commands make theirs when imported: the
+zygote imports without them, so those consoles ask the environment each time (a child's, then)."""
+_ZYGOTE_ENVIRONMENT = {k: v for k, v in os.environ.items() if k not in _DECIDED_AT_IMPORT and not k.startswith("SYNCD_")}
+"""The zygote's own environment: this process's as it was before any test changed it (this module
+is imported when the tests are collected), without what a command's import would fix."""
+
+
+# --- the caller's side ----------------------------------------------------------------------
+
+
+class ForkedProcess:
+    """A command the zygote forked: the part of `subprocess.Popen` the tests use."""
+
+    def __init__(self, args: Sequence[str], conn: socket.socket, pid: int) -> None:
+        self.args, self.pid, self._conn = list(args), pid, conn
+        self.returncode: int | None = None
+        self.stdout: IO[Any] | None = None
+        self.stderr: IO[Any] | None = None
+        self.captured: tuple[IO[bytes], IO[bytes]] | None = None
+        """Files its stdout and stderr go to (`started`): what `communicate` reads."""
+
+    def _ended(self, message: bytes) -> int:
+        if not message.startswith(b"exit "):
+            raise RuntimeError(f"the CLI zygote went away while {self.args} ran (got {message!r})")
+        self.returncode = int(message.split()[1])
+        self._conn.close()
+        return self.returncode
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._conn.setblocking(False)
+            try:
+                message = self._conn.recv(64)
+            except BlockingIOError:
+                return None
+            finally:
+                if self.returncode is None and self._conn.fileno() != -1:
+                    self._conn.setblocking(True)
+            self._ended(message)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            self._conn.settimeout(timeout)
+            try:
+                message = self._conn.recv(64)
+            except TimeoutError:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0) from None
+            self._ended(message)
+        assert self.returncode is not None
+        return self.returncode
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        """Wait for the end; what it wrote to stdout and stderr (`started` processes)."""
+        assert self.captured is not None, "communicate() needs a process from started()"
+        self.wait(timeout)
+        out, err = self.captured
+        texts = []
+        for file in (out, err):
+            file.seek(0)
+            texts.append(file.read().decode(errors="replace"))
+            file.close()
+        return texts[0], texts[1]
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+class _Zygote:
+    """The zygote of this test process: started on first use, stopped when the process exits."""
+
+    _current: _Zygote | None = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="syncd-zygote-")
+        self.path = os.path.join(self.dir, "socket")
+        self.process = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), self.path],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_ZYGOTE_ENVIRONMENT,
+        )  # fmt: skip
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if line.strip() != b"ready":
+            raise RuntimeError(f"the CLI zygote did not start: {line!r}, exit {self.process.poll()}")
+
+    @classmethod
+    def current(cls) -> _Zygote:
+        with cls._lock:
+            if cls._current is None or cls._current.process.poll() is not None:
+                cls._current = cls()
+                atexit.register(cls._current.stop)
+            return cls._current
+
+    def stop(self) -> None:
+        """EOF on its stdin: the zygote exits (saving its coverage data)."""
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        Path(self.path).unlink(missing_ok=True)
+        os.rmdir(self.dir)
+
+
+def spawn(
+    args: Sequence[str | Path],
+    *,
+    env: dict[str, str],
+    cwd: str | Path,
+    umask: int = 0o022,
+    stdin: int | None = None,
+    stdout: int | None = None,
+    stderr: int | None = None,
+) -> ForkedProcess:
+    """`syncd ARGS` in a forked child; `stdin`/`stdout`/`stderr` are file descriptors it gets
+    (dup'ed: the caller keeps and closes its own), /dev/null where None."""
+    argv = [str(a) for a in args]
+    request = json.dumps({"args": argv, "env": env, "cwd": str(cwd), "umask": umask}).encode()
+    null = os.open(os.devnull, os.O_RDWR)
+    fds = [null if fd is None else fd for fd in (stdin, stdout, stderr)]
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        conn.settimeout(_START_TIMEOUT)
+        conn.connect(_Zygote.current().path)
+        socket.send_fds(conn, [request], fds)
+        answer = conn.recv(64)
+    except BaseException:
+        conn.close()
+        raise
+    finally:
+        os.close(null)
+    if not answer.startswith(b"pid "):
+        conn.close()
+        raise RuntimeError(f"the CLI zygote could not start {argv}: {answer!r}")
+    conn.settimeout(None)
+    return ForkedProcess(["syncd", *argv], conn, int(answer.split()[1]))
+
+
+def started(args: Sequence[str | Path], *, env: dict[str, str], cwd: str | Path, umask: int = 0o022) -> ForkedProcess:
+    """`syncd ARGS` running, its stdout and stderr kept in files for `communicate`: a
+    `Popen(..., stdout=PIPE, stderr=PIPE, text=True)` that the test signals before reading."""
+    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    try:
+        process = spawn(args, env=env, cwd=cwd, umask=umask, stdout=out.fileno(), stderr=err.fileno())
+    except BaseException:
+        out.close()
+        err.close()
+        raise
+    process.captured = (out, err)
+    return process
+
+
+def launch(args: list[str]) -> ForkedProcess:
+    """`syncd ARGS` with its stdout a text pipe (what `syncd.emulator.process.emulator_process`
+    reads its start-up report from), in this process's environment and working directory."""
+    read_end, write_end = os.pipe()
+    try:
+        process = spawn(args, env=dict(os.environ), cwd=os.getcwd(), stdout=write_end)
+    except BaseException:
+        os.close(read_end)
+        raise
+    finally:
+        os.close(write_end)
+    process.stdout = open(read_end, encoding="utf-8")  # noqa: SIM115 - closed by the caller, as Popen's
+    return process
+
+
+def emulator_process(**options: Any) -> contextlib.AbstractContextManager[EmulatorProcess]:
+    """`syncd.emulator.process.emulator_process`, the emulator forked from the zygote."""
+    from syncd.emulator.process import emulator_process as started
+
+    return started(launch=launch, **options)
+
+
+class Ran:
+    """A finished command: exit code and the bytes it wrote."""
+
+    def __init__(self, args: list[str], code: int, out: bytes, err: bytes) -> None:
+        self.args, self.code, self.out, self.err = args, code, out, err
+
+
+def run(
+    args: Sequence[str | Path],
+    *,
+    env: dict[str, str],
+    cwd: str | Path,
+    umask: int = 0o022,
+    timeout: float = 300,
+    input: bytes | None = None,  # noqa: A002 - subprocess.run's name
+) -> Ran:
+    """`syncd ARGS` to its end (killed after `timeout`, raising TimeoutExpired as
+    `subprocess.run` does); its output through files, so that no pipe fills."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as given:
+        if input is not None:
+            given.write(input)
+            given.flush()
+            given.seek(0)
+        process = spawn(args, env=env, cwd=cwd, umask=umask, stdin=given.fileno() if input is not None else None,
+                        stdout=out.fileno(), stderr=err.fileno())  # fmt: skip
+        try:
+            code = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise
+        out.seek(0)
+        err.seek(0)
+        return Ran(process.args, code, out.read(), err.read())
+
+
+# --- the zygote ------------------------------------------------------------------------------
+
+
+def _serve(path: str) -> tuple[dict[str, Any], list[int]]:
+    """Import syncd, then fork a child per request until stdin ends. Returns only in a child:
+    its request and file descriptors."""
+    import selectors
+
+    import syncd.cli
+
+    syncd.cli._register(None)  # every command and what it imports, as `syncd --help` would
+    for name in ("syncd.daemon.service", "syncd.emulator.server", "syncd.state.pg_database", "psycopg"):
+        __import__(name)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(path)
+    listener.listen(64)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ, "request")
+    selector.register(wake_r, selectors.EVENT_READ, "child")
+    selector.register(sys.stdin.fileno(), selectors.EVENT_READ, "stdin")
+    children: dict[int, socket.socket] = {}
+    gc.freeze()  # what the imports made is never collected: a child does not copy it page by page
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    while True:
+        for key, _ in selector.select():
+            if key.data == "stdin" and not os.read(sys.stdin.fileno(), 4096):
+                sys.exit(0)
+            if key.data == "child":
+                os.read(wake_r, 4096)
+            if key.data != "request":
+                continue
+            conn, _ = listener.accept()
+            message, fds, _, _ = socket.recv_fds(conn, _MESSAGE, 3)
+            request = json.loads(message)
+            pid = os.fork()
+            if pid == 0:
+                selector.close()
+                listener.close()
+                conn.close()
+                for other in children.values():
+                    other.close()
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                os.close(wake_r)
+                os.close(wake_w)
+                return request, fds
+            for fd in fds:
+                os.close(fd)
+            conn.send(f"pid {pid}".encode())
+            children[pid] = conn
+        while children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            conn = children.pop(pid)
+            try:
+                conn.send(f"exit {os.waitstatus_to_exitcode(status)}".encode())
+            except OSError:
+                pass  # the caller is gone
+            conn.close()
+
+
+def _become(request: dict[str, Any], fds: list[int]) -> None:
+    """The child: the process the request describes, then `syncd.cli.main` as the console
+    script runs it. Standard streams are made as a new interpreter makes them for these files."""
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    if "COVERAGE_PROCESS_CONFIG" not in os.environ:
+        _unmeasured()
+    time.tzset()
+    os.umask(request["umask"])
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as a new interpreter has it, whatever the zygote inherited
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+    encoding = sys.__stdout__.encoding if sys.__stdout__ is not None else "utf-8"
+
+    def stream(fd: int, mode: str, errors: str, line_buffering: bool) -> io.TextIOWrapper:
+        binary = open(fd, mode + "b", buffering=-1, closefd=False)  # noqa: SIM115 - the process's own stream
+        return io.TextIOWrapper(binary, encoding=encoding, errors=errors, line_buffering=line_buffering,
+                                write_through=unbuffered and mode == "w")  # fmt: skip
+
+    sys.stdin = sys.__stdin__ = stream(0, "r", "strict", False)
+    sys.stdout = sys.__stdout__ = stream(1, "w", "strict", os.isatty(1))
+    sys.stderr = sys.__stderr__ = stream(2, "w", "backslashreplace", True)
+    sys.argv = ["syncd", *request["args"]]
+    from syncd.cli import main
+
+    try:
+        code = main(list(request["args"]))
+    except SystemExit as exc:
+        code = exc.code
+    except KeyboardInterrupt:  # a new interpreter prints it and dies of SIGINT
+        traceback.print_exc()
+        _exit(0, then=signal.SIGINT)
+    except BaseException:  # what a new interpreter would print before exiting 1
+        traceback.print_exc()
+        code = 1
+    _exit(code)
+
+
+def _unmeasured() -> None:
+    """An environment without coverage's variable starts a new interpreter unmeasured (a test
+    asks for that: tests/test_fleet_acceptance.py); the fork restarted measuring, so stop it."""
+    try:
+        from coverage import Coverage
+    except ImportError:
+        return
+    measuring = Coverage.current()
+    if measuring is not None:
+        measuring.stop()
+
+
+def _exit(code: object, then: int | None = None) -> None:
+    """End as an interpreter does (atexit handlers, coverage's save among them, then the streams
+    flushed) without tearing down the thousands of objects the zygote imported: that alone took
+    a third of a second a command."""
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            code = code or 120  # as Python does when flushing stdout fails at exit
+    if then is not None:
+        signal.signal(then, signal.SIG_DFL)
+        os.kill(os.getpid(), then)
+    os._exit(code or 0)
+
+
+if __name__ == "__main__":
+    del sys.path[0]  # tests/: its module names must not hide the ones syncd imports
+    _become(*_serve(sys.argv[1]))

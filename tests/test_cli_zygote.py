@@ -1,0 +1,63 @@
+"""The suite's CLI zygote (tests/cli_zygote.py) gives each command a process of its own, as a new
+interpreter would have it: what the tests that use it rely on."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from syncd.state import StateStore
+from tests import cli_zygote
+from tests.hostile.cli_support import clean_env
+
+
+def test_a_command_gets_its_own_process_environment_directory_umask_and_exit_code(tmp_path: Path) -> None:
+    env = clean_env(SYNCD_STATE_DIR=str(tmp_path / "made"))
+    ran = cli_zygote.run(["status"], env=env, cwd=tmp_path, umask=0o077)
+    assert ran.code == 2, ran.err  # no mirror file yet: the one-line error's status
+    assert ran.err.decode().startswith("syncd: error: "), ran.err
+    assert str(tmp_path / "made") in ran.err.decode()  # the child's environment, not the zygote's
+    ran = cli_zygote.run(["nope"], env=env, cwd=tmp_path)
+    assert ran.code == 2 and b"No such command 'nope'" in ran.err
+
+
+def test_a_relative_path_is_read_from_the_childs_directory(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "bad.db").write_bytes(b"not a database at all" * 100)
+    env = clean_env()
+    beside = cli_zygote.run(["status", "--db", "bad.db"], env=env, cwd=tmp_path / "sub")
+    elsewhere = cli_zygote.run(["status", "--db", "bad.db"], env=env, cwd=tmp_path)
+    assert beside.code == elsewhere.code == 2, (beside.err, elsewhere.err)
+    assert b"no such mirror file" in elsewhere.err and b"no such mirror file" not in beside.err, (beside.err, elsewhere.err)
+
+
+def test_wide_output_follows_the_childs_columns(tmp_path: Path) -> None:
+    """`syncd status` prints through a console its module made when the zygote imported it:
+    the width is still the child's COLUMNS (the zygote imports without one)."""
+    db = tmp_path / ("d" * 120) / "mirror.db"
+    db.parent.mkdir()
+    StateStore(db).close()
+    widths = {}
+    for columns in (60, 400):
+        ran = cli_zygote.run(["status", "--db", str(db)], env=clean_env(COLUMNS=str(columns)), cwd=tmp_path)
+        assert ran.code == 0 and b"no runs yet" in ran.out, ran.err
+        widths[columns] = max(len(line) for line in ran.out.decode().splitlines())
+    assert widths[60] <= 60 < len(str(db)) < widths[400], widths
+    assert "COLUMNS" not in cli_zygote._ZYGOTE_ENVIRONMENT
+
+
+def test_signals_reach_the_child_and_end_it_as_they_would_a_new_interpreter(tmp_path: Path) -> None:
+    process = cli_zygote.started(["emulator", "serve", "--port", "0", "--json"], env=clean_env(), cwd=tmp_path)
+    assert process.pid != os.getpid() and process.poll() is None
+    with pytest.raises(Exception, match="timed out|TimeoutExpired|after"):
+        process.wait(timeout=0.2)
+    process.send_signal(signal.SIGINT)  # Ctrl-C: KeyboardInterrupt, handled by the command
+    out, err = process.communicate(timeout=30)
+    assert process.returncode in (0, 130), (process.returncode, err)
+    assert out.startswith("{") and '"url"' in out, out
+    process = cli_zygote.started(["emulator", "serve", "--port", "0"], env=clean_env(), cwd=tmp_path)
+    process.kill()
+    assert process.wait(timeout=30) == -signal.SIGKILL
