@@ -5,9 +5,10 @@ importing syncd, aiohttp, pydantic and the rest, about 1.3 s under coverage, for
 ~180 commands, daemons and emulators the tests start. Here one process per test worker (the
 zygote) imports all of it once and then forks a child per command. The child is a process of
 its own as the tests need it: its own pid, exit status, signals, file descriptors (stdin, stdout
-and stderr the caller hands over), working directory, environment and umask, and it runs
-`syncd.cli.main` exactly as the console script does (`sys.exit(main(args))`). Only the imports are
-shared.
+and stderr the caller hands over), working directory, environment and umask; it runs
+`syncd.cli.main(args)` as the console script does and ends as an interpreter would (atexit
+handlers, flushed streams, the exit status; a KeyboardInterrupt dies of SIGINT), only without
+tearing down the thousands of objects the zygote imported. Only the imports are shared.
 
 What a command's import decides from the environment is decided once, in the zygote, from a
 neutral one (`_ZYGOTE_ENVIRONMENT`); everything else reads the child's. Tests still `exec` the
@@ -334,7 +335,9 @@ def _serve(path: str) -> tuple[dict[str, Any], list[int]]:
                 break
             if pid == 0:
                 break
-            conn = children.pop(pid)
+            conn = children.pop(pid, None)
+            if conn is None:
+                continue
             try:
                 conn.send(f"exit {os.waitstatus_to_exitcode(status)}".encode())
             except OSError:

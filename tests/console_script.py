@@ -1,7 +1,8 @@
 """`syncd` as its users run it: the console script pip installed beside the interpreter
 (`.venv/bin/syncd`), as a process of its own. For the few acceptance checks that must go
 through the installed entry point (version, completion, `--json` on stdout); the rest of the
-CLI tests call `syncd.cli.main` in-process."""
+CLI tests call `syncd.cli.main` in-process, or in a process forked from the suite's CLI zygote
+(tests/cli_zygote.py)."""
 
 from __future__ import annotations
 
