@@ -47,7 +47,7 @@ from typing import IO, TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from syncd.emulator.process import EmulatorProcess
 
-__all__ = ["ForkedProcess", "Ran", "emulator_process", "launch", "run", "spawn", "started"]
+__all__ = ["ForkedProcess", "emulator_process", "launch", "run", "spawn", "started"]
 
 _MESSAGE = 1 << 20  # a request: argv, cwd, umask and the environment, as JSON
 _START_TIMEOUT = 120.0
@@ -105,17 +105,21 @@ class ForkedProcess:
         assert self.returncode is not None
         return self.returncode
 
-    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
-        """Wait for the end; what it wrote to stdout and stderr (`started` processes)."""
-        assert self.captured is not None, "communicate() needs a process from started()"
-        self.wait(timeout)
-        out, err = self.captured
-        texts = []
-        for file in (out, err):
+    def output(self) -> tuple[bytes, bytes]:
+        """What a `started` process wrote to stdout and stderr (its files closed after)."""
+        assert self.captured is not None, "output() needs a process from started()"
+        written = []
+        for file in self.captured:
             file.seek(0)
-            texts.append(file.read().decode(errors="replace"))
+            written.append(file.read())
             file.close()
-        return texts[0], texts[1]
+        return written[0], written[1]
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        """Wait for the end; what it wrote to stdout and stderr, as text."""
+        self.wait(timeout)
+        out, err = self.output()
+        return out.decode(errors="replace"), err.decode(errors="replace")
 
     def send_signal(self, signum: int) -> None:
         if self.poll() is None:
@@ -215,12 +219,13 @@ def started(args: Sequence[str | Path], *, env: dict[str, str], cwd: str | Path,
     return process
 
 
-def launch(args: list[str]) -> ForkedProcess:
+def launch(args: list[str], env: dict[str, str] | None = None) -> ForkedProcess:
     """`syncd ARGS` with its stdout a text pipe (what `syncd.emulator.process.emulator_process`
-    reads its start-up report from), in this process's environment and working directory."""
+    reads its start-up report from), in this process's working directory and `env` (else this
+    process's environment)."""
     read_end, write_end = os.pipe()
     try:
-        process = spawn(args, env=dict(os.environ), cwd=os.getcwd(), stdout=write_end)
+        process = spawn(args, env=dict(os.environ) if env is None else env, cwd=os.getcwd(), stdout=write_end)
     except BaseException:
         os.close(read_end)
         raise
@@ -232,45 +237,29 @@ def launch(args: list[str]) -> ForkedProcess:
 
 def emulator_process(**options: Any) -> contextlib.AbstractContextManager[EmulatorProcess]:
     """`syncd.emulator.process.emulator_process`, the emulator forked from the zygote."""
-    from syncd.emulator.process import emulator_process as started
+    from syncd.emulator.process import emulator_process as start_emulator
 
-    return started(launch=launch, **options)
-
-
-class Ran:
-    """A finished command: exit code and the bytes it wrote."""
-
-    def __init__(self, args: list[str], code: int, out: bytes, err: bytes) -> None:
-        self.args, self.code, self.out, self.err = args, code, out, err
+    return start_emulator(launch=launch, **options)
 
 
 def run(
-    args: Sequence[str | Path],
-    *,
-    env: dict[str, str],
-    cwd: str | Path,
-    umask: int = 0o022,
-    timeout: float = 300,
-    input: bytes | None = None,  # noqa: A002 - subprocess.run's name
-) -> Ran:
-    """`syncd ARGS` to its end (killed after `timeout`, raising TimeoutExpired as
-    `subprocess.run` does); its output through files, so that no pipe fills."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as given:
-        if input is not None:
-            given.write(input)
-            given.flush()
-            given.seek(0)
-        process = spawn(args, env=env, cwd=cwd, umask=umask, stdin=given.fileno() if input is not None else None,
-                        stdout=out.fileno(), stderr=err.fileno())  # fmt: skip
-        try:
-            code = process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-            raise
-        out.seek(0)
-        err.seek(0)
-        return Ran(process.args, code, out.read(), err.read())
+    args: Sequence[str | Path], *, env: dict[str, str], cwd: str | Path, umask: int = 0o022, timeout: float = 300, text: bool = False
+) -> subprocess.CompletedProcess[Any]:
+    """`syncd ARGS` to its end, as `subprocess.run(..., capture_output=True, timeout=T, text=...)`
+    answers (killed after `timeout`, raising TimeoutExpired); its output through files, so that no
+    pipe fills."""
+    process = started(args, env=env, cwd=cwd, umask=umask)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        process.output()
+        raise
+    out, err = process.output()
+    if text:
+        return subprocess.CompletedProcess(process.args, process.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
 # --- the zygote ------------------------------------------------------------------------------

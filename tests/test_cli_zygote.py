@@ -18,11 +18,11 @@ from tests.hostile.cli_support import clean_env
 def test_a_command_gets_its_own_process_environment_directory_umask_and_exit_code(tmp_path: Path) -> None:
     env = clean_env(SYNCD_STATE_DIR=str(tmp_path / "made"))
     ran = cli_zygote.run(["status"], env=env, cwd=tmp_path, umask=0o077)
-    assert ran.code == 2, ran.err  # no mirror file yet: the one-line error's status
-    assert ran.err.decode().startswith("syncd: error: "), ran.err
-    assert str(tmp_path / "made") in ran.err.decode()  # the child's environment, not the zygote's
+    assert ran.returncode == 2, ran.stderr  # no mirror file yet: the one-line error's status
+    assert ran.stderr.decode().startswith("syncd: error: "), ran.stderr
+    assert str(tmp_path / "made") in ran.stderr.decode()  # the child's environment, not the zygote's
     ran = cli_zygote.run(["nope"], env=env, cwd=tmp_path)
-    assert ran.code == 2 and b"No such command 'nope'" in ran.err
+    assert ran.returncode == 2 and b"No such command 'nope'" in ran.stderr
 
 
 def test_a_relative_path_is_read_from_the_childs_directory(tmp_path: Path) -> None:
@@ -31,8 +31,8 @@ def test_a_relative_path_is_read_from_the_childs_directory(tmp_path: Path) -> No
     env = clean_env()
     beside = cli_zygote.run(["status", "--db", "bad.db"], env=env, cwd=tmp_path / "sub")
     elsewhere = cli_zygote.run(["status", "--db", "bad.db"], env=env, cwd=tmp_path)
-    assert beside.code == elsewhere.code == 2, (beside.err, elsewhere.err)
-    assert b"no such mirror file" in elsewhere.err and b"no such mirror file" not in beside.err, (beside.err, elsewhere.err)
+    assert beside.returncode == elsewhere.returncode == 2, (beside.stderr, elsewhere.stderr)
+    assert b"no such mirror file" in elsewhere.stderr and b"no such mirror file" not in beside.stderr, (beside.stderr, elsewhere.stderr)
 
 
 def test_wide_output_follows_the_childs_columns(tmp_path: Path) -> None:
@@ -44,8 +44,8 @@ def test_wide_output_follows_the_childs_columns(tmp_path: Path) -> None:
     widths = {}
     for columns in (60, 400):
         ran = cli_zygote.run(["status", "--db", str(db)], env=clean_env(COLUMNS=str(columns)), cwd=tmp_path)
-        assert ran.code == 0 and b"no runs yet" in ran.out, ran.err
-        widths[columns] = max(len(line) for line in ran.out.decode().splitlines())
+        assert ran.returncode == 0 and b"no runs yet" in ran.stdout, ran.stderr
+        widths[columns] = max(len(line) for line in ran.stdout.decode().splitlines())
     assert widths[60] <= 60 < len(str(db)) < widths[400], widths
     assert "COLUMNS" not in cli_zygote._ZYGOTE_ENVIRONMENT
 

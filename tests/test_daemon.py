@@ -66,8 +66,7 @@ def _config(tmp: Path, emulator: EmulatorProcess) -> Path:
 
 def _cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """`syncd ARGS` as a process of its own (forked from the suite's CLI zygote)."""
-    done = cli_zygote.run(args, cwd=cwd, timeout=120, env={**os.environ, **(env or {})})
-    return subprocess.CompletedProcess(done.args, done.code, done.out.decode(errors="replace"), done.err.decode(errors="replace"))
+    return cli_zygote.run(args, cwd=cwd, timeout=120, env={**os.environ, **(env or {})}, text=True)
 
 
 def test_daemon_runs_jobs_serves_control_api_reloads_and_stops(

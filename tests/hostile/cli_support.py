@@ -95,23 +95,20 @@ def run_cli(*args: str | Path, env: dict[str, str], cwd: Path, umask: int = 0o02
     terminal (forked from the suite's CLI zygote: tests/cli_zygote.py)."""
     argv = tuple(str(a) for a in args)
     done = cli_zygote.run(argv, env=env, cwd=cwd, umask=umask, timeout=timeout)
-    return Ran(argv, done.code, done.out, done.err)
+    return Ran(argv, done.returncode, done.stdout, done.stderr)
 
 
 class EmulatorProcess:
     """`syncd emulator serve` with generated organizations, in a process of its own."""
 
     def __init__(self, generate: str) -> None:
-        read_end, write_end = os.pipe()
-        try:
-            self.proc = cli_zygote.spawn(
-                ["emulator", "serve", "--port", "0", "--json", "--token", TOKEN, "--rate-limit", "0", "--generate", generate],
-                env=clean_env(), cwd=Path.cwd(), stdout=write_end,
-            )  # fmt: skip
-        finally:
-            os.close(write_end)
-        with open(read_end) as report_line:  # the report, then nothing the test reads
-            report = json.loads(report_line.readline())
+        self.proc = cli_zygote.launch(
+            ["emulator", "serve", "--port", "0", "--json", "--token", TOKEN, "--rate-limit", "0", "--generate", generate],
+            env=clean_env(),
+        )  # fmt: skip
+        assert self.proc.stdout is not None
+        with self.proc.stdout:  # the report, then nothing the test reads
+            report = json.loads(self.proc.stdout.readline())
         self.url: str = report["url"]
         self.org_ids: list[str] = [org["id"] for org in report["organizations"]]
 

@@ -68,8 +68,7 @@ def daemon(tmp_path: Path) -> Iterator[DaemonProcess]:
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """`syncd ARGS` as a process of its own (forked from the suite's CLI zygote)."""
-    done = cli_zygote.run(args, cwd=cwd, env=dict(os.environ), timeout=120)
-    return subprocess.CompletedProcess(done.args, done.code, done.out.decode(errors="replace"), done.err.decode(errors="replace"))
+    return cli_zygote.run(args, cwd=cwd, env=dict(os.environ), timeout=120, text=True)
 
 
 def test_item03_cross_site_requests_are_refused_and_start_nothing(daemon: DaemonProcess) -> None:

@@ -78,7 +78,7 @@ def test_item10_the_command_line_sends_the_trimmed_token(tmp_path: Path) -> None
         wait_for("the daemon to listen", lambda: serve.poll() is None and info.exists(), 30)
         assert "token" not in info.read_text()  # a configured token is never written down
         listed = cli_zygote.run(["jobs", "--json", "--config", str(config)], cwd=tmp_path, timeout=120, env=env)
-        assert listed.code == 0, listed.err
+        assert listed.returncode == 0, listed.stderr
         url = json.loads(info.read_text())["url"]
         assert http("GET", url + "/jobs", CLEAN)[0] == 200
     finally:
