@@ -64,12 +64,19 @@ def base_url(request: web.Request) -> str:
     return str(request.url.origin())
 
 
+ANSWER_DATA: web.ResponseKey[Any] = web.ResponseKey("answer_data", Any)  # type: ignore[arg-type]
+"""The object a JSON answer was encoded from (a key of the response): the profile's reshaping
+(`app.shape_middleware`) reads it there instead of decoding the body it was just encoded into."""
+
+
 def json_answer(data: Any, status: int = 200) -> web.Response:
-    return web.Response(
+    response = web.Response(
         status=status,
         body=json.dumps(data, separators=(",", ":")).encode(),
         content_type="application/json",
     )
+    response[ANSWER_DATA] = data
+    return response
 
 
 def no_content() -> web.Response:
