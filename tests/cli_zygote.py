@@ -174,17 +174,19 @@ class _Zygote:
 def spawn(
     args: Sequence[str | Path],
     *,
-    env: dict[str, str],
-    cwd: str | Path,
+    env: dict[str, str] | None = None,
+    cwd: str | Path | None = None,
     umask: int = 0o022,
     stdin: int | None = None,
     stdout: int | None = None,
     stderr: int | None = None,
 ) -> ForkedProcess:
-    """`syncd ARGS` in a forked child; `stdin`/`stdout`/`stderr` are file descriptors it gets
-    (dup'ed: the caller keeps and closes its own), /dev/null where None."""
+    """`syncd ARGS` in a forked child, in `env` and `cwd` (else this process's, as `Popen`
+    gives a child); `stdin`/`stdout`/`stderr` are file descriptors it gets (dup'ed: the caller
+    keeps and closes its own), /dev/null where None."""
     argv = [str(a) for a in args]
-    request = json.dumps({"args": argv, "env": env, "cwd": str(cwd), "umask": umask}).encode()
+    env = dict(os.environ) if env is None else env
+    request = json.dumps({"args": argv, "env": env, "cwd": str(cwd or os.getcwd()), "umask": umask}).encode()
     null = os.open(os.devnull, os.O_RDWR)
     fds = [null if fd is None else fd for fd in (stdin, stdout, stderr)]
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -205,7 +207,9 @@ def spawn(
     return ForkedProcess(["syncd", *argv], conn, int(answer.split()[1]))
 
 
-def started(args: Sequence[str | Path], *, env: dict[str, str], cwd: str | Path, umask: int = 0o022) -> ForkedProcess:
+def started(
+    args: Sequence[str | Path], *, env: dict[str, str] | None = None, cwd: str | Path | None = None, umask: int = 0o022
+) -> ForkedProcess:
     """`syncd ARGS` running, its stdout and stderr kept in files for `communicate`: a
     `Popen(..., stdout=PIPE, stderr=PIPE, text=True)` that the test signals before reading."""
     out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
@@ -225,7 +229,7 @@ def launch(args: list[str], env: dict[str, str] | None = None) -> ForkedProcess:
     process's environment)."""
     read_end, write_end = os.pipe()
     try:
-        process = spawn(args, env=dict(os.environ) if env is None else env, cwd=os.getcwd(), stdout=write_end)
+        process = spawn(args, env=env, stdout=write_end)
     except BaseException:
         os.close(read_end)
         raise
@@ -243,7 +247,13 @@ def emulator_process(**options: Any) -> contextlib.AbstractContextManager[Emulat
 
 
 def run(
-    args: Sequence[str | Path], *, env: dict[str, str], cwd: str | Path, umask: int = 0o022, timeout: float = 300, text: bool = False
+    args: Sequence[str | Path],
+    *,
+    env: dict[str, str] | None = None,
+    cwd: str | Path | None = None,
+    umask: int = 0o022,
+    timeout: float = 300,
+    text: bool = False,
 ) -> subprocess.CompletedProcess[Any]:
     """`syncd ARGS` to its end, as `subprocess.run(..., capture_output=True, timeout=T, text=...)`
     answers (killed after `timeout`, raising TimeoutExpired); its output through files, so that no
@@ -258,7 +268,7 @@ def run(
         raise
     out, err = process.output()
     if text:
-        return subprocess.CompletedProcess(process.args, process.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
+        return subprocess.CompletedProcess(process.args, process.returncode, *(part.decode(errors="replace") for part in (out, err)))
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 

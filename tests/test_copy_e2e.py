@@ -17,7 +17,6 @@ syncd's own, and the two do not meet; all three would take twice the time for li
 from __future__ import annotations
 
 import json
-import os
 import signal
 import time
 from collections.abc import Iterator
@@ -146,7 +145,7 @@ def test_ten_percent_lost_answers_make_nothing_twice(emulator: Emulator, env: Pa
 def _kill_apply_after(emulator: Emulator, env: Path, src: str, dst: str, writes: int) -> None:
     emulator.faults(latency=15, **FAULTS)
     start = emulator.writes()
-    proc = cli_zygote.spawn(["mirror", "apply", f"src:{src}", f"dst:{dst}"], cwd=env, env=dict(os.environ))
+    proc = cli_zygote.spawn(["mirror", "apply", f"src:{src}", f"dst:{dst}"], cwd=env)
     try:
         deadline = time.monotonic() + 60
         while emulator.writes() - start < writes and proc.poll() is None and time.monotonic() < deadline:

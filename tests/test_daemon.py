@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from syncd.emulator.process import EmulatorProcess
-from tests.cli_zygote import emulator_process
 from syncd.state import StateStore
 from tests import cli_zygote
 from tests.daemon_support import (
@@ -39,7 +38,7 @@ SPEC = "orgs=1,empty_orgs=1,collections=2,spaces=3,pages=4"
 @pytest.fixture
 def emulator() -> Iterator[EmulatorProcess]:
     """An emulator of the test's own: the mirror job copies into its empty organization."""
-    with emulator_process(token=ALL_TOKEN, spec=SPEC, rate=0) as running:
+    with cli_zygote.emulator_process(token=ALL_TOKEN, spec=SPEC, rate=0) as running:
         yield running
 
 
@@ -166,7 +165,7 @@ def test_sigterm_cancels_a_run_past_the_deadline_and_leaves_state_consistent(
     tmp_path: Path, backend: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     state = use_backend(backend, request, monkeypatch, tmp_path / "state")
-    with emulator_process(token=ALL_TOKEN, spec="orgs=1,collections=2,spaces=40,pages=10", rate=0, latency_ms=150) as slow:
+    with cli_zygote.emulator_process(token=ALL_TOKEN, spec="orgs=1,collections=2,spaces=40,pages=10", rate=0, latency_ms=150) as slow:
         source = slow.report["organizations"][0]["id"]
         config = tmp_path / "syncd.toml"
         config.write_text(

@@ -158,7 +158,7 @@ def test_ctrl_c_during_sync_keeps_the_previous_snapshot(env: Path, state_at: Pat
     # its run row appears, and Ctrl-C goes as soon as it does (an event, not a fixed sleep).
     faults(b'{"latency": 250}')
     try:
-        proc = cli_zygote.started(["sync", "src", "--full"], env=dict(os.environ), cwd=os.getcwd())  # SIGINT as a new interpreter has it
+        proc = cli_zygote.started(["sync", "src", "--full"])  # SIGINT as a new interpreter has it
         try:
             wait_for("the second run to start", lambda: proc.poll() is not None or _run_statuses(state_at) == ["complete", "running"],
                      timeout=60, interval=0.05)  # fmt: skip

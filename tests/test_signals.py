@@ -9,7 +9,6 @@ files, not state, and run once."""
 
 from __future__ import annotations
 
-import os
 import signal
 import sqlite3
 from collections.abc import Iterator
@@ -21,8 +20,8 @@ import pytest
 from syncd.cli import main
 from syncd.state import StateStore
 from syncd.state.errors import StateError
-from tests.hostile.cli_support import clean_env
 from tests import cli_zygote
+from tests.hostile.cli_support import clean_env
 from tests.loopback import wait_for
 from tests.state_support import count_rows, is_pg, use_backend
 from tests.thread_emulator import TOKEN, ThreadEmulator, module_thread_emulator, use_tenants
@@ -69,7 +68,7 @@ def _stopped(args: list[str], state_dir: Path, state: Path | str, url: str, sign
     env = clean_env(SYNCD_TENANTS__SRC__BASE_URL=url, SYNCD_TENANTS__SRC__TOKEN=TOKEN, SYNCD_STATE_DIR=str(state_dir))
     if is_pg(state):
         env["SYNCD_STATE_URL"] = str(state)
-    proc = cli_zygote.started(args, env=env, cwd=os.getcwd())
+    proc = cli_zygote.started(args, env=env)
     try:
         wait_for("the run to start", lambda: proc.poll() is not None or started(_runs(state)), timeout=60, interval=0.05)
         assert proc.poll() is None, proc.communicate()

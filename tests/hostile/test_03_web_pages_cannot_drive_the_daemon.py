@@ -68,7 +68,7 @@ def daemon(tmp_path: Path) -> Iterator[DaemonProcess]:
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """`syncd ARGS` as a process of its own (forked from the suite's CLI zygote)."""
-    return cli_zygote.run(args, cwd=cwd, env=dict(os.environ), timeout=120, text=True)
+    return cli_zygote.run(args, cwd=cwd, timeout=120, text=True)
 
 
 def test_item03_cross_site_requests_are_refused_and_start_nothing(daemon: DaemonProcess) -> None:
