@@ -203,15 +203,19 @@ def etag(data: Any) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
 
 
+_WALKED = (dict, list, tuple)
+"""What `with_unknown_fields` looks inside: an object may be there."""
+
+
 def with_unknown_fields(data: Any, profile: Profile) -> Any:
     """`data` with fields no client knows on every object (anything with an `object` key,
     at any depth); the etag is taken over the object as the handler rendered it."""
     if isinstance(data, list | tuple):  # a tuple is sent as a list: walked like one
-        return [with_unknown_fields(item, profile) if isinstance(item, dict | list | tuple) else item for item in data]
+        return [with_unknown_fields(item, profile) if isinstance(item, _WALKED) else item for item in data]
     if not isinstance(data, dict):
         return data
     # Leaves (most values) are taken as they are, without a call each.
-    out = {key: with_unknown_fields(value, profile) if isinstance(value, dict | list | tuple) else value for key, value in data.items()}
+    out = {key: with_unknown_fields(value, profile) if isinstance(value, _WALKED) else value for key, value in data.items()}
     if "object" in data:
         out["etag"] = etag(data)
         out["x-emulator"] = {"profile": profile.name}
@@ -254,19 +258,20 @@ async def shape_middleware(request: web.Request, handler: Handler) -> web.Stream
     status = response.status
     # What the handler encoded, unless a body must be awaited first (a write: the store may
     # change meanwhile, and the bytes sent are what counts) or the answer was made otherwise.
-    reads_body = (profile.minimal_create and status == 201) or (profile.minimal_patch and request.method == "PATCH")
-    data = None if reads_body else response.get(ANSWER_DATA)
+    created = profile.minimal_create and status == 201
+    patched = profile.minimal_patch and request.method == "PATCH" and status == 200
+    data = None if created or patched else response.get(ANSWER_DATA)
     if data is None:
         try:
             data = json.loads(bytes(response.body))  # type: ignore[arg-type]
         except ValueError:
             return response
     headers = {k: v for k, v in response.headers.items() if k.lower() not in ("content-type", "content-length")}
-    if profile.minimal_create and status == 201:
+    if created:
         data = minimal_created(data, await _request_json(request))
         status = 200
         headers.pop("Location", None)
-    elif profile.minimal_patch and request.method == "PATCH" and status == 200:
+    elif patched:
         data = minimal_created(data, await _request_json(request))
     if profile.unknown_fields and 200 <= status < 300:
         data = with_unknown_fields(data, profile)
