@@ -14,6 +14,7 @@ import contextlib
 import itertools
 import json
 import os
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -466,6 +467,42 @@ async def test_stop_cancels_a_run_past_the_deadline_and_its_queued_follow_up(
     text = daemon.metrics.render().decode()
     assert metric_value(text, "syncd_job_runs_total", job="sync", outcome="cancelled") == 1
     assert metric_value(text, "syncd_job_running", job="sync") == 0
+
+
+async def test_a_run_a_replica_claims_while_it_stops_ends_cancelled_not_running(emulator: RunningEmulator, tmp_path: Path, pg_url: str) -> None:
+    """The stop lands while the scheduler's claim is in its worker thread, after the claim
+    committed a run `running` under this replica's lease: the replica ends it `cancelled` before
+    `serve` returns. (Before, the cancelled scheduler dropped the answer and the row stayed
+    `running` with nobody left to run it, as the fleet's acceptance run once saw.)"""
+    jobs = [{"name": "hourly", "kind": "sync", "source": "src", "schedule": {"every": "1h"}}]
+    daemon = daemon_for(make_settings(emulator, tmp_path / "state", jobs, pg_url))
+    open_runs, claimed = daemon._open_runs, []
+
+    def runs_that_stop_the_daemon_mid_claim() -> Any:
+        runs = open_runs()
+        claim = runs.claim
+
+        def claim_then_stop(*args: Any, **options: Any) -> Any:
+            record = claim(*args, **options)
+            if record is not None:
+                claimed.append(record.id)
+                anyio.from_thread.run_sync(daemon.stop)
+                deadline = time.monotonic() + TIMEOUT  # until `serve` cancelled the scheduler waiting here
+                while not (daemon._runs_group and daemon._runs_group.cancel_scope.cancel_called) and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                time.sleep(0.2)
+            return record
+
+        runs.claim = claim_then_stop
+        return runs
+
+    daemon._open_runs = runs_that_stop_the_daemon_mid_claim  # type: ignore[method-assign]
+    with anyio.fail_after(TIMEOUT):
+        await daemon.serve()
+    assert len(claimed) == 1
+    assert count_rows(pg_url, "fleet_runs", "outcome = 'running'") == 0
+    assert count_rows(pg_url, "fleet_runs", "id = ? AND outcome = 'cancelled' AND error LIKE ?", (claimed[0], "%while stopping%")) == 1
+    assert count_rows(pg_url, "fleet_job_leases") == 0  # the job is free for the next replica
 
 
 # --------------------------------------------------------------------------- 5. control API

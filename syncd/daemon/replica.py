@@ -160,14 +160,18 @@ class FleetDaemon(Daemon):
             if not free or (limit is not None and busy >= limit):  # full: the others take what is due
                 return
             asked = time.monotonic()
-            record = await anyio.to_thread.run_sync(self.runs.claim, self.replica, self.lease, free)
-            if record is None:
-                return
-            state = self.jobs.get(record.job)
-            if state is None or state.removed or self.stopping:  # dropped or stopping meanwhile: give it back ended
-                record.outcome, record.error = "cancelled", f"replica {self.replica} claimed it while stopping or dropping the job"
-                await anyio.to_thread.run_sync(self.runs.finish, record)
-                continue
+            # A claim commits a running run leased to this replica: once asked, the run is
+            # started or ended here, whatever the stop cancels meanwhile (shielded: a stop that
+            # lands while the claim is in its thread would otherwise leave the run `running`).
+            with anyio.CancelScope(shield=True):
+                record = await anyio.to_thread.run_sync(self.runs.claim, self.replica, self.lease, free)
+                if record is None:
+                    return
+                state = self.jobs.get(record.job)
+                if state is None or state.removed or self.stopping:  # dropped or stopping meanwhile: give it back ended
+                    record.outcome, record.error = "cancelled", f"replica {self.replica} claimed it while stopping or dropping the job"
+                    await anyio.to_thread.run_sync(self.runs.finish, record)
+                    continue
             if record.takeover:
                 log.warning("fleet.run_taken_over", job=record.job, run=record.id, attempt=record.attempt, previous=record.taken_from)
             state.current = record
