@@ -27,7 +27,6 @@ from syncd.emulator.server import serve_emulator
 from syncd.emulator.store import Store
 from syncd.errors import ConfigError
 from syncd.read.backup import backup
-from syncd.read.export import export_mirror
 from syncd.read.sync import StateLocation, sync_into
 from syncd.scope import Pattern, Scope, ScopeError
 from syncd.selection import Item, content_dependencies, select

@@ -24,7 +24,7 @@ from tests import cli_zygote
 from tests.hostile.cli_support import clean_env
 from tests.loopback import wait_for
 from tests.state_support import count_rows, is_pg, use_backend
-from tests.thread_emulator import TOKEN, ThreadEmulator, module_thread_emulator, use_tenants
+from tests.thread_emulator import TOKEN, ThreadEmulator, module_thread_emulator
 
 SPEC = "orgs=1,empty_orgs=2,collections=2,spaces=4,pages=2,files=1,sites=0"
 """An empty organization for each backend's mirror apply: the module's emulator keeps what the other copied."""

@@ -29,7 +29,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import typer
 from rich import box
 from rich.console import Console

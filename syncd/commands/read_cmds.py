@@ -16,7 +16,6 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import typer
 from rich.console import Console
 from rich.table import Table

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 
 from tests.hostile.cli_support import HOSTILE_TEXT, EmulatorProcess, Server, module_emulator, run_cli, tenant_env
 

@@ -16,7 +16,6 @@ import stat
 import time
 from pathlib import Path
 
-import pytest
 
 from syncd.daemon.runs import RunLog
 from syncd.state import StateStore
