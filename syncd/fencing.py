@@ -116,7 +116,9 @@ class RunFence:
 
     def enlist(self, db: Any) -> None:
         """Record the session of `db` as one of the run's (it is about to take a tenant's
-        writer lock), committed with a `check`: a takeover from then on ends it."""
+        writer lock), committed with a `check`: a takeover from then on ends it, so the session
+        is never handed to a later open of the state (`PgDatabase.pin`)."""
+        db.pin()
         with db.atomic():
             self.check(db)
             db.execute(_ENLIST, [self.run, self.attempt])

@@ -10,6 +10,8 @@ Writers take a session advisory lock per tenant (`syncd.state.pg_writers`); the 
 it go when the holder's connection ends, however the process died, so the next writer of the
 tenant may fail the runs it left `running`. The connection names its process (pid, host) in
 `application_name`, which a busy writer's message shows.
+A writable session that closes clean is kept for this process's next open of the same state
+(`syncd.state.pg_idle`): a new session costs the server a backend each time.
 Imported only when a `state_url` is used (psycopg is not loaded for the SQLite state).
 """
 
@@ -30,6 +32,7 @@ from psycopg.types.string import TextLoader
 from syncd.pg.connect import connect, display_url
 from syncd.pg.migrations import applied_migrations, migrate, unknown_migrations
 from syncd.state.errors import StateError, NewerStateError
+from syncd.state.pg_idle import IDLE
 from syncd.state.pg_schema import MIRROR_MIGRATIONS
 
 __all__ = ["PgDatabase", "open_pg", "translate", "where"]
@@ -61,12 +64,21 @@ def translate(sql: str) -> str:
 
 
 class PgDatabase:
-    """A psycopg connection with the subset of sqlite-utils' `Database` the mirror uses."""
+    """A psycopg connection with the subset of sqlite-utils' `Database` the mirror uses.
 
-    def __init__(self, conn: psycopg.Connection) -> None:
+    `url`: the writable state's, whose sessions this process keeps for its next open when they
+    close clean (`syncd.state.pg_idle`); None: the session is closed with the handle."""
+
+    def __init__(self, conn: psycopg.Connection, url: str | None = None) -> None:
         self.conn = conn
+        self.url = url
         for name in ("json", "jsonb"):
             conn.adapters.register_loader(name, TextLoader)
+
+    def pin(self) -> None:
+        """This session is recorded with a fleet run (`syncd.fencing`): a takeover may end it
+        at any time, so it is closed with the handle, never handed to a later open."""
+        self.url = None
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> psycopg.Cursor[Any]:
         cursor = self.conn.cursor()
@@ -96,7 +108,10 @@ class PgDatabase:
         return [name for (name,) in rows.fetchall()]
 
     def close(self) -> None:
-        self.conn.close()
+        if self.url is None:
+            self.conn.close()
+        else:
+            IDLE.give(self.url, self.conn)
 
 
 def open_pg(url: str, *, readonly: bool = False) -> PgDatabase:
@@ -105,13 +120,23 @@ def open_pg(url: str, *, readonly: bool = False) -> PgDatabase:
     PgError (one line) when the server cannot be used; StateError when a read-only
     state holds no mirror; NewerStateError when a newer syncd upgraded it."""
     if not readonly:
+        kept = IDLE.take(url)
+        if kept is not None:
+            try:
+                migrate(kept, MIRROR_MIGRATIONS)  # also tells a session the server ended meanwhile
+                return PgDatabase(kept, url)
+            except psycopg.OperationalError:
+                kept.close()  # gone: a new one below
+            except BaseException:
+                kept.close()
+                raise
         conn = connect(url, application_name=f"syncd mirror pid {os.getpid()} on {socket.gethostname()}")
         try:
             migrate(conn, MIRROR_MIGRATIONS)
         except BaseException:
             conn.close()
             raise
-        return PgDatabase(conn)
+        return PgDatabase(conn, url)
     conn = connect(url, application_name="syncd mirror (read-only)", autocommit=False)
     try:
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
