@@ -12,13 +12,16 @@ from pathlib import Path
 
 import pytest
 
+from syncd.catalog import BY_NAME
 from syncd.copy.invariants import Bounds
 from syncd.copy.journal import Pair
+from syncd.copy.model import IdMap, Node, Snapshot
 from syncd.copy.ops import Op, Plan, Skip
 from syncd.copy.planfile import (
     PlanBreaksRules,
     PlanFileError,
     PlanMismatch,
+    FINGERPRINTED_KINDS,
     SavedPlan,
     StalePlan,
     check_fresh,
@@ -28,6 +31,7 @@ from syncd.copy.planfile import (
     plan_document,
     restrict,
     save_plan,
+    sides_fingerprints,
 )
 
 PAIR = Pair("src", "S", "dst", "T")
@@ -179,3 +183,42 @@ def test_a_skip_without_title_or_reason_reads_as_empty_text(tmp_path: Path) -> N
     document = plan_document(_saved(), [])
     save_plan(path, {**document, "skips": [{"kind": "member", "source_id": "m"}]})
     assert load_plan(path).plan.skips == [Skip("member", "m", "", "")]
+
+
+def _side(*nodes: Node) -> Snapshot:
+    return Snapshot("dst", "T", nodes)
+
+
+def _space(id: str = "s1", parent: tuple[str, str] | None = ("collection", "c1"), **data: object) -> Node:
+    return Node("space", id, parent, 0, {"object": "space", "id": id, "title": "Guide", **data})
+
+
+def test_a_fingerprint_changes_with_what_an_object_means_and_only_with_that() -> None:
+    assert FINGERPRINTED_KINDS <= set(BY_NAME)  # each is hashed by what its catalog entry says it means
+    maps = IdMap(), IdMap()
+    maps[0].put("space", "a", "s1", "created")
+    maps[1].put("space", "a", "s2", "created")
+    base = _side(_space())
+    same = sides_fingerprints(base, base, maps[0])
+    assert same == sides_fingerprints(_side(_space()), _side(_space()), maps[0])
+    assert same["source"] != same["target"]  # the target's holds its id map
+    # Volatile fields are not what an object means: a plan does not go stale on them.
+    assert sides_fingerprints(_side(_space(updatedAt="later")), base, maps[0])["source"] == same["source"]
+    for changed in (_space(title="Other"), _space(parent=("collection", "c2")), _space(parent=None), _space(id="s9")):
+        assert sides_fingerprints(_side(changed), base, maps[0])["source"] != same["source"], changed
+    # The target's fingerprint follows its id map (what syncd made and adopted there).
+    assert sides_fingerprints(base, base, maps[1])["target"] != same["target"]
+    assert sides_fingerprints(base, base, IdMap())["target"] != same["target"]
+
+
+def test_a_plan_without_refs_or_a_time_reads_them_as_empty(tmp_path: Path) -> None:
+    document = plan_document(_saved(), [])
+    for side in ("source", "target"):
+        document[side] = {key: value for key, value in document[side].items() if key != "ref"}
+    document.pop("created_at", None)
+    path = tmp_path / "plan.json"
+    save_plan(path, document)
+    read = load_plan(path)
+    assert (read.source, read.target, read.created_at) == ("", "", "")
+    save_plan(path, plan_document(read, []))  # and it is written back as text the loader accepts
+    assert (load_plan(path).source, load_plan(path).created_at) == ("", "")

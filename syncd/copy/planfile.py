@@ -134,7 +134,7 @@ def _lines(snapshot: Snapshot, idmap: IdMap | None) -> Iterable[str]:
     for (kind, node_id), node in snapshot.nodes.items():
         if kind not in FINGERPRINTED_KINDS:
             continue
-        meaning = content_hash(BY_NAME[kind], node.data) if kind in BY_NAME else hashlib.sha256(_json(node.data).encode()).hexdigest()
+        meaning = content_hash(BY_NAME[kind], node.data)  # every fingerprinted kind is the catalog's
         yield _json(["node", kind, node_id, list(node.parent) if node.parent else None, node.position, meaning])
     if idmap is not None:
         for (kind, source_id), entry in idmap.entries.items():
