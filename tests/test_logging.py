@@ -8,6 +8,7 @@ import io
 import json
 import logging
 import secrets
+import time
 from collections.abc import Callable, Iterator
 from pathlib import PurePosixPath
 from urllib.parse import quote, quote_plus
@@ -355,3 +356,87 @@ def test_a_foreign_records_stack_is_scrubbed(capture: Callable[[LogFormat], io.S
     register_secret(token)
     record = logging.getLogRecordFactory()("foreign", logging.INFO, "f.py", 1, "msg", (), None, None, f"Stack (most recent call last):\n  {token}")
     assert record.stack_info == f"Stack (most recent call last):\n  {MASK}"
+
+
+def test_what_each_format_prints_around_the_event(capture: Callable[[LogFormat], io.StringIO], monkeypatch: pytest.MonkeyPatch) -> None:
+    """JSON lines carry an ISO time in UTC ("Z"), console lines the local time as HH:MM:SS (a zone
+    away from UTC, so the two differ), both with the values a foreign record was given as `extra`;
+    a level or format syncd does not know is refused in words."""
+    buffer = capture("json")
+    logging.getLogger("some.library").warning("from a library", extra={"attempt": 3})
+    line = json.loads(buffer.getvalue().splitlines()[-1])
+    assert line["attempt"] == 3 and line["timestamp"].endswith("Z")
+    assert abs(datetime.datetime.fromisoformat(line["timestamp"]) - datetime.datetime.now(datetime.UTC)) < datetime.timedelta(minutes=5)
+
+    monkeypatch.setenv("TZ", "Pacific/Kiritimati")  # UTC+14: never the same hour as UTC
+    time.tzset()
+    try:
+        buffer = capture("console")
+        logging.getLogger("some.library").warning("from a library", extra={"attempt": 4})
+        text = buffer.getvalue()
+        local = datetime.datetime.now()
+        assert text[:8] in {(local - datetime.timedelta(seconds=s)).strftime("%H:%M:%S") for s in range(5)}, text
+        assert "attempt=4" in text
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    with pytest.raises(ValueError, match=r"unknown log format 'xml' \(use console or json\)"):
+        configure_logging("xml", "info")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"unknown log level 'loud' \(use debug, info, warning, error or critical\)"):
+        configure_logging("json", "loud")
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_console_colours_only_a_terminal_and_prints_tracebacks_plain() -> None:
+    try:
+        for stream, coloured in ((_Terminal(), True), (io.StringIO(), False)):
+            configure_logging("console", "info", stream=stream)
+            log = get_logger("syncd.test")
+            try:
+                raise OSError("disk gone")
+            except OSError:
+                log.exception("write failed")
+            text = stream.getvalue()
+            assert ("\x1b[" in text) is coloured, text
+            assert "Traceback (most recent call last):" in text and "OSError: disk gone" in text
+            assert "\u256d" not in text  # plain, not drawn in a box (rich's traceback is the default)
+    finally:
+        forget_logging()
+
+
+def test_a_new_level_applies_to_loggers_made_before(capture: Callable[[LogFormat], io.StringIO]) -> None:
+    """A daemon's reload may change the level: loggers already made follow it (none is cached)."""
+    capture("json")
+    log = get_logger("syncd.test")
+    log.debug("debug at first")
+    buffer = io.StringIO()
+    configure_logging("json", "warning", stream=buffer)
+    log.debug("hidden now")
+    log.warning("shown")
+    assert [json.loads(line)["event"] for line in buffer.getvalue().splitlines()] == ["shown"]
+
+
+def test_a_secret_of_the_shortest_length_masked_is_masked() -> None:
+    secret = "k" * syncd_logging._MIN_SECRET_LENGTH
+    register_secret(secret)
+    try:
+        assert redact_text(f"key {secret}.") == f"key {MASK}."
+    finally:
+        forget_secret(secret)
+
+
+def test_configuring_replaces_only_syncds_own_handler(capture: Callable[[LogFormat], io.StringIO]) -> None:
+    foreign = logging.StreamHandler(io.StringIO())
+    root = logging.getLogger()
+    root.addHandler(foreign)
+    try:
+        capture("json")
+        capture("console")
+        assert foreign in root.handlers
+        assert sum(getattr(h, "_syncd_handler", False) for h in root.handlers) == 1
+    finally:
+        root.removeHandler(foreign)
