@@ -879,3 +879,93 @@ async def test_rate_limited_error_after_the_budget(emulator: Any) -> None:
     assert caught.value.retry_after is not None and caught.value.retry_after >= 50  # 100 s less the time since the first
     assert caught.value.attempts == 2 and caught.value.may_have_applied is False
     assert len(waits) == 1 and waits[0] <= 0.005
+
+
+async def test_what_a_client_counts_of_its_answers_and_tells_its_observer() -> None:
+    """Each answer counted by status and its bytes summed; a 2xx answer's headers handed on; a
+    300 is no success; at most 5 redirects followed; an attempt that got no answer heard by the
+    observer as "error", with the tenant and method."""
+    body = json.dumps({"items": [], "next": None}).encode()
+    heard: list[tuple[Any, ...]] = []
+
+    class Recorder:
+        def on_response(self, tenant: str, method: str, status: int | str, remaining: int | None) -> None:
+            heard.append((tenant, method, status, remaining))
+
+        def on_retry(self, tenant: str) -> None:
+            heard.append(("retry", tenant))
+
+    async def ok(request: web.Request) -> web.Response:
+        return web.Response(body=body, content_type="application/json", headers={"X-Probe": "yes"})
+
+    async def multiple(request: web.Request) -> web.Response:
+        return web.json_response({"items": []}, status=300)
+
+    async def hop(request: web.Request) -> web.Response:
+        left = int(request.match_info["left"])
+        if left:
+            raise web.HTTPFound(f"/v1/hop/{left - 1}")
+        return web.Response(body=body, content_type="application/json")
+
+    big = json.dumps({"items": [{"title": "x" * 1000}] * 2000, "next": None}).encode()  # 2 MB: over an error's cap
+
+    async def large(request: web.Request) -> web.Response:
+        return web.Response(body=big, content_type="application/json")
+
+    async def silent(request: web.Request) -> web.Response:
+        assert request.transport is not None
+        request.transport.close()  # no answer at all
+        return web.Response()
+
+    app = app_with(("GET", "/v1/ok", ok), ("GET", "/v1/multiple", multiple), ("GET", "/v1/hop/{left}", hop), ("GET", "/v1/silent", silent),
+                   ("GET", "/v1/large", large))
+    async with serve(app) as url:
+        with observing(Recorder()):
+            async with TenantClient("counted", url, "tok-counted", retry=ONCE, pace=False) as api:
+                first = await api.request("GET", "/v1/ok")
+                await api.request("GET", "/v1/ok")
+                assert first.headers["X-Probe"] == "yes" and first.data == {"items": [], "next": None}
+                assert api.stats.responses[200] == 2 and api.stats.bytes_received == 2 * len(body)
+                with pytest.raises(ApiError) as not_ok:
+                    await api.request("GET", "/v1/multiple")
+                assert not_ok.value.status == 300
+                assert len((await api.request("GET", "/v1/large")).data["items"]) == 2000  # a 2xx is read up to max_answer_bytes
+                assert (await api.request("GET", "/v1/hop/4")).status == 200
+                with pytest.raises(ApiError, match="more than 5 redirects"):
+                    await api.request("GET", "/v1/hop/6")
+                heard.clear()
+                with pytest.raises(TransportError):
+                    await api.request("GET", "/v1/silent")
+    assert heard == [("counted", "GET", "error", None)]
+
+
+async def test_paths_as_callers_write_them_reach_the_server_as_the_api_names_them() -> None:
+    """A path without its leading slash, a base URL ending in /v1 with paths that repeat it, an
+    empty query, fragments (one or two `#`): the request line the server reads. An error names
+    the path as the caller gave it, without query or fragment, whatever the base URL."""
+    seen: list[str] = []
+
+    async def record(request: web.Request) -> web.Response:
+        seen.append(request.raw_path)
+        if "nope" in request.path:
+            return web.json_response({"error": {"code": 404, "message": "no such thing"}}, status=404)
+        return web.json_response({"items": [], "next": None})
+
+    async with serve(app_with(("GET", "/{tail:.*}", record))) as base:
+        async with TenantClient("t", base, "tok-paths", retry=ONCE, pace=False) as api:
+            for path in ("v1/orgs", "/v1/orgs?", "/v1/a#b#c?d", "/v1/b?x=1#f#g"):
+                await api.get_json(path)
+            with pytest.raises(NotFound) as plain:
+                await api.get_json("/v1/nope?a=1?b#c#d")
+            with pytest.raises(NotFound) as fragments:
+                await api.get_json("/v1/nope#x#y")
+        async with TenantClient("t", base + "/v1", "tok-paths", retry=ONCE, pace=False) as api:
+            for path in ("/v1/orgs", "/v1", "/v1?x=1", "orgs", "/v1x"):
+                await api.get_json(path)
+            with pytest.raises(NotFound) as under_v1:
+                await api.get_json("/v1/nope?a=1")
+    assert seen == [
+        "/v1/orgs", "/v1/orgs", "/v1/a", "/v1/b?x=1", "/v1/nope?a=1?b", "/v1/nope",
+        "/v1/orgs", "/v1", "/v1?x=1", "/v1/orgs", "/v1/v1x", "/v1/nope?a=1",
+    ], seen
+    assert plain.value.path == fragments.value.path == under_v1.value.path == "/v1/nope"
