@@ -969,3 +969,34 @@ async def test_paths_as_callers_write_them_reach_the_server_as_the_api_names_the
         "/v1/orgs", "/v1", "/v1?x=1", "/v1/orgs", "/v1/v1x", "/v1/nope?a=1",
     ], seen
     assert plain.value.path == fragments.value.path == under_v1.value.path == "/v1/nope"
+
+
+async def test_a_300_is_read_as_an_error_and_rate_headers_count_only_from_the_apis_origin() -> None:
+    """A 300's body is an error's: read up to 1 MiB and told as cut. An answer that a redirect
+    fetched from another origin says nothing about this API's rate limit."""
+    heard: list[tuple[Any, ...]] = []
+
+    class Recorder:
+        def on_response(self, tenant: str, method: str, status: int | str, remaining: int | None) -> None:
+            heard.append((status, remaining))
+
+        def on_retry(self, tenant: str) -> None:
+            heard.append(("retry", tenant))
+
+    async def choices(request: web.Request) -> web.Response:
+        return web.Response(status=300, text="x" * (2 * MiB), content_type="text/plain")
+
+    async def elsewhere(request: web.Request) -> web.Response:
+        return web.json_response({"items": []}, headers={"X-RateLimit-Remaining": "0", "X-RateLimit-Limit": "100"})
+
+    async with serve(app_with(("GET", "/v1/elsewhere", elsewhere))) as other:
+        async def away(request: web.Request) -> web.Response:
+            raise web.HTTPFound(f"{other}/v1/elsewhere")
+
+        async with serve(app_with(("GET", "/v1/choices", choices), ("GET", "/v1/away", away))) as url:
+            with observing(Recorder()):
+                async with TenantClient("t", url, "tok-origin", retry=ONCE, pace=False) as api:
+                    with pytest.raises(ApiError, match=r"\[error body over 1\.0 MiB: cut\]|error body over 1 MiB: cut"):
+                        await api.request("GET", "/v1/choices")
+                    await api.request("GET", "/v1/away")
+    assert heard == [(300, None), (200, None)]
