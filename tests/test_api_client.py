@@ -1000,3 +1000,18 @@ async def test_a_300_is_read_as_an_error_and_rate_headers_count_only_from_the_ap
                         await api.request("GET", "/v1/choices")
                     await api.request("GET", "/v1/away")
     assert heard == [(300, None), (200, None)]
+
+
+async def test_an_error_that_is_not_retried_ends_the_retries_whatever_came_before() -> None:
+    """A 503 is retried; the 404 that answers the retry is not, though a later call would succeed."""
+    down = web.json_response({"error": {"code": 503, "message": "busy"}}, status=503)
+    gone = web.json_response({"error": {"code": 404, "message": "no such org"}}, status=404)
+
+    async def nowhere(seconds: float) -> None:
+        return None
+
+    async with serve(app_with(("GET", "/v1/orgs", scripted(down, gone)))) as url:
+        async with TenantClient("t", url, "tok-no-retry", retry=FAST, pace=False, sleep=nowhere) as api:
+            with pytest.raises(NotFound) as caught:
+                await api.get_json("/v1/orgs")
+    assert caught.value.attempts == 2 and api.stats.retries == 1
