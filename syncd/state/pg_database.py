@@ -114,6 +114,16 @@ class PgDatabase:
             IDLE.give(self.url, self.conn)
 
 
+def _migrated(conn: psycopg.Connection, url: str) -> PgDatabase:
+    """`conn`'s handle once the mirror's tables are up to date; `conn` closed if they cannot be."""
+    try:
+        migrate(conn, MIRROR_MIGRATIONS)
+    except BaseException:
+        conn.close()
+        raise
+    return PgDatabase(conn, url)
+
+
 def open_pg(url: str, *, readonly: bool = False) -> PgDatabase:
     """The state at `url`, the mirror's tables brought up to date; or, `readonly`, one read-only
     snapshot (REPEATABLE READ) for the StateStore's life, nothing migrated or written.
@@ -122,21 +132,9 @@ def open_pg(url: str, *, readonly: bool = False) -> PgDatabase:
     if not readonly:
         kept = IDLE.take(url)
         if kept is not None:
-            try:
-                migrate(kept, MIRROR_MIGRATIONS)  # also tells a session the server ended meanwhile
-                return PgDatabase(kept, url)
-            except psycopg.OperationalError:
-                kept.close()  # gone: a new one below
-            except BaseException:
-                kept.close()
-                raise
-        conn = connect(url, application_name=f"syncd mirror pid {os.getpid()} on {socket.gethostname()}")
-        try:
-            migrate(conn, MIRROR_MIGRATIONS)
-        except BaseException:
-            conn.close()
-            raise
-        return PgDatabase(conn, url)
+            with contextlib.suppress(psycopg.OperationalError):  # the server ended it meanwhile: a new one below
+                return _migrated(kept, url)
+        return _migrated(connect(url, application_name=f"syncd mirror pid {os.getpid()} on {socket.gethostname()}"), url)
     conn = connect(url, application_name="syncd mirror (read-only)", autocommit=False)
     try:
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
