@@ -95,6 +95,23 @@ def emulator_time(emulator: Any, waits: list[float]) -> Callable[[float], Awaita
     return sleep
 
 
+class Heard:
+    """An observer of clients (`syncd.api.telemetry`) that keeps what it hears, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def on_response(self, tenant: str, method: str, status: int | str, remaining: int | None) -> None:
+        self.calls.append(("response", tenant, method, status, remaining))
+
+    def on_retry(self, tenant: str) -> None:
+        self.calls.append(("retry", tenant))
+
+
+async def no_sleep(seconds: float) -> None:
+    """A client's retry sleep that takes no time."""
+
+
 def serve(app: web.Application) -> contextlib.AbstractAsyncContextManager[str]:
     """A tiny aiohttp server on a free loopback port, for answers the emulator never gives."""
     return serve_app(app)
@@ -336,28 +353,17 @@ async def test_error_bodies_not_in_the_documented_shape_are_told_as_they_came() 
 async def test_the_observer_hears_each_attempt_and_each_retry_by_tenant() -> None:
     """What the daemon's metrics count (syncd.api.telemetry): a 503, the retry, then the 200,
     and an attempt that got no answer, each under the client's tenant name."""
-    heard: list[tuple[Any, ...]] = []
-
-    class Recorder:
-        def on_response(self, tenant: str, method: str, status: int | str, remaining: int | None) -> None:
-            heard.append(("response", tenant, method, status, remaining))
-
-        def on_retry(self, tenant: str) -> None:
-            heard.append(("retry", tenant))
-
+    heard = Heard()
     answers = [web.json_response({"error": {"code": 503, "message": "busy"}}, status=503)]
 
     async def flaky(request: web.Request) -> web.Response:
         return answers.pop() if answers else web.json_response({"items": []}, headers={"X-RateLimit-Remaining": "7"})
 
-    async def nowhere(seconds: float) -> None:
-        return None
-
     async with serve(app_with(("GET", "/v1/orgs", flaky))) as url:
-        with observing(Recorder()):
-            async with TenantClient("observed", url, "tok-observed", retry=FAST, pace=False, sleep=nowhere) as api:
+        with observing(heard):
+            async with TenantClient("observed", url, "tok-observed", retry=FAST, pace=False, sleep=no_sleep) as api:
                 await api.get_json("/v1/orgs")
-    assert heard == [("response", "observed", "GET", 503, None), ("retry", "observed"), ("response", "observed", "GET", 200, 7)]
+    assert heard.calls == [("response", "observed", "GET", 503, None), ("retry", "observed"), ("response", "observed", "GET", 200, 7)]
 
 
 async def test_backoff_doubles_from_the_initial_wait_up_to_the_maximum() -> None:
@@ -886,14 +892,7 @@ async def test_what_a_client_counts_of_its_answers_and_tells_its_observer() -> N
     300 is no success; at most 5 redirects followed; an attempt that got no answer heard by the
     observer as "error", with the tenant and method."""
     body = json.dumps({"items": [], "next": None}).encode()
-    heard: list[tuple[Any, ...]] = []
-
-    class Recorder:
-        def on_response(self, tenant: str, method: str, status: int | str, remaining: int | None) -> None:
-            heard.append((tenant, method, status, remaining))
-
-        def on_retry(self, tenant: str) -> None:
-            heard.append(("retry", tenant))
+    heard = Heard()
 
     async def ok(request: web.Request) -> web.Response:
         return web.Response(body=body, content_type="application/json", headers={"X-Probe": "yes"})
@@ -920,7 +919,7 @@ async def test_what_a_client_counts_of_its_answers_and_tells_its_observer() -> N
     app = app_with(("GET", "/v1/ok", ok), ("GET", "/v1/multiple", multiple), ("GET", "/v1/hop/{left}", hop), ("GET", "/v1/silent", silent),
                    ("GET", "/v1/large", large))
     async with serve(app) as url:
-        with observing(Recorder()):
+        with observing(heard):
             async with TenantClient("counted", url, "tok-counted", retry=ONCE, pace=False) as api:
                 first = await api.request("GET", "/v1/ok")
                 await api.request("GET", "/v1/ok")
@@ -933,10 +932,10 @@ async def test_what_a_client_counts_of_its_answers_and_tells_its_observer() -> N
                 assert (await api.request("GET", "/v1/hop/4")).status == 200
                 with pytest.raises(ApiError, match="more than 5 redirects"):
                     await api.request("GET", "/v1/hop/6")
-                heard.clear()
+                heard.calls.clear()
                 with pytest.raises(TransportError):
                     await api.request("GET", "/v1/silent")
-    assert heard == [("counted", "GET", "error", None)]
+    assert heard.calls == [("response", "counted", "GET", "error", None)]
 
 
 async def test_paths_as_callers_write_them_reach_the_server_as_the_api_names_them() -> None:
@@ -974,14 +973,7 @@ async def test_paths_as_callers_write_them_reach_the_server_as_the_api_names_the
 async def test_a_300_is_read_as_an_error_and_rate_headers_count_only_from_the_apis_origin() -> None:
     """A 300's body is an error's: read up to 1 MiB and told as cut. An answer that a redirect
     fetched from another origin says nothing about this API's rate limit."""
-    heard: list[tuple[Any, ...]] = []
-
-    class Recorder:
-        def on_response(self, tenant: str, method: str, status: int | str, remaining: int | None) -> None:
-            heard.append((status, remaining))
-
-        def on_retry(self, tenant: str) -> None:
-            heard.append(("retry", tenant))
+    heard = Heard()
 
     async def choices(request: web.Request) -> web.Response:
         return web.Response(status=300, text="x" * (2 * MiB), content_type="text/plain")
@@ -994,24 +986,20 @@ async def test_a_300_is_read_as_an_error_and_rate_headers_count_only_from_the_ap
             raise web.HTTPFound(f"{other}/v1/elsewhere")
 
         async with serve(app_with(("GET", "/v1/choices", choices), ("GET", "/v1/away", away))) as url:
-            with observing(Recorder()):
+            with observing(heard):
                 async with TenantClient("t", url, "tok-origin", retry=ONCE, pace=False) as api:
                     with pytest.raises(ApiError, match=r"\[error body over 1\.0 MiB: cut\]|error body over 1 MiB: cut"):
                         await api.request("GET", "/v1/choices")
                     await api.request("GET", "/v1/away")
-    assert heard == [(300, None), (200, None)]
+    assert heard.calls == [("response", "t", "GET", 300, None), ("response", "t", "GET", 200, None)]
 
 
 async def test_an_error_that_is_not_retried_ends_the_retries_whatever_came_before() -> None:
     """A 503 is retried; the 404 that answers the retry is not, though a later call would succeed."""
     down = web.json_response({"error": {"code": 503, "message": "busy"}}, status=503)
     gone = web.json_response({"error": {"code": 404, "message": "no such org"}}, status=404)
-
-    async def nowhere(seconds: float) -> None:
-        return None
-
     async with serve(app_with(("GET", "/v1/orgs", scripted(down, gone)))) as url:
-        async with TenantClient("t", url, "tok-no-retry", retry=FAST, pace=False, sleep=nowhere) as api:
+        async with TenantClient("t", url, "tok-no-retry", retry=FAST, pace=False, sleep=no_sleep) as api:
             with pytest.raises(NotFound) as caught:
                 await api.get_json("/v1/orgs")
     assert caught.value.attempts == 2 and api.stats.retries == 1

@@ -21,6 +21,7 @@ from syncd.state import StateStore
 from syncd.state import pg_idle
 from syncd.state.pg_idle import IDLE, KEPT
 from tests.fleet_support import LONG, fleet  # noqa: F401  (fixture)
+from tests.state_support import count_rows
 
 
 @pytest.fixture(autouse=True)
@@ -38,15 +39,11 @@ def session_of(pg_url: str) -> int:
 
 
 def advisory_locks(pg_url: str, pid: int) -> int:
-    with connect(pg_url) as admin:
-        row = admin.execute("SELECT count(*) FROM pg_locks WHERE pid = %s AND locktype = 'advisory'", (pid,)).fetchone()
-    assert row is not None
-    return int(row[0])
+    return count_rows(pg_url, "pg_locks", "pid = ? AND locktype = 'advisory'", (pid,))
 
 
 def alive(pg_url: str, pid: int) -> bool:
-    with connect(pg_url) as admin:
-        return admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone() is not None
+    return count_rows(pg_url, "pg_stat_activity", "pid = ?", (pid,)) == 1
 
 
 def test_a_state_closed_clean_hands_its_session_on_with_no_lock_left(pg_url: str) -> None:
