@@ -16,12 +16,24 @@ The default tenant (~22,800 objects, ~5,350 requests) takes ~27 s to crawl at R 
 the whole benchmark ~90 s. Throughput is capped by workers / round trip as well as by R: at
 20 ms latency 16 workers carry ~500 req/s, so raise --workers with --rate beyond ~400.
 
+With `--objects N` (for example 1000000) the run is the CPU benchmark of the performance
+issue instead: one organization of about N objects, no rate limit, no latency, 8 workers; the
+full crawl is followed by the raw loop (`bench/raw_loop.py`: the same listings at the same
+concurrency, nothing parsed but the next-page token, nothing stored) and the figures are
+syncd's requests/s against the raw loop's, peak RSS and the mirror's bytes per object:
+  (e) syncd requests/s / raw loop requests/s           >= 0.7
+  (f) peak RSS at >= 1M objects                        <= 120 MB
+  (g) mirror bytes per object                          <= 1,500
+  (c) as above                                         <= 0.02
+
 Run: .venv/bin/python bench/crawl.py [--rate 200] [--spec ...] [--workers 16]
+     .venv/bin/python bench/crawl.py --objects 1000000
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import resource
 import sys
 import tempfile
@@ -40,18 +52,21 @@ from _util import (
     target,
 )
 from baseline import BaselineStats, run_baseline
+from raw_loop import RecordingClient, run_raw_loop
 
-from syncd.api import TenantClient
 from syncd.config import RetryConfig
 from syncd.emulator.process import EmulatorProcess, emulator_process
 from syncd.read.crawl import Crawler
 from syncd.read.crawl_stats import CrawlResult
 from syncd.state import StateStore
 
-DEFAULT_SPEC = (
-    "orgs=1,collections=10,spaces=150,pages=20,files=2,sites=4,sections=3,members=20,teams=4,"
+SPACE_SPEC = (
+    "orgs=1,collections=10,spaces={spaces},pages=20,files=2,sites=4,sections=3,members=20,teams=4,"
     "comments=2,change_requests=1,integrations=2"
 )
+DEFAULT_SPEC = SPACE_SPEC.format(spaces=150)
+OBJECTS_PER_SPACE = 140
+"""Objects a space of SPACE_SPEC comes to (1,007,416 objects with 7,200 spaces)."""
 TOKEN = "bench-token"
 TENANT = "bench"
 
@@ -74,14 +89,17 @@ class CrawlRun:
     client: dict[str, Any]
 
 
-async def crawl_once(emulator: EmulatorProcess, db: Path, *, workers: int, full: bool) -> CrawlRun:
-    """One crawl of the whole tenant with syncd's crawler, counted on both sides."""
+async def crawl_once(
+    emulator: EmulatorProcess, db: Path, *, workers: int, full: bool, concurrency: int | None = None, record: Path | None = None
+) -> CrawlRun:
+    """One crawl of the whole tenant with syncd's crawler, counted on both sides; `record`
+    receives the first page of every listing it read (for the raw loop)."""
     url = emulator.url
     await reset_emulator_stats(url)
     server_started = emulator.cpu_seconds()
     retry = RetryConfig()
-    async with TenantClient(TENANT, url, TOKEN, concurrency=workers, retry=retry) as client:
-        with StateStore(db) as mirror:
+    async with RecordingClient(TENANT, url, TOKEN, concurrency=concurrency or workers, retry=retry) as client:
+        with StateStore(db) as mirror, (open(record, "w") if record else contextlib.nullcontext()) as client.record:
             cpu_started = _cpu()
             started = time.perf_counter()
             result = await Crawler(client, mirror, TENANT, workers=workers, full=full).crawl()
@@ -152,6 +170,55 @@ async def bench(args: argparse.Namespace) -> None:
     print(f"benchmark total {time.perf_counter() - started:.0f} s")
 
 
+async def bench_objects(args: argparse.Namespace) -> None:
+    """The CPU benchmark (`--objects`): syncd against the raw loop, no rate limit, no latency."""
+    spaces = max(1, round(args.objects / OBJECTS_PER_SPACE))
+    spec = SPACE_SPEC.format(spaces=spaces)
+    print(f"spec: {spec}  seed: 1")
+    print(f"emulator: no rate limit, no latency (separate process); syncd {args.workers} workers, "
+          f"concurrency {args.concurrency}; raw loop concurrency {args.concurrency}")
+    started = time.perf_counter()
+    with emulator_process(token=TOKEN, spec=spec, seed=1, start_timeout=1800) as emulator, \
+            tempfile.TemporaryDirectory(prefix="syncd-bench-") as tmp:
+        print(f"emulator ready in {time.perf_counter() - started:.1f} s at {emulator.url}")
+        db, firsts = Path(tmp) / "mirror.db", Path(tmp) / "first-pages.txt"
+        full = await crawl_once(emulator, db, workers=args.workers, concurrency=args.concurrency, full=True, record=firsts)
+        rss = peak_rss_mb()
+        counts = stored_objects(db)
+        report_full(full, counts, 0, 0)
+        objects = sum(counts.values())
+        size = mirror_bytes(db)
+        resync = await crawl_once(emulator, db, workers=args.workers, concurrency=args.concurrency, full=False)
+        rss = max(rss, peak_rss_mb())
+        ratio_c = resync.requests / full.requests
+        print(f"no-change re-sync: {resync.requests:,} requests, wall {resync.wall:.2f} s, changes {resync.result.summary.total}")
+        server_started = emulator.cpu_seconds()
+        raw = await run_raw_loop(emulator.url, TOKEN, firsts, args.concurrency)
+        server_cpu = emulator.cpu_seconds()
+        raw_server = "" if server_cpu is None or server_started is None else f", emulator CPU {server_cpu - server_started:.1f} s"
+        print(f"raw loop: {raw.listings:,} listings, {raw.requests:,} requests ({raw.failed} failed), "
+              f"wall {raw.wall:.2f} s ({raw.rate:.1f} req/s){raw_server}")
+    syncd_rate = full.requests / full.wall
+    ratio_e = syncd_rate / raw.rate if raw.rate else 0.0
+    per_object = size / objects if objects else 0.0
+    print()
+    print(f"objects {objects:,}; syncd {full.requests:,} requests, raw loop {raw.requests:,}")
+    print(f"(e) syncd / raw loop requests/s {ratio_e:.2f} ({syncd_rate:.0f} vs {raw.rate:.0f}) (target >= 0.7{'' if ratio_e >= 0.7 else ': MISSED'})")
+    print(f"(f) peak RSS                    {rss:.0f} MB {target(rss, 120)}")
+    print(f"(g) mirror bytes per object     {per_object:,.0f} ({size / 1e6:,.1f} MB) {target(per_object, 1500)}")
+    print(f"(c) re-sync / full requests     {ratio_c:.4f} {target(ratio_c, 0.02)}")
+    print(f"benchmark total {time.perf_counter() - started:.0f} s")
+
+
+def mirror_bytes(db: Path) -> int:
+    """The mirror's size on disk once its write-ahead log is checkpointed into it."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return sum(path.stat().st_size for path in db.parent.glob(db.name + "*"))
+
+
 def report_full(full: CrawlRun, counts: dict[str, int], rate: float, burst: float) -> float | None:
     """Print the full crawl's figures; returns ratio (a), None without a rate limit."""
     objects = sum(counts.values())
@@ -207,11 +274,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--spec", default=DEFAULT_SPEC, help="what the emulator generates")
     parser.add_argument("--workers", type=int, default=16, help="crawler workers = the tenant's concurrency")
     parser.add_argument("--baseline-seconds", type=float, default=60.0, help="the most the baseline may run")
-    return parser.parse_args(argv)
+    parser.add_argument("--objects", type=int, default=0,
+                        help="the CPU benchmark: about this many objects, no rate limit, against the raw loop")
+    parser.add_argument("--concurrency", type=int, default=8, help="with --objects: requests in flight (syncd and the raw loop)")
+    args = parser.parse_args(argv)
+    if args.objects and "--workers" not in (argv if argv is not None else sys.argv):
+        args.workers = 8
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:
-    run_benchmark(bench, parse_args(argv))
+    args = parse_args(argv)
+    run_benchmark(bench_objects if args.objects else bench, args)
 
 
 if __name__ == "__main__":
