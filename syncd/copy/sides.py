@@ -20,7 +20,7 @@ from syncd.api import ApiError, TenantClient, make_global_limiter
 from syncd.catalog import BY_NAME, fill
 from syncd.config import Settings, TargetRef
 from syncd.copy.model import Snapshot
-from syncd.errors import UsageError
+from syncd.errors import UsageError, first_failure
 from syncd.read.crawl_stats import CrawlResult
 from syncd.read.orgs import resolve_ref
 from syncd.read.sync import Progress, StateLocation, sync_into
@@ -146,7 +146,7 @@ async def read_sides(ends: Endpoints, backup: Side | None, on_progress: Progress
                     for index in range(len(live)):
                         tg.start_soon(read, index)
             except BaseExceptionGroup as group:  # one side failed (and the other was cancelled): its error, as is
-                raise _first(group) from None
+                raise first_failure(group) from None
             finally:
                 store.unhold(tenants)
         else:
@@ -164,16 +164,6 @@ async def read_sides(ends: Endpoints, backup: Side | None, on_progress: Progress
     if backup is not None:
         return backup, sides[0]
     return sides[0], sides[1]
-
-
-def _first(group: BaseExceptionGroup) -> BaseException:
-    """The error that failed a group of reads (not the cancellation it caused in the other)."""
-    cancelled = anyio.get_cancelled_exc_class()
-    for error in group.exceptions:
-        inner = _first(error) if isinstance(error, BaseExceptionGroup) else error
-        if not isinstance(inner, cancelled):
-            return inner
-    return group.exceptions[0]
 
 
 def backup_tenant(backup: Path) -> str:

@@ -25,10 +25,11 @@ import anyio
 from syncd import catalog
 from syncd.api import ApiError, TenantClient
 from syncd.catalog import Kind
-from syncd.errors import SyncdError
+from syncd.errors import SyncdError, first_failure
 from syncd.logging import get_logger
 from syncd.read.crawl_scope import CrawlScope
 from syncd.read.crawl_stats import CrawlResult, CrawlStats
+from syncd.read.staging_queue import StagingQueue
 from syncd.read.orgs import ORGS_LISTING, UnknownOrganization, resolve_org  # noqa: F401 - UnknownOrganization re-exported
 from syncd.scope import EVERYTHING, Scope
 from syncd.state import StateStore, Row
@@ -129,6 +130,7 @@ class Crawler:
         self._pending = 0
         self._send: Any = None
         self._tokens: dict[str, str] = {}
+        self._staging: StagingQueue | None = None
 
     # ----- entry point ------------------------------------------------------------------
 
@@ -144,7 +146,14 @@ class Crawler:
         finished = False
         try:
             self._load_previous()  # once the tenant is ours: what a run just before us merged counts
-            await self._walk(orgs, org)
+            self._staging = StagingQueue(self.store, self._run)
+            try:
+                async with anyio.create_task_group() as writer:
+                    writer.start_soon(self._staging.run)
+                    await self._walk(orgs, org)
+                    await self._staging.drain()  # everything read is staged before it is selected or merged
+            except BaseExceptionGroup as group:  # the mirror failed (or a worker): its error, as is
+                raise first_failure(group) from None
             status = "partial" if self.stats.failed_listings else "complete"
             stats = self.stats.as_dict() | {"requests": self.client.stats.requests}
             if self.scoping.active:
@@ -299,6 +308,7 @@ class Crawler:
                         page = await self._with_bodies(kind, page, context)
                     rows = self._rows(kind, page, context, job.parent, key, positions, malformed, scope)
                     self._stage(rows)
+                    await self._staged().pace()
                     yield key, state.fresh(rows)
             except (ApiError, MalformedAnswer) as exc:
                 self._listed(key, ok=False, scope=scope, error=str(exc))
@@ -360,10 +370,11 @@ class Crawler:
         return previous is not None and previous == change_token(kind, row.data)
 
     def _previous_children(self, kind_name: str, parent_id: str) -> list[str]:
-        return [r["id"] for r in self.store.current(self.tenant, kind=kind_name, parent_id=parent_id)]
+        with self.store.reading():  # not in the middle of a batch the writer thread writes
+            return [r["id"] for r in self.store.current_keys(self.tenant, kind=kind_name, parent_id=parent_id)]
 
     def _carry(self, scope: str) -> None:
-        self.store.carry_scope(self._run, self.tenant, scope)
+        self._staged().scope_carried(scope)
         if scope.startswith("space:"):
             self.stats.skipped_scopes += 1
 
@@ -378,7 +389,7 @@ class Crawler:
             if outer is not None:  # the space must be read again to retry its change request
                 self.stats.incomplete_scopes.add(outer.name)
         else:
-            self.store.complete_scope(self._run, self.tenant, state.name, change_token(kind, row.data))
+            self._staged().scope_read(state.name, change_token(kind, row.data))
 
     async def _scoped_children(self, kind: Kind, row: Row, context: dict[str, str], state: _TokenScopeRead, outer: _TokenScopeRead | None) -> None:
         for child in catalog.children(kind.name):
@@ -517,13 +528,16 @@ class Crawler:
             hash=catalog.content_hash(kind, data),
         )
 
+    def _staged(self) -> StagingQueue:
+        assert self._staging is not None, "staging starts with the run"
+        return self._staging
+
     def _stage(self, rows: list[Row]) -> None:
-        if rows:
-            self.store.stage(self._run, rows)
+        self._staged().rows(rows)
 
     def _listed(self, listing_key: str, ok: bool, scope: str | None, error: str | None = None) -> None:
         self.stats.listings += 1
-        self.store.record_listing(self._run, self.tenant, listing_key, ok, error)
+        self._staged().listed(listing_key, ok, error)
         if not ok:
             self.stats.error(f"{listing_key}: {error}", scope)
             log.warning("listing failed", listing=listing_key, error=error)

@@ -7,18 +7,19 @@ batch is one transaction so a run's rows reach the database while it reads.
 from __future__ import annotations
 
 import functools
-import json
 import threading
+from dataclasses import dataclass
 from collections.abc import Callable, Iterable, Iterator
-from itertools import islice
+from itertools import groupby, islice
 from typing import Any, TypeVar
 
+from syncd import json_codec
 from syncd.state.dialect import Dialect
 from syncd.state.errors import StateError
 from syncd.state.merge import COLUMNS as _COLUMNS
 from syncd.state.rows import Row
 
-__all__ = ["StoreStaging", "writes"]
+__all__ = ["Listed", "ScopeCarried", "ScopeRead", "StagedOp", "StoreStaging", "writes"]
 
 _STAGE = f"""
 INSERT INTO staged (run, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -27,6 +28,53 @@ ON CONFLICT (run, tenant, kind, id) DO UPDATE SET
     position = excluded.position, listing = excluded.listing, scope = excluded.scope,
     data = excluded.data, hash = excluded.hash
 """
+
+_LISTED = """
+INSERT INTO listings (run, tenant, listing, status, error) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (run, tenant, listing) DO UPDATE SET
+    status = CASE WHEN listings.status = 'failed' THEN 'failed' ELSE excluded.status END,
+    error = coalesce(listings.error, excluded.error)
+"""
+_SCOPE_READ = """
+INSERT INTO staged_scopes (run, tenant, scope, token) VALUES (?, ?, ?, ?)
+ON CONFLICT (run, tenant, scope) DO UPDATE SET token = excluded.token
+"""
+_CARRY_ROWS = f"""
+INSERT INTO staged (run, {_COLUMNS}) SELECT ?, {_COLUMNS} FROM resources
+WHERE tenant = ? AND scope = ? AND deleted_run IS NULL ON CONFLICT DO NOTHING
+"""
+_CARRY_TOKEN = """
+INSERT INTO staged_scopes (run, tenant, scope, token)
+SELECT ?, tenant, scope, token FROM scopes WHERE tenant = ? AND scope = ? ON CONFLICT DO NOTHING
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """How reading one listing went (`record_listing`)."""
+
+    listing: str
+    ok: bool
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeRead:
+    """A scope read completely at a change token (`complete_scope`)."""
+
+    scope: str
+    token: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeCarried:
+    """A scope whose token did not change: its current rows count as read (`carry_scope`)."""
+
+    scope: str
+
+
+StagedOp = Row | Listed | ScopeRead | ScopeCarried
+"""One thing a run stages; `write_staged` writes a sequence of them in order."""
 
 _WRITES = TypeVar("_WRITES", bound=Callable[..., Any])
 
@@ -79,22 +127,11 @@ class StoreStaging:
 
         Streams: holds one batch in memory whatever the size of `rows`.
         """
-        tenant = self._tenant_of(run)
         total = 0
         iterator = iter(rows)
         while batch := list(islice(iterator, self.batch_size)):
-            params = []
-            for row in batch:
-                if row.tenant != tenant:
-                    raise StateError(f"run {run} is a run of tenant {tenant!r}, got a row of {row.tenant!r}")
-                params.append((
-                    run, row.tenant, row.kind, row.id, row.org, row.parent_kind, row.parent_id,
-                    row.position, row.listing, row.scope,
-                    json.dumps(row.data, ensure_ascii=False, separators=(",", ":")), row.hash,
-                ))
-            with self._lock, self.db.atomic():
-                self._executemany(_STAGE, params)
-            total += len(params)
+            self.write_staged(run, batch)
+            total += len(batch)
         return total
 
     @writes
@@ -104,14 +141,7 @@ class StoreStaging:
         A failure is sticky within the run: once a list failed, its rows are unknown.
         """
         self._tenant_of(run, tenant)
-        with self._lock:
-            self.db.execute(
-                "INSERT INTO listings (run, tenant, listing, status, error) VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT (run, tenant, listing) DO UPDATE SET "
-                "status = CASE WHEN listings.status = 'failed' THEN 'failed' ELSE excluded.status END, "
-                "error = coalesce(listings.error, excluded.error)",
-                [run, tenant, listing, "ok" if ok else "failed", None if ok else (error or "failed")],
-            )
+        self.write_staged(run, [Listed(listing, ok, error)])
 
     @writes
     def complete_scope(self, run: int, tenant: str, scope: str, token: str) -> None:
@@ -121,12 +151,7 @@ class StoreStaging:
         (`scope_tokens` + `carry_scope`) while the token does not change.
         """
         self._tenant_of(run, tenant)
-        with self._lock:
-            self.db.execute(
-                "INSERT INTO staged_scopes (run, tenant, scope, token) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (run, tenant, scope) DO UPDATE SET token = excluded.token",
-                [run, tenant, scope, str(token)],
-            )
+        self.write_staged(run, [ScopeRead(scope, str(token))])
 
     @writes
     def carry_scope(self, run: int, tenant: str, scope: str) -> int:
@@ -136,18 +161,42 @@ class StoreStaging:
         Rows staged for the scope in this run (before or after) win over carried ones.
         """
         self._tenant_of(run, tenant)
+        return self.write_staged(run, [ScopeCarried(scope)])
+
+    @writes
+    def write_staged(self, run: int, ops: Iterable[StagedOp]) -> int:
+        """Write what `run` read, in order, in ONE transaction: rows, how listings went, scopes
+        read or carried (the methods above, batched: `syncd.read.staging_queue` sends a crawl's
+        work this way, a few transactions a second instead of one a page). Returns the rows
+        staged and carried."""
+        tenant = self._tenant_of(run)
+        written = 0
         with self._lock, self.db.atomic():
-            cursor = self.db.execute(
-                f"INSERT INTO staged (run, {_COLUMNS}) SELECT ?, {_COLUMNS} FROM resources "
-                "WHERE tenant = ? AND scope = ? AND deleted_run IS NULL ON CONFLICT DO NOTHING",
-                [run, tenant, scope],
-            )
-            self.db.execute(
-                "INSERT INTO staged_scopes (run, tenant, scope, token) "
-                "SELECT ?, tenant, scope, token FROM scopes WHERE tenant = ? AND scope = ? ON CONFLICT DO NOTHING",
-                [run, tenant, scope],
-            )
-            return cursor.rowcount
+            for op_type, group in groupby(ops, key=type):
+                if op_type is Row:
+                    params = []
+                    for row in group:
+                        if row.tenant != tenant:
+                            raise StateError(f"run {run} is a run of tenant {tenant!r}, got a row of {row.tenant!r}")
+                        params.append((
+                            run, row.tenant, row.kind, row.id, row.org, row.parent_kind, row.parent_id,
+                            row.position, row.listing, row.scope,
+                            json_codec.compact(row.data), row.hash,
+                        ))
+                    self._executemany(_STAGE, params)
+                    written += len(params)
+                elif op_type is Listed:
+                    self._executemany(_LISTED, [(run, tenant, op.listing, "ok" if op.ok else "failed",
+                                                 None if op.ok else (op.error or "failed")) for op in group])  # fmt: skip
+                elif op_type is ScopeRead:
+                    self._executemany(_SCOPE_READ, [(run, tenant, op.scope, op.token) for op in group])
+                elif op_type is ScopeCarried:
+                    for op in group:
+                        written += self.db.execute(_CARRY_ROWS, [run, tenant, op.scope]).rowcount
+                        self.db.execute(_CARRY_TOKEN, [run, tenant, op.scope])
+                else:
+                    raise TypeError(f"not something a run stages: {op_type.__name__}")
+        return written
 
     def staged_rows(self, run: int, org: str, kinds: Iterable[str]) -> Iterator[dict[str, Any]]:
         """Rows `run` staged for one organization, of these kinds (`data` decoded), for a

@@ -1,0 +1,102 @@
+"""A crawl's rows, listings and scopes reach the mirror in batches (`syncd.read.staging_queue`,
+`StateStore.write_staged`): few transactions, the order kept, all or nothing per batch, and a
+mirror that fails mid-crawl ends the crawl with the previous snapshot current. Both backends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from syncd.api import TenantClient
+from syncd.emulator.canonical import dump_org
+from syncd.emulator.server import RunningEmulator
+from syncd.read.crawl import Crawler
+from syncd.state import Row, StateError, StateStore
+from syncd.state.staging import Listed, ScopeCarried, ScopeRead
+from tests.conftest import ALL_TOKEN
+from tests.oracle import mirror_mismatches
+from tests.state_support import count_rows
+from tests.test_crawl import FAST_RETRY, crawl, current
+
+
+class CountingStore(StateStore):
+    """A real StateStore that counts its batches and can fail the `fail_at`-th one (a full
+    disk, a lost server: what the writer meets in the field)."""
+
+    batches = 0
+    fail_at: int | None = None
+
+    def write_staged(self, run: int, ops: Any) -> int:
+        type(self).batches += 1
+        if self.fail_at is not None and type(self).batches >= self.fail_at:
+            raise StateError(f"{self.where}: the disk is full (batch {type(self).batches})")
+        return super().write_staged(run, ops)
+
+
+def row(tenant: str, kind: str, id: str, listing: str = "/list", scope: str | None = None, title: str = "x") -> Row:
+    data = {"id": id, "title": title}
+    return Row(tenant, kind, id, None, None, None, None, listing, scope, data, title)
+
+
+async def test_a_crawl_stages_in_a_few_transactions_and_gives_the_exact_mirror(emulator: RunningEmulator, state: Path | str) -> None:
+    org = emulator.generated.org_ids[0]
+    CountingStore.batches = 0
+    async with TenantClient("src", emulator.url, "org1-token", retry=FAST_RETRY) as client:
+        with CountingStore(state) as mirror:
+            result = await Crawler(client, mirror, "src").crawl(org)
+    assert result.status == "complete"
+    assert mirror_mismatches(state, "src", dump_org(emulator.store, org)) == []
+    # Hundreds of listings and rows; before the queue, a transaction for every page and listing.
+    assert result.stats.listings > 100
+    assert 1 <= CountingStore.batches <= 3
+
+
+async def test_a_mirror_failing_mid_crawl_ends_it_and_keeps_the_previous_snapshot(
+    emulator: RunningEmulator, state: Path | str
+) -> None:
+    await crawl(emulator, state)
+    before = current(state)
+    CountingStore.batches, CountingStore.fail_at = 0, 1
+    try:
+        async with TenantClient("src", emulator.url, ALL_TOKEN, retry=FAST_RETRY) as client:
+            with CountingStore(state) as mirror, pytest.raises(StateError, match="the disk is full"):
+                await Crawler(client, mirror, "src").crawl()
+    finally:
+        CountingStore.fail_at = None
+    with StateStore(state) as mirror:
+        last = mirror.runs("src")[-1]
+    assert last["status"] in ("failed", "cancelled") and "previous snapshot" in (last["reason"] or "")
+    assert current(state) == before
+    assert count_rows(state, "staged") == 0
+
+
+def test_a_batch_is_one_transaction(state: Path | str) -> None:
+    with StateStore(state) as mirror:
+        run = mirror.start_run("sync", "t", "t")
+        with pytest.raises(StateError, match="a row of 'u'"):
+            mirror.write_staged(run, [row("t", "space", "s1"), Listed("/list", True), row("u", "space", "s2")])
+        assert count_rows(state, "staged") == 0 and count_rows(state, "listings") == 0
+        mirror.abandon_run(run)
+
+
+def test_a_batch_keeps_the_order_of_what_was_read(state: Path | str) -> None:
+    """A listing that failed stays failed when a later op says ok; a scope's rows staged
+    before its carry win over the carried ones; a scope's token is staged with it."""
+    with StateStore(state) as mirror:
+        first = mirror.start_run("sync", "t", "t")
+        mirror.write_staged(first, [row("t", "page", "p1", scope="space:s1", title="old"), row("t", "page", "p2", scope="space:s1"),
+                                    Listed("/list", True), ScopeRead("space:s1", "rev1")])  # fmt: skip
+        mirror.finish_run(first)
+        second = mirror.start_run("sync", "t", "t")
+        written = mirror.write_staged(second, [
+            row("t", "page", "p1", scope="space:s1", title="new"), ScopeCarried("space:s1"),
+            Listed("/list", False, "HTTP 503"), Listed("/list", True),
+        ])  # fmt: skip
+        assert written == 2  # p1 staged, p2 carried (p1's carry is a conflict: nothing)
+        summary = mirror.finish_run(second)
+        assert mirror.run(second)["status"] == "partial"  # the failed listing stays failed
+        assert summary.get("page", "updated") == 1 and summary.by_op()["deleted"] == 0
+        assert {r["id"]: r["data"]["title"] for r in mirror.current("t")} == {"p1": "new", "p2": "x"}
+        assert mirror.scope_tokens("t") == {"space:s1": "rev1"}
