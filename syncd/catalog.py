@@ -13,7 +13,6 @@ named by `bind_field`) into the context of its children as `{space}`.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -219,8 +218,9 @@ def present(kind: Kind, items: list[Any]) -> list[Any]:
 
 def content_id(data: Any) -> str:
     """A stable id for rows the API gives none (links, backlinks): a hash of the row."""
-    raw = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "h" + hashlib.sha256(raw.encode()).hexdigest()[:20]
+    from syncd.json_codec import canonical_bytes
+
+    return "h" + hashlib.sha256(canonical_bytes(data)).hexdigest()[:20]
 
 
 COMMON_VOLATILE = frozenset({"urls", "permissions"})
@@ -812,8 +812,14 @@ def content_hash(kind: Kind, data: Mapping[str, Any]) -> str:
     reference (captured as the row's parent) are left out."""
     from syncd.state.rows import content_hash as hash_without
 
-    ignored = kind.volatile | kind.strip | ({kind.parent_field} if kind.parent_field else set())
+    ignored = _IGNORED.get(kind.name)
+    if ignored is None:
+        ignored = _IGNORED[kind.name] = frozenset(kind.volatile | kind.strip | ({kind.parent_field} if kind.parent_field else set()))
     return hash_without(data, ignored)
+
+
+_IGNORED: dict[str, frozenset[str]] = {}
+"""What `content_hash` leaves out of each kind (made once: it is asked for every object)."""
 
 
 def title_of(kind: Kind, data: Mapping[str, Any]) -> str:

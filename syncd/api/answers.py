@@ -33,6 +33,7 @@ from typing import Any
 
 import aiohttp
 
+from syncd import json_codec
 from syncd.api.errors import _REDACT_WINDOW
 
 __all__ = [
@@ -63,17 +64,24 @@ def is_blank(raw: bytes | bytearray) -> bool:
 
 
 def loads(raw: bytes | bytearray | str) -> Any:
-    """`json.loads`, with nesting too deep for the parser as a ValueError (not a RecursionError)."""
+    """`json.loads` (`syncd.json_codec`: orjson where it agrees), with nesting too deep for
+    the parser as a ValueError (not a RecursionError)."""
     try:
-        return jsonlib.loads(raw)
+        return json_codec.loads(raw)
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
 
 
 def loads_consuming(raw: bytes | bytearray) -> Any:
-    """`loads(raw)`, emptying `raw` (a bytearray) as soon as its text is decoded: a large answer
-    is held as bytes and text, then as text and objects, never as all three (`json.loads` of
-    bytes keeps the bytes until it returns). The encoding is found as `json.loads` finds it."""
+    """`loads(raw)`, emptying `raw` (a bytearray) as soon as it is decoded: a large answer is
+    held as bytes and objects (orjson), or as bytes and text, then as text and objects, never
+    as all three (`json.loads` of bytes keeps the bytes until it returns). The encoding is
+    found as `json.loads` finds it."""
+    value = json_codec.loads_fast(raw)
+    if value is not json_codec.REFUSED:
+        if isinstance(raw, bytearray):
+            raw.clear()
+        return value
     text = raw.decode(jsonlib.detect_encoding(raw), "surrogatepass")
     if isinstance(raw, bytearray):
         raw.clear()

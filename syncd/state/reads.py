@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from syncd import json_codec
 from syncd.state.dialect import Dialect
 from syncd.state.diff import ChangeSummary, compose, summarise
 from syncd.state.errors import StateError
@@ -139,7 +140,7 @@ class StoreReads:
         """`text` decoded; StateError (one line) when the file holds something that is not
         JSON, or JSON nested too deeply to decode (a damaged or hand-made file)."""
         try:
-            return json.loads(text)
+            return json_codec.loads(text)
         except RecursionError:
             why = "JSON nested too deeply to read"
         except (TypeError, ValueError) as exc:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from syncd import json_codec
 
 __all__ = ["Row", "canonical_json", "content_hash"]
 
@@ -36,7 +37,7 @@ class Row:
 
 def canonical_json(value: Any) -> str:
     """Key-sorted, compact JSON: the same object always gives the same text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return json_codec.canonical(value)
 
 
 def content_hash(data: Mapping[str, Any], volatile: Iterable[str] = frozenset()) -> str:
@@ -45,6 +46,6 @@ def content_hash(data: Mapping[str, Any], volatile: Iterable[str] = frozenset())
     Why: fields such as `updatedAt` or signed download URLs change without the object
     changing; leaving them out keeps a re-read of an unchanged object from being "updated".
     """
-    skip = set(volatile)
-    kept = {key: value for key, value in data.items() if key not in skip}
-    return hashlib.sha256(canonical_json(kept).encode()).hexdigest()
+    skip = volatile if isinstance(volatile, (set, frozenset)) else set(volatile)
+    kept = {key: value for key, value in data.items() if key not in skip} if skip else data
+    return hashlib.sha256(json_codec.canonical_bytes(kept)).hexdigest()
