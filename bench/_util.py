@@ -48,11 +48,12 @@ def run_benchmark(bench: Any, args: Any) -> None:
     """Run `bench(args)` under anyio; Ctrl-C and SIGTERM end it with status 130."""
     import signal
 
-    import anyio
+    from syncd import event_loop
 
     signal.signal(signal.SIGTERM, _interrupt)
+    print(f"event loop: {'uvloop' if event_loop.uvloop_in_use() else 'asyncio'}")
     try:
-        anyio.run(bench, args)
+        event_loop.run(bench, args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         raise SystemExit(130) from None

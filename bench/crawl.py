@@ -192,17 +192,22 @@ async def bench_objects(args: argparse.Namespace) -> None:
         rss = max(rss, peak_rss_mb())
         ratio_c = resync.requests / full.requests
         print(f"no-change re-sync: {resync.requests:,} requests, wall {resync.wall:.2f} s, changes {resync.result.summary.total}")
-        server_started = emulator.cpu_seconds()
-        raw = await run_raw_loop(emulator.url, TOKEN, firsts, args.concurrency)
-        server_cpu = emulator.cpu_seconds()
-        raw_server = "" if server_cpu is None or server_started is None else f", emulator CPU {server_cpu - server_started:.1f} s"
-        print(f"raw loop: {raw.listings:,} listings, {raw.requests:,} requests ({raw.failed} failed), "
-              f"wall {raw.wall:.2f} s ({raw.rate:.1f} req/s){raw_server}")
+        raws = []
+        for when in ("after syncd", "again"):
+            server_started, cpu_started = emulator.cpu_seconds(), _cpu()
+            raw = await run_raw_loop(emulator.url, TOKEN, firsts, args.concurrency)
+            raw_cpu, server_cpu = _cpu() - cpu_started, emulator.cpu_seconds()
+            raw_server = "" if server_cpu is None or server_started is None else f", emulator CPU {server_cpu - server_started:.1f} s"
+            print(f"raw loop ({when}): {raw.listings:,} listings, {raw.requests:,} requests ({raw.failed} failed), "
+                  f"wall {raw.wall:.2f} s ({raw.rate:.1f} req/s), CPU {raw_cpu:.1f} s{raw_server}")
+            raws.append(raw)
+        raw = max(raws, key=lambda r: r.rate)  # the faster of the two: the stricter bar
     syncd_rate = full.requests / full.wall
     ratio_e = syncd_rate / raw.rate if raw.rate else 0.0
     per_object = size / objects if objects else 0.0
     print()
-    print(f"objects {objects:,}; syncd {full.requests:,} requests, raw loop {raw.requests:,}")
+    print(f"objects {objects:,}; syncd {full.requests:,} requests, raw loop {raw.requests:,}; "
+          f"CPU per request: syncd {full.cpu / full.requests * 1e3:.2f} ms")
     print(f"(e) syncd / raw loop requests/s {ratio_e:.2f} ({syncd_rate:.0f} vs {raw.rate:.0f}) (target >= 0.7{'' if ratio_e >= 0.7 else ': MISSED'})")
     print(f"(f) peak RSS                    {rss:.0f} MB {target(rss, 120)}")
     print(f"(g) mirror bytes per object     {per_object:,.0f} ({size / 1e6:,.1f} MB) {target(per_object, 1500)}")

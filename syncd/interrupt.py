@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 import anyio
 
+from syncd import event_loop
 from syncd.errors import SyncdError
 
 __all__ = ["SIGNALS", "Interrupted", "StopFlag", "run", "stoppable"]
@@ -46,7 +47,7 @@ def run(work: Callable[..., Awaitable[T]], *args: Any, what: str = RUN_CANCELLED
     """`anyio.run(work, *args)`, cancelled by SIGINT or SIGTERM: then Interrupted (after the
     work's cleanup ran), whatever the cancelled work raised on its way out."""
     if not _on_main_thread():  # signals reach the main thread only: nothing to watch here
-        return anyio.run(work, *args)
+        return event_loop.run(work, *args)
     caught: list[int] = []
     outcome: dict[str, Any] = {}
 
@@ -69,7 +70,7 @@ def run(work: Callable[..., Awaitable[T]], *args: Any, what: str = RUN_CANCELLED
             group.cancel_scope.cancel()  # the work is done: stop watching
 
     try:
-        anyio.run(main)
+        event_loop.run(main)
     except BaseException:
         if caught:
             raise Interrupted(caught[0], what) from None

@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from syncd import event_loop
 from syncd.catalog import segment
 from syncd.commands.machine_output import emit, human_console
 from syncd.commands.progress import StepDisplay, show_run
@@ -39,7 +40,7 @@ def serve(config: Path | None = ConfigOption) -> None:
     configure_logging(LOG_OPTIONS.get("format", settings.log_format), LOG_OPTIONS.get("level", settings.log_level))  # type: ignore[arg-type]
     if not settings.jobs:
         console.print("[yellow]no jobs configured: the daemon only serves its control API[/yellow]", highlight=False)
-    anyio.run(daemon_for(settings).serve)
+    event_loop.run(daemon_for(settings).serve)
 
 
 def _relative(iso: str | None, now: datetime) -> str:
