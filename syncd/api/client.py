@@ -38,7 +38,6 @@ Limits, because the server may be hostile or broken (issue 11):
 
 from __future__ import annotations
 
-import contextlib
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -89,7 +88,7 @@ from syncd.api.answers import read_capped as _read_capped
 from syncd.api.retry_notice import retry_notice
 from syncd.api.stats import ClientStats
 from syncd.api.telemetry import current_observer
-from syncd.api.urls import QUERY_SAFE, query_values, quoted, safe_path
+from syncd.api.urls import QUERY_SAFE, query_string, query_values, quoted, safe_path
 from syncd.config import RetryConfig
 from syncd.fencing import require_lease
 from syncd.logging import get_logger, redact_text, register_secret
@@ -127,6 +126,32 @@ class ApiResponse:
     status: int
     data: Any
     headers: Mapping[str, str]
+
+
+async def _take(limiter: anyio.CapacityLimiter) -> None:
+    """`await limiter.acquire()` without its two trips through the event loop when a token is
+    free (anyio checkpoints even then): a request's own I/O is its scheduling point."""
+    try:
+        limiter.acquire_nowait()
+    except anyio.WouldBlock:
+        await limiter.acquire()
+
+
+class _Taken:
+    """`async with limiter` by `_take`; nothing without a limiter (no global one set)."""
+
+    __slots__ = ("limiter",)
+
+    def __init__(self, limiter: anyio.CapacityLimiter | None) -> None:
+        self.limiter = limiter
+
+    async def __aenter__(self) -> None:
+        if self.limiter is not None:
+            await _take(self.limiter)
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.limiter is not None:
+            self.limiter.release()
 
 
 def make_global_limiter(settings: Settings) -> anyio.CapacityLimiter:
@@ -397,9 +422,12 @@ class TenantClient:
             prefix = self._prefix
         raw_path, _, query = relative.split("#", 1)[0].partition("?")
         sent = safe_path(raw_path)
-        url = URL(prefix + sent + ("?" + quoted(query, QUERY_SAFE) if query else ""), encoded=True)
         shown_path = shown.split("#", 1)[0].split("?", 1)[0]
         shown = sent if shown_path == raw_path else safe_path(shown_path)
+        if params and not query:  # a listing's page: its query made as yarl would make it
+            made = query_string(query_values(params))
+            return URL(prefix + sent + ("?" + made if made else ""), encoded=True), shown
+        url = URL(prefix + sent + ("?" + quoted(query, QUERY_SAFE) if query else ""), encoded=True)
         if params:
             url = url.update_query(query_values(params))
         return url, shown
@@ -415,9 +443,9 @@ class TenantClient:
         self, method: str, url: URL, path: str, body: Any, validate: Validator | None, holding: AnswerHolding
     ) -> ApiResponse:
         session = self._open()
-        limit_global = self._global_limiter if self._global_limiter is not None else contextlib.nullcontext()
-        async with self._limiter, self.pacer.slot() as slot:
-            async with limit_global:
+        await _take(self._limiter)
+        try:
+            async with self.pacer.slot() as slot, _Taken(self._global_limiter):
                 if method not in _READ_METHODS:
                     require_lease()  # a fleet run's write, its lease still running (syncd.fencing)
                 self.stats.record_sent()
@@ -439,7 +467,9 @@ class TenantClient:
                     if self._observer is not None:
                         self._observer.on_response(self.name, method, "error", None)
                     raise self._transport_error(exc, method, path) from None
-            rate = slot.observe(status, headers if same_origin else {})
+                rate = slot.observe(status, headers if same_origin else {})
+        finally:
+            self._limiter.release()
         if self._observer is not None:
             self._observer.on_response(self.name, method, status, rate.remaining)
         self.stats.responses[status] += 1

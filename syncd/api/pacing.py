@@ -194,8 +194,9 @@ class Pacer:
         self.margin = margin
         self._clock = clock
         self._wall = wall
-        self._lock = anyio.Lock()
+        self._lock = anyio.Lock(fast_acquire=True)  # no trip through the loop when free
         self._changed = anyio.Event()
+        self._waiting = 0  # tasks waiting on `_changed`
         self._mode: Mode = "unknown"
         self._limit = 0
         self._anchor: _Observation | None = None
@@ -255,8 +256,12 @@ class Pacer:
                     started = self._clock()
                     self.stats.paced_waits += 1
                 changed = self._changed
-                with anyio.move_on_after(_RECHECK if delay is None else min(delay, _RECHECK)):
-                    await changed.wait()
+                self._waiting += 1
+                try:
+                    with anyio.move_on_after(_RECHECK if delay is None else min(delay, _RECHECK)):
+                        await changed.wait()
+                finally:
+                    self._waiting -= 1
             if started is not None:
                 self.stats.paced_seconds += self._clock() - started
             if self.shared is not None and self.enabled and self._mode != "unlimited":
@@ -328,8 +333,10 @@ class Pacer:
     # ----------------------------------------------------------------- learning
 
     def _notify(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
+        """Wake the tasks waiting for news (twice a request: a new event only when one waits)."""
+        if self._waiting:
+            self._changed.set()
+            self._changed = anyio.Event()
 
     def _observe(self, seq: int, status: int, headers: Mapping[str, str]) -> RateInfo:
         now, wall = self._clock(), self._wall()
