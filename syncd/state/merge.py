@@ -60,8 +60,11 @@ class _Statements:
 
 
 @functools.cache
-def _statements(d: Dialect) -> _Statements:
+def _statements(d: Dialect, quiet: frozenset[str] = frozenset()) -> _Statements:
+    """The merge's statements; changes of `quiet` kinds are not inserted at all (they were
+    inserted, then deleted: a tenth of a first crawl's merge)."""
     title = d.title("s.data")
+    loud = _not_in("s.kind", quiet)
     fields = f"{FIELDS_FUNCTION}(s.kind, r.data, s.data)" if d.sqlite else "NULL"
     before = (
         # New rows, and rows that come back after having been deleted.
@@ -69,7 +72,7 @@ def _statements(d: Dialect) -> _Statements:
         + f"""SELECT :run, s.tenant, s.kind, s.id, 'created', NULL, s.hash, NULL, s.parent_id, NULL, s.position,
               {title}
        FROM staged s LEFT JOIN resources r ON r.tenant = s.tenant AND r.kind = s.kind AND r.id = s.id
-       WHERE s.run = :run AND (r.id IS NULL OR r.deleted_run IS NOT NULL)
+       WHERE s.run = :run AND (r.id IS NULL OR r.deleted_run IS NOT NULL){loud}
        ORDER BY s.kind, s.id""",
         # The previous version is at hand here: what changed is recorded with the change.
         "INSERT INTO changes (run, tenant, kind, id, op, old_hash, new_hash, old_parent_id, parent_id, "
@@ -77,7 +80,7 @@ def _statements(d: Dialect) -> _Statements:
         + f"""SELECT :run, s.tenant, s.kind, s.id, 'updated', r.hash, s.hash, r.parent_id, s.parent_id,
               r.position, s.position, {title}, {fields}
        FROM staged s JOIN resources r ON r.tenant = s.tenant AND r.kind = s.kind AND r.id = s.id
-       WHERE s.run = :run AND r.deleted_run IS NULL AND r.hash {d.is_not} s.hash
+       WHERE s.run = :run AND r.deleted_run IS NULL AND r.hash {d.is_not} s.hash{loud}
        ORDER BY s.kind, s.id""",
         # Moves to another parent; moves among the same siblings are found by `_reorders`.
         CHANGES_INSERT
@@ -85,7 +88,7 @@ def _statements(d: Dialect) -> _Statements:
               r.position, s.position, {title}
        FROM staged s JOIN resources r ON r.tenant = s.tenant AND r.kind = s.kind AND r.id = s.id
        WHERE s.run = :run AND r.deleted_run IS NULL
-         AND (r.parent_id {d.is_not} s.parent_id OR r.parent_kind {d.is_not} s.parent_kind)
+         AND (r.parent_id {d.is_not} s.parent_id OR r.parent_kind {d.is_not} s.parent_kind){loud}
        ORDER BY s.kind, s.id""",
         # Everything seen becomes current (first_seen_run is kept for rows seen before).
         f"""INSERT INTO resources ({COLUMNS}, first_seen_run, last_seen_run, deleted_run)
@@ -102,7 +105,7 @@ def _statements(d: Dialect) -> _Statements:
 SELECT DISTINCT s.kind, s.parent_kind, s.parent_id
 FROM staged s JOIN resources r ON r.tenant = s.tenant AND r.kind = s.kind AND r.id = s.id
 WHERE s.run = :run AND r.deleted_run IS NULL AND r.parent_id {d.is_} s.parent_id
-  AND r.parent_kind {d.is_} s.parent_kind AND r.position {d.is_not} s.position
+  AND r.parent_kind {d.is_} s.parent_kind AND r.position {d.is_not} s.position{loud}
 """
     # The siblings of one group that kept their parent, in their new order, with both positions.
     siblings = f"""
@@ -118,7 +121,7 @@ ORDER BY s.position, s.id
         CHANGES_INSERT
         + f"""SELECT :run, tenant, kind, id, 'deleted', hash, NULL, parent_id, parent_id, position, position,
               {d.title("data")}
-       FROM resources WHERE tenant = :tenant AND deleted_run = :run ORDER BY kind, id""",
+       FROM resources WHERE tenant = :tenant AND deleted_run = :run{_not_in("kind", quiet)} ORDER BY kind, id""",
         # A scope that lost rows must be read again, unless this run read it completely.
         """DELETE FROM scopes WHERE tenant = :tenant AND scope IN (
            SELECT DISTINCT scope FROM resources
@@ -137,10 +140,21 @@ WHERE c.run = :run AND c.op = 'updated'
     return _Statements(before, reordered, siblings, after, updated_fields)
 
 
-def merge_run(db: Any, dialect: Dialect, run: int, tenant: str, volatile: Mapping[str, Iterable[str]]) -> None:
+def _not_in(column: str, kinds: frozenset[str]) -> str:
+    """` AND column NOT IN ('a', 'b')` (kind names are the catalog's: quoted all the same)."""
+    if not kinds:
+        return ""
+    names = ", ".join("'" + kind.replace("'", "''") + "'" for kind in sorted(kinds))
+    return f" AND {column} NOT IN ({names})"
+
+
+def merge_run(
+    db: Any, dialect: Dialect, run: int, tenant: str, volatile: Mapping[str, Iterable[str]], quiet: frozenset[str] = frozenset()
+) -> None:
     """Record the changes of `run` and make what it read current; inside the caller's
-    transaction (`db` is the StateStore's database handle)."""
-    sql = _statements(dialect)
+    transaction (`db` is the StateStore's database handle). Kinds in `quiet` are made current
+    without changes recorded."""
+    sql = _statements(dialect, quiet)
     params = {"run": run, "tenant": tenant}
     _reorders(db, sql, params)
     fields = fields_json(volatile)

@@ -288,10 +288,7 @@ class StateStore(StoreReads, StoreStaging, StoreHolds):
                 )
                 if listing_counts.get("failed"):
                     status = "partial"
-                merge_run(self.db, self.dialect, run, tenant, volatile or {})
-                if quiet_kinds:
-                    marks = ", ".join("?" * len(quiet_kinds))
-                    self.db.execute(f"DELETE FROM changes WHERE run = ? AND kind IN ({marks})", [run, *sorted(quiet_kinds)])
+                merge_run(self.db, self.dialect, run, tenant, volatile or {}, quiet_kinds)
                 summary = self.summary(run)
                 self.db.execute("DELETE FROM staged WHERE run = ?", [run])
                 self.db.execute("DELETE FROM staged_scopes WHERE run = ?", [run])
