@@ -58,6 +58,7 @@ from syncd.config import RetryConfig
 from syncd.emulator.process import EmulatorProcess, emulator_process
 from syncd.read.crawl import Crawler
 from syncd.read.crawl_stats import CrawlResult
+from syncd.read.sync import SYNC_LISTS_EVERY
 from syncd.state import StateStore
 
 SPACE_SPEC = (
@@ -102,7 +103,7 @@ async def crawl_once(
         with StateStore(db) as mirror, (open(record, "w") if record else contextlib.nullcontext()) as client.record:
             cpu_started = _cpu()
             started = time.perf_counter()
-            result = await Crawler(client, mirror, TENANT, workers=workers, full=full).crawl()
+            result = await Crawler(client, mirror, TENANT, workers=workers, full=full, lists_every=SYNC_LISTS_EVERY).crawl()
             wall = time.perf_counter() - started
             cpu = _cpu() - cpu_started
     server_now = emulator.cpu_seconds()

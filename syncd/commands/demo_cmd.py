@@ -97,7 +97,7 @@ async def _run(generate: str, seed: int, out: Path, console: Console) -> None:
     from syncd.emulator.store import Store
     from syncd.read.backup import backup, blobs_dir
     from syncd.read.export import export_mirror
-    from syncd.read.sync import sync_into
+    from syncd.read.sync import SYNC_LISTS_EVERY, sync_into
 
     try:
         params = parse_spec(generate)
@@ -139,7 +139,7 @@ async def _run(generate: str, seed: int, out: Path, console: Console) -> None:
         for step, action in (("sync (first)", None), ("re-sync, nothing changed", None), ("sync after a rename", "rename")):
             renamed = await _rename_a_space(running.url, org_id) if action else None
             clock = time.perf_counter()
-            result, client = await sync_into(settings, whole, db)
+            result, client = await sync_into(settings, whole, db, lists_every=SYNC_LISTS_EVERY)
             full_requests = full_requests or client.stats.requests
             note = f"{result.status}"
             if step.startswith("re-sync"):

@@ -80,6 +80,11 @@ def report_crawl(result: CrawlResult, requests: int, label: str) -> int:
         f"run {result.run} {markup(result.status)}: {objects} objects read with {requests} requests, "
         f"{stats.skipped_scopes} unchanged spaces skipped, {stats.failed_listings} listings failed"
     )
+    if stats.lists_not_read:
+        console.print(
+            f"  lists without a change token (members, teams, sites, ...) of {len(stats.lists_not_read)} organization(s) "
+            f"not read, recently read in full: next read {min(stats.lists_not_read.values())} UTC (--full reads them now)"
+        )
     return crawl_warnings(result, console)
 
 
@@ -106,6 +111,7 @@ def crawl_document(result: CrawlResult, requests: int, tenant: str) -> dict[str,
         "objects_by_kind": dict(sorted(stats.objects.items())),
         "requests": requests,
         "skipped_spaces": stats.skipped_scopes,
+        "lists_not_read": dict(stats.lists_not_read),
         "failed_listings": stats.failed_listings,
         "errors": list(stats.errors),
         "changes": result.summary.to_dict(),
@@ -115,20 +121,24 @@ def crawl_document(result: CrawlResult, requests: int, tenant: str) -> dict[str,
 def sync(
     target: str = typer.Argument(..., metavar="TENANT[:ORG]", help="A configured tenant, optionally one organization."),
     db: Path | None = DbOption,
-    full: bool = typer.Option(False, "--full", help="Read everything, ignoring unchanged spaces' change tokens."),
+    full: bool = typer.Option(
+        False, "--full", help="Read everything: spaces whatever their change tokens, and the lists without one (read once a day otherwise)."
+    ),
     config: Path | None = ConfigOption,
     as_json: bool = typer.Option(False, "--json", help="Print the run's report as JSON (schemas/sync.json); warnings go to stderr."),
     include: list[str] = IncludeOption,
     exclude: list[str] = ExcludeOption,
 ) -> None:
     """Crawl a tenant (or one organization) into the mirror and print the changes."""
-    from syncd.read.sync import default_db, shown_state, sync_into
+    from syncd.read.sync import SYNC_LISTS_EVERY, default_db, shown_state, sync_into
 
     scope = scope_from(include, exclude)
     settings, ref = settings_and_ref(config, target)
     db_path = db or default_db(settings)
     with CrawlProgress(f"sync {ref}") as progress:  # SIGINT/SIGTERM: the run is cancelled, exit 130/143
-        result, client = interrupt.run(lambda: sync_into(settings, ref, db_path, full=full, on_progress=progress.update, scope=scope))
+        result, client = interrupt.run(
+            lambda: sync_into(settings, ref, db_path, full=full, on_progress=progress.update, scope=scope, lists_every=SYNC_LISTS_EVERY)
+        )
     if as_json:
         emit(crawl_document(result, client.stats.requests, settings.tenant(ref.tenant).name) | {"db": shown_state(db_path)})
         print_scope(human_console(True), scope, result.scope.dependencies, result.scope.left_out)

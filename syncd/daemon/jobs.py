@@ -180,7 +180,9 @@ def _scoped(job: JobConfig, dependencies: list[Dependency]) -> dict[str, Any]:
 
 async def _run_sync(settings: Settings, job: SyncJob, metrics: DaemonMetrics, full: bool) -> JobOutcome:
     db = default_db(settings)
-    result, client = await sync_into(settings, job.source, db, job=job.name, full=full, scope=job.scope, on_progress=run_progress().reading)
+    result, client = await sync_into(
+        settings, job.source, db, job=job.name, full=full, scope=job.scope, on_progress=run_progress().reading, lists_every=job.full_every
+    )
     tenant = settings.tenant(job.source.tenant).name
     mirrored = _record_objects(metrics, db, tenant)
     return JobOutcome(
@@ -194,6 +196,7 @@ async def _run_sync(settings: Settings, job: SyncJob, metrics: DaemonMetrics, fu
             "objects_read": sum(result.stats.objects.values()),
             "objects_mirrored": mirrored,
             "skipped_scopes": result.stats.skipped_scopes,
+            "lists_not_read": result.stats.lists_not_read,
             "requests": client.stats.requests,
             "errors": result.stats.errors[:20],
             **_scoped(job, result.scope.dependencies),

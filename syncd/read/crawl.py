@@ -14,6 +14,7 @@ it belongs to is read again by the next run whatever its change token says.
 
 from __future__ import annotations
 
+import datetime
 import math
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -34,6 +35,7 @@ from syncd.read.orgs import ORGS_LISTING, UnknownOrganization, resolve_org  # no
 from syncd.scope import EVERYTHING, Scope
 from syncd.state import StateStore, Row
 from syncd.state.rows import canonical_json
+from syncd.state.sqlite_schema import utc_now
 
 log = get_logger("syncd.crawl")
 
@@ -47,12 +49,14 @@ LINK_MARK = "]("
 
 @dataclass
 class _Job:
-    """List `kind` under a parent row; `context` carries the ids bound so far."""
+    """List `kind` under a parent row; `context` carries the ids bound so far; `lists_of`:
+    the organization whose lists without a change token this listing is one of."""
 
     kind: Kind
     context: dict[str, str]
     parent: tuple[str, str] | None
     parent_data: Mapping[str, Any] | None = None
+    lists_of: str | None = None
 
 
 @dataclass
@@ -94,6 +98,16 @@ class _Listing:
         self.counted = 0
 
 
+ALWAYS_READ = frozenset({"collection", "space"})
+"""An organization's lists read on every run: a space's change token is in its row, and the
+collections give every space its path and its place. The others (members and their spaces
+and teams, teams, sites and their sections, SSO, OpenAPI specs, custom fields, ...) have no
+change token: read on a schedule (`lists_every`)."""
+LISTS_SCOPE = "lists:"
+"""`scopes` row of an organization's lists without a change token: its token is when they
+were last all read (ISO, UTC), empty when one of them failed (read again next run)."""
+
+
 def scope_name(kind_scope: str, context: Mapping[str, str]) -> str:
     if kind_scope == "space":
         return f"space:{context['space']}"
@@ -117,6 +131,7 @@ class Crawler:
         full: bool = False,
         on_progress: Callable[[CrawlStats], None] | None = None,
         scope: Scope = EVERYTHING,
+        lists_every: float | None = None,
     ) -> None:
         self.client = client
         self.scoping = CrawlScope(scope)
@@ -131,11 +146,18 @@ class Crawler:
         self._send: Any = None
         self._tokens: dict[str, str] = {}
         self._staging: StagingQueue | None = None
+        self.lists_every = lists_every if lists_every and lists_every > 0 else None
+        """Seconds an organization's lists without a change token are trusted after they were
+        all read (`ALWAYS_READ`); None: read on every run (a copy reads what it plans from)."""
+        self._lists_read: set[str] = set()
+        self._lists_failed: set[str] = set()
+        self._started_at = ""
 
     # ----- entry point ------------------------------------------------------------------
 
     async def crawl(self, org: str | None = None, job: str = "sync") -> CrawlResult:
         """Crawl and merge; cancellation abandons the run and keeps the previous snapshot."""
+        self._started_at = utc_now()
         org, orgs = await self._organizations(org)  # one addressed by its title: its id from here on
         scope_ref = self.scoping.ref(f"{self.tenant}:{org}" if org else self.tenant)
         # Off the event loop: on PostgreSQL, another replica's run of this tenant is waited for
@@ -151,6 +173,7 @@ class Crawler:
                 async with anyio.create_task_group() as writer:
                     writer.start_soon(self._staging.run)
                     await self._walk(orgs, org)
+                    self._stage_lists_read()
                     await self._staging.drain()  # everything read is staged before it is selected or merged
             except BaseExceptionGroup as group:  # the mirror failed (or a worker): its error, as is
                 raise first_failure(group) from None
@@ -222,7 +245,10 @@ class Crawler:
             self._listed(listing, ok=True, scope=None)
         for row in rows:
             await self._read_first(row)
-            self._enqueue_children(org_kind, row.data, {"org": row.id}, ("organization", row.id))
+            lists_of = row.id if self._lists_due(row.id) else None
+            if lists_of is not None and not self.scoping.active:  # (a scoped crawl reads some, or none)
+                self._lists_read.add(row.id)
+            self._enqueue_children(org_kind, row.data, {"org": row.id}, ("organization", row.id), lists_of=lists_of, lists=lists_of is not None)
         if self._pending == 0:
             send.close()
         async with anyio.create_task_group() as tg:
@@ -261,10 +287,44 @@ class Crawler:
         if self.on_progress is not None:
             self.on_progress(self.stats)
 
-    def _enqueue_children(self, kind: Kind, data: Mapping[str, Any], context: dict[str, str], parent: tuple[str, str]) -> None:
+    def _enqueue_children(
+        self, kind: Kind, data: Mapping[str, Any], context: dict[str, str], parent: tuple[str, str],
+        lists_of: str | None = None, lists: bool = True,
+    ) -> None:  # fmt: skip
+        """Jobs of a row's child listings; `lists=False` leaves out an organization's lists
+        without a change token (`ALWAYS_READ`), `lists_of` marks the ones read."""
         for child in catalog.children(kind.name):
             if child.scope is None and (child.when is None or child.when(data)) and self.scoping.reads(child, kind.name):
-                self._submit(_Job(child, context, parent, data))
+                always = kind.name == "organization" and child.name in ALWAYS_READ
+                if not lists and kind.name == "organization" and not always:
+                    continue
+                self._submit(_Job(child, context, parent, data, None if always else lists_of))
+
+    # ----- an organization's lists without a change token ----------------------------------
+
+    def _lists_due(self, org_id: str) -> bool:
+        """Whether an organization's lists without a change token are read this run: always
+        without a schedule, in a scoped crawl or with --full; else when their last complete
+        read is `lists_every` old (or never was, or one of them failed)."""
+        if self.lists_every is None or self.full or self.scoping.active:
+            return True
+        last = self._tokens.get(LISTS_SCOPE + org_id)
+        try:
+            read_at = datetime.datetime.fromisoformat(last) if last else None
+        except ValueError:
+            read_at = None
+        if read_at is None:
+            return True
+        due = read_at + datetime.timedelta(seconds=self.lists_every)
+        if datetime.datetime.now(datetime.UTC) >= due:
+            return True
+        self.stats.lists_not_read[org_id] = due.isoformat(timespec="seconds")
+        return False
+
+    def _stage_lists_read(self) -> None:
+        """Each organization whose lists were read: when (all read), or that one failed."""
+        for org_id in sorted(self._lists_read):
+            self._staged().scope_read(LISTS_SCOPE + org_id, "" if org_id in self._lists_failed else self._started_at)
 
     # ----- listing -------------------------------------------------------------------------
 
@@ -312,12 +372,18 @@ class Crawler:
                     yield key, state.fresh(rows)
             except (ApiError, MalformedAnswer) as exc:
                 self._listed(key, ok=False, scope=scope, error=str(exc))
+                self._lists_incomplete(job)
                 continue
             if malformed:
+                self._lists_incomplete(job)
                 # Rows that cannot be identified may be any of the previous ones: delete none.
                 self._listed(key, ok=False, scope=scope, error=f"{len(malformed)} malformed item(s) skipped: {malformed[0]}")
             else:
                 self._listed(key, ok=True, scope=scope)
+
+    def _lists_incomplete(self, job: _Job) -> None:
+        if job.lists_of is not None:
+            self._lists_failed.add(job.lists_of)
 
     async def _list_job(self, job: _Job) -> None:
         kind = job.kind
@@ -331,7 +397,7 @@ class Crawler:
                 if kind.name == "space":
                     self._schedule_space(row, context)
                 else:
-                    self._enqueue_children(kind, row.data, context, (kind.name, row.id))
+                    self._enqueue_children(kind, row.data, context, (kind.name, row.id), lists_of=job.lists_of)
 
     async def _with_bodies(self, kind: Kind, pages: list[Any], context: Mapping[str, str]) -> list[Any]:
         """The page tree with every document page's markdown: read one by one only for pages

@@ -28,6 +28,9 @@ class CrawlStats:
     crawled_scopes: int = 0
     errors: list[str] = field(default_factory=list)
     incomplete_scopes: set[str] = field(default_factory=set)
+    lists_not_read: dict[str, str] = field(default_factory=dict)
+    """Organizations whose lists without a change token were not read (their last complete
+    read is recent: `syncd.read.crawl.ALWAYS_READ`) -> when they are next read (ISO, UTC)."""
 
     def error(self, message: str, scope: str | None) -> None:
         self.failed_listings += 1
@@ -45,6 +48,7 @@ class CrawlStats:
             "crawled_scopes": self.crawled_scopes,
             "errors": self.errors,
             "incomplete_scopes": sorted(self.incomplete_scopes),
+            "lists_not_read": dict(sorted(self.lists_not_read.items())),
             "seconds": round(time.monotonic() - self.started, 3),
         }
 

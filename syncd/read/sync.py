@@ -9,6 +9,7 @@ from pathlib import Path
 
 from syncd.api import TenantClient, make_global_limiter
 from syncd.config import Settings, TargetRef
+from syncd.config.jobs import DEFAULT_FULL_EVERY
 from syncd.read.crawl import Crawler
 from syncd.read.crawl_stats import CrawlResult, CrawlStats
 from syncd.scope import EVERYTHING, Scope
@@ -16,6 +17,11 @@ from syncd.state import StateStore
 from syncd.state.location import StateLocation
 
 Progress = Callable[[CrawlStats, TenantClient], None]
+
+
+SYNC_LISTS_EVERY = DEFAULT_FULL_EVERY
+"""What `syncd sync` (and the demo's) passes as `lists_every`: the lists without a change token
+read once a day, as a daemon's sync job reads everything by default (`full_every`)."""
 
 
 def default_db(settings: Settings) -> StateLocation:
@@ -46,13 +52,16 @@ async def sync_into(
     client: TenantClient | None = None,
     store: StateStore | None = None,
     scope: Scope = EVERYTHING,
+    lists_every: float | None = None,
 ) -> tuple[CrawlResult, TenantClient]:
     """Crawl `ref` into the mirror at `db_path`; the previous snapshot stays current unless
     the crawl finishes (complete, or partial with what could not be read kept). `client`: an
     open client to read with (left open), e.g. the one a copy also writes with, so that one
     pacer spends the token's rate limit. `mirror`: the state file already open (left open),
     e.g. to read two tenants into it side by side. `scope`: only these collections, spaces and
-    sites are read and recorded (`syncd.read.crawl_scope`)."""
+    sites are read and recorded (`syncd.read.crawl_scope`). `lists_every`: seconds an
+    organization's lists without a change token are not read again after a complete read
+    (`syncd.read.crawl.ALWAYS_READ`; None: read every time, as a copy must)."""
     own = client is None
     if client is None:
         client = TenantClient.from_settings(settings, ref.tenant, make_global_limiter(settings))
@@ -64,6 +73,8 @@ async def sync_into(
                 if on_progress is not None:
                     on_progress(stats, client)
 
-            crawler = Crawler(client, store, tenant.name, workers=tenant.concurrency, full=full, on_progress=progress, scope=scope)
+            crawler = Crawler(
+                client, store, tenant.name, workers=tenant.concurrency, full=full, on_progress=progress, scope=scope, lists_every=lists_every
+            )
             result = await crawler.crawl(ref.org, job=job)
     return result, client
