@@ -440,7 +440,9 @@ class Crawler:
             return [r["id"] for r in self.store.current_keys(self.tenant, kind=kind_name, parent_id=parent_id)]
 
     def _carry(self, scope: str) -> None:
-        self._staged().scope_carried(scope)
+        # A scoped crawl decides over what it staged, carried content included (its
+        # dependencies); otherwise a carried scope's rows stay current without being staged.
+        self._staged().scope_carried(scope, rows=self.scoping.active)
         if scope.startswith("space:"):
             self.stats.skipped_scopes += 1
 

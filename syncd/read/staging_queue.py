@@ -61,8 +61,8 @@ class StagingQueue:
     def scope_read(self, scope: str, token: str) -> None:
         self._ops.append(ScopeRead(scope, token))
 
-    def scope_carried(self, scope: str) -> None:
-        self._ops.append(ScopeCarried(scope))
+    def scope_carried(self, scope: str, rows: bool = True) -> None:
+        self._ops.append(ScopeCarried(scope, rows))
 
     async def pace(self) -> None:
         """Hand a full batch to the writer; waits while `ahead` batches are waiting already."""

@@ -68,9 +68,15 @@ class ScopeRead:
 
 @dataclass(frozen=True, slots=True)
 class ScopeCarried:
-    """A scope whose token did not change: its current rows count as read (`carry_scope`)."""
+    """A scope whose token did not change: its token stays current, and with `rows` its
+    current rows are staged as read (`carry_scope`). Without them they stay current all the
+    same: nothing of a scope that was not read can be deleted by the run (its listings were
+    not read; a row is cascaded only from a parent deleted in the run, and a scope's rows hang
+    under its space, which was listed). Copying a million rows to stage them unchanged, then
+    back, was nearly all of a no-change re-sync's time."""
 
     scope: str
+    rows: bool = True
 
 
 StagedOp = Row | Listed | ScopeRead | ScopeCarried
@@ -192,7 +198,8 @@ class StoreStaging:
                     self._executemany(_SCOPE_READ, [(run, tenant, op.scope, op.token) for op in group])
                 elif op_type is ScopeCarried:
                     for op in group:
-                        written += self.db.execute(_CARRY_ROWS, [run, tenant, op.scope]).rowcount
+                        if op.rows:
+                            written += self.db.execute(_CARRY_ROWS, [run, tenant, op.scope]).rowcount
                         self.db.execute(_CARRY_TOKEN, [run, tenant, op.scope])
                 else:
                     raise TypeError(f"not something a run stages: {op_type.__name__}")
