@@ -14,6 +14,7 @@ it belongs to is read again by the next run whatever its change token says.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import math
 from collections import Counter
@@ -429,7 +430,11 @@ class Crawler:
             for cr_id in self._previous_children("change-request", row.id):
                 self._carry(f"change-request:{cr_id}")
             return
-        self._submit((kind, row, context, None))
+        # Waiting spaces are held as little as they need: a tenant's spaces are all listed long
+        # before the workers reach them (7,000 objects of a few KB, at a million objects).
+        token = change_token(kind, row.data)
+        needed = row.data if any(child.when is not None for child in catalog.children(kind.name)) else {}
+        self._submit((kind, dataclasses.replace(row, data=needed), context, None, token))
 
     def _unchanged(self, kind: Kind, row: Row, scope: str) -> bool:
         previous = self._tokens.get(scope)
@@ -446,7 +451,9 @@ class Crawler:
         if scope.startswith("space:"):
             self.stats.skipped_scopes += 1
 
-    async def _scope_job(self, kind: Kind, row: Row, context: dict[str, str], outer: _TokenScopeRead | None) -> None:
+    async def _scope_job(
+        self, kind: Kind, row: Row, context: dict[str, str], outer: _TokenScopeRead | None, token: str | None = None
+    ) -> None:
         """Everything inside one space or change request, in catalog order, by one worker."""
         assert kind.name in ("space", "change-request")
         state = _TokenScopeRead(scope_name("space" if kind.name == "space" else "change-request", context))
@@ -457,7 +464,7 @@ class Crawler:
             if outer is not None:  # the space must be read again to retry its change request
                 self.stats.incomplete_scopes.add(outer.name)
         else:
-            self._staged().scope_read(state.name, change_token(kind, row.data))
+            self._staged().scope_read(state.name, token if token is not None else change_token(kind, row.data))
 
     async def _scoped_children(self, kind: Kind, row: Row, context: dict[str, str], state: _TokenScopeRead, outer: _TokenScopeRead | None) -> None:
         for child in catalog.children(kind.name):

@@ -28,32 +28,43 @@ import anyio
 import anyio.lowlevel
 
 from syncd.state import Row, StateStore
-from syncd.state.staging import Listed, ScopeCarried, ScopeRead, StagedOp
+from syncd.state.staging import Listed, ScopeCarried, ScopeRead, StagedOp, StagedRow
 
 __all__ = ["StagingQueue"]
 
 BATCH_ROWS = 2000
 """Rows (and other ops) in one transaction: large enough that a commit is a small part of
-its cost, small enough that a batch is a few MB."""
-AHEAD = 2
+its cost."""
+BATCH_BYTES = 2 << 20
+"""...or this much encoded JSON, whichever comes first: a batch of large pages stays a few MB."""
+AHEAD = 1
 """Full batches that may wait for the writer before the workers wait for it."""
 
 
 class StagingQueue:
     """The staging of one run: `add_*` from the event loop, `run` as a task, `drain` at the end."""
 
-    def __init__(self, store: StateStore, run: int, *, batch: int = BATCH_ROWS, ahead: int = AHEAD) -> None:
+    def __init__(
+        self, store: StateStore, run: int, *, batch: int = BATCH_ROWS, batch_bytes: int = BATCH_BYTES, ahead: int = AHEAD
+    ) -> None:
         self.store = store
         self.run_id = run
         self.batch = batch
+        self.batch_bytes = batch_bytes
         self._ops: list[StagedOp] = []
+        self._bytes = 0
         self._send, self._receive = anyio.create_memory_object_stream[list[StagedOp]](ahead)
         self._done = anyio.Event()
         self.batches = 0
         """Transactions written (for the benchmark and the tests)."""
 
     def rows(self, rows: Iterable[Row]) -> None:
-        self._ops.extend(rows)
+        """Rows as read; encoded now, so that the batch holds text, not the decoded objects
+        (which go when the crawler is done with their page)."""
+        for row in rows:
+            staged = StagedRow.of(row)
+            self._bytes += len(staged.data)
+            self._ops.append(staged)
 
     def listed(self, listing: str, ok: bool, error: str | None = None) -> None:
         self._ops.append(Listed(listing, ok, error))
@@ -66,8 +77,8 @@ class StagingQueue:
 
     async def pace(self) -> None:
         """Hand a full batch to the writer; waits while `ahead` batches are waiting already."""
-        if len(self._ops) >= self.batch:
-            ops, self._ops = self._ops, []
+        if len(self._ops) >= self.batch or self._bytes >= self.batch_bytes:
+            ops, self._ops, self._bytes = self._ops, [], 0
             await self._send.send(ops)
 
     async def run(self) -> None:
@@ -88,6 +99,6 @@ class StagingQueue:
         """Write what is left and wait until everything added is in the mirror."""
         async with self._send:
             if self._ops:
-                ops, self._ops = self._ops, []
+                ops, self._ops, self._bytes = self._ops, [], 0
                 await self._send.send(ops)
         await self._done.wait()

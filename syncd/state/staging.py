@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass
 from collections.abc import Callable, Iterable, Iterator
 from itertools import groupby, islice
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from syncd import json_codec
 from syncd.state.dialect import Dialect
@@ -19,7 +19,7 @@ from syncd.state.errors import StateError
 from syncd.state.merge import COLUMNS as _COLUMNS
 from syncd.state.rows import Row
 
-__all__ = ["Listed", "ScopeCarried", "ScopeRead", "StagedOp", "StoreStaging", "writes"]
+__all__ = ["Listed", "ScopeCarried", "ScopeRead", "StagedOp", "StagedRow", "StoreStaging", "writes"]
 
 _STAGE = f"""
 INSERT INTO staged (run, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -79,7 +79,29 @@ class ScopeCarried:
     rows: bool = True
 
 
-StagedOp = Row | Listed | ScopeRead | ScopeCarried
+class StagedRow(NamedTuple):
+    """A `Row` as its columns, its object encoded: what a batch holds while it waits (a
+    kilobyte of text rather than the several of a decoded object)."""
+
+    tenant: str
+    kind: str
+    id: str
+    org: str | None
+    parent_kind: str | None
+    parent_id: str | None
+    position: int | None
+    listing: str | None
+    scope: str | None
+    data: str
+    hash: str
+
+    @classmethod
+    def of(cls, row: Row) -> StagedRow:
+        return cls(row.tenant, row.kind, row.id, row.org, row.parent_kind, row.parent_id, row.position,
+                   row.listing, row.scope, json_codec.compact(row.data), row.hash)  # fmt: skip
+
+
+StagedOp = Row | StagedRow | Listed | ScopeRead | ScopeCarried
 """One thing a run stages; `write_staged` writes a sequence of them in order."""
 
 _WRITES = TypeVar("_WRITES", bound=Callable[..., Any])
@@ -179,16 +201,13 @@ class StoreStaging:
         written = 0
         with self._lock, self.db.atomic():
             for op_type, group in groupby(ops, key=type):
-                if op_type is Row:
+                if op_type is Row or op_type is StagedRow:
                     params = []
                     for row in group:
-                        if row.tenant != tenant:
-                            raise StateError(f"run {run} is a run of tenant {tenant!r}, got a row of {row.tenant!r}")
-                        params.append((
-                            run, row.tenant, row.kind, row.id, row.org, row.parent_kind, row.parent_id,
-                            row.position, row.listing, row.scope,
-                            json_codec.compact(row.data), row.hash,
-                        ))
+                        staged = row if isinstance(row, StagedRow) else StagedRow.of(row)
+                        if staged.tenant != tenant:
+                            raise StateError(f"run {run} is a run of tenant {tenant!r}, got a row of {staged.tenant!r}")
+                        params.append((run, *staged))
                     self._executemany(_STAGE, params)
                     written += len(params)
                 elif op_type is Listed:
