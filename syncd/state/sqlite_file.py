@@ -151,7 +151,7 @@ def open_writable(path: Path, *, create: bool, busy_timeout: float) -> Database:
     try:
         # Private from the start: SQLite gives -wal and -shm the mode of the file.
         private_dir(path.parent)
-        create_private(path)
+        created = create_private(path)
     except OSError as exc:
         failure = storage_error(exc, doing="create the state file")
         raise (failure or StateError(f"{path}: cannot create the state file: {exc.strerror or exc}")) from None
@@ -162,6 +162,8 @@ def open_writable(path: Path, *, create: bool, busy_timeout: float) -> Database:
     try:
         db = Database(conn, execute_plugins=False)
         db.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        if created:  # only an empty file takes it: `compact_free_pages` gives free pages back
+            db.execute("PRAGMA auto_vacuum = INCREMENTAL")
         db.enable_wal()
         db.execute("PRAGMA synchronous = NORMAL")  # WAL: safe across crashes of syncd
         db.execute("PRAGMA foreign_keys = ON")
@@ -177,6 +179,24 @@ def open_writable(path: Path, *, create: bool, busy_timeout: float) -> Database:
         conn.close()
         raise
     return db
+
+
+FREE_SHARE = 0.25
+"""The share of a file's pages left free (by a merge's staging) above which it is given back."""
+
+
+def compact_free_pages(db: Database) -> int:
+    """Give the file's free pages back to the disk when they are more than `FREE_SHARE` of it,
+    and return how many went. A first crawl stages every object before it merges them, so its
+    file is twice the mirror until the next run reuses the space; a no-change re-sync stages
+    nothing now, so that space would stay unused. Only a file made with `auto_vacuum =
+    INCREMENTAL` (every file this syncd creates) can; for others this does nothing."""
+    pages = db.execute("PRAGMA page_count").fetchone()[0]
+    free = db.execute("PRAGMA freelist_count").fetchone()[0]
+    if not pages or free <= pages * FREE_SHARE or db.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+        return 0
+    db.execute("PRAGMA incremental_vacuum").fetchall()
+    return free - db.execute("PRAGMA freelist_count").fetchone()[0]
 
 
 def open_readonly(path: Path, *, busy_timeout: float) -> tuple[Database, tuple[int, int, int, int] | None]:

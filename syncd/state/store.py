@@ -66,6 +66,7 @@ from syncd.state.sqlite_schema import utc_now
 from syncd.state.sqlite_file import (  # noqa: F401  (database_failure and the readers: used by syncd.read.check, syncd.cli)
     _connect_readonly,
     _sqlite_header,
+    compact_free_pages,
     database_failure,
     identity,
 )
@@ -306,6 +307,8 @@ class StateStore(StoreReads, StoreStaging, StoreHolds):
                     "UPDATE runs SET status = ?, finished_at = ?, stats = ? WHERE id = ?",
                     [status, utc_now(), json.dumps(merged, default=str), run],
                 )
+            if self.dialect.sqlite and not self._active.keys() - {run}:
+                compact_free_pages(self.db)  # (its own transaction: the merge is committed)
             self._end(run)
             return summary
 
