@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass
 from collections.abc import Callable, Iterable, Iterator
 from itertools import groupby, islice
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 from syncd import json_codec
 from syncd.state.dialect import Dialect
@@ -79,26 +79,25 @@ class ScopeCarried:
     rows: bool = True
 
 
-class StagedRow(NamedTuple):
-    """A `Row` as its columns, its object encoded: what a batch holds while it waits (a
-    kilobyte of text rather than the several of a decoded object)."""
+class StagedRow(tuple[Any, ...]):
+    """A `Row` as its columns (`COLUMNS`' order), its object encoded: what a batch holds while
+    it waits (a kilobyte of text rather than the several of a decoded object)."""
 
-    tenant: str
-    kind: str
-    id: str
-    org: str | None
-    parent_kind: str | None
-    parent_id: str | None
-    position: int | None
-    listing: str | None
-    scope: str | None
-    data: str
-    hash: str
+    __slots__ = ()
 
     @classmethod
     def of(cls, row: Row) -> StagedRow:
-        return cls(row.tenant, row.kind, row.id, row.org, row.parent_kind, row.parent_id, row.position,
-                   row.listing, row.scope, json_codec.compact(row.data), row.hash)  # fmt: skip
+        return cls((row.tenant, row.kind, row.id, row.org, row.parent_kind, row.parent_id, row.position,
+                    row.listing, row.scope, json_codec.compact(row.data), row.hash))  # fmt: skip
+
+    @property
+    def tenant(self) -> str:
+        return str(self[0])
+
+    @property
+    def data(self) -> str:
+        """The object's JSON."""
+        return str(self[9])
 
 
 StagedOp = Row | StagedRow | Listed | ScopeRead | ScopeCarried
