@@ -128,17 +128,10 @@ class ApiResponse:
     headers: Mapping[str, str]
 
 
-async def _take(limiter: anyio.CapacityLimiter) -> None:
-    """`await limiter.acquire()` without its two trips through the event loop when a token is
-    free (anyio checkpoints even then): a request's own I/O is its scheduling point."""
-    try:
-        limiter.acquire_nowait()
-    except anyio.WouldBlock:
-        await limiter.acquire()
-
-
 class _Taken:
-    """`async with limiter` by `_take`; nothing without a limiter (no global one set)."""
+    """`async with limiter`, without the limiter's two trips through the event loop when a
+    token is free (anyio checkpoints even then: a request's own I/O is its scheduling point);
+    nothing without a limiter (no global one set)."""
 
     __slots__ = ("limiter",)
 
@@ -147,7 +140,10 @@ class _Taken:
 
     async def __aenter__(self) -> None:
         if self.limiter is not None:
-            await _take(self.limiter)
+            try:
+                self.limiter.acquire_nowait()
+            except anyio.WouldBlock:
+                await self.limiter.acquire()
 
     async def __aexit__(self, *exc: object) -> None:
         if self.limiter is not None:
@@ -443,9 +439,8 @@ class TenantClient:
         self, method: str, url: URL, path: str, body: Any, validate: Validator | None, holding: AnswerHolding
     ) -> ApiResponse:
         session = self._open()
-        await _take(self._limiter)
-        try:
-            async with self.pacer.slot() as slot, _Taken(self._global_limiter):
+        async with _Taken(self._limiter), self.pacer.slot() as slot:
+            async with _Taken(self._global_limiter):
                 if method not in _READ_METHODS:
                     require_lease()  # a fleet run's write, its lease still running (syncd.fencing)
                 self.stats.record_sent()
@@ -467,9 +462,7 @@ class TenantClient:
                     if self._observer is not None:
                         self._observer.on_response(self.name, method, "error", None)
                     raise self._transport_error(exc, method, path) from None
-                rate = slot.observe(status, headers if same_origin else {})
-        finally:
-            self._limiter.release()
+            rate = slot.observe(status, headers if same_origin else {})
         if self._observer is not None:
             self._observer.on_response(self.name, method, status, rate.remaining)
         self.stats.responses[status] += 1
