@@ -7,8 +7,9 @@ existing mirror (an unchanged object would read as "updated"), and nothing the s
 accepted may be refused now. So each function gives what the standard library gave:
 - `loads`: orjson first for text up to `FAST_MAX` bytes (it holds about 15 times its input
   while it decodes, the standard library about once: a large answer or stored page goes to
-  the standard library, whose memory the answer budget and the export count on); whatever it refuses (UTF-16, a lone surrogate, NaN, nesting deeper
-  than 1024) goes to the standard library, which decides as before. Where orjson is more
+  the standard library, whose memory the answer budget and the export count on); whatever
+  it refuses (UTF-16, a lone surrogate, NaN, nesting deeper than 1024) goes to the standard
+  library, which decides as before. Where orjson is more
   liberal than it should be (an integer beyond 64 bits, which it reads as a float), the
   answer is decoded by the standard library too, so that no digit is lost.
 - `canonical`: the key-sorted compact text the hashes have always been taken of; orjson's
@@ -26,8 +27,8 @@ import orjson
 
 __all__ = ["REFUSED", "canonical", "canonical_bytes", "compact", "loads", "loads_fast"]
 
-_REFUSED = object()
-
+REFUSED = object()
+"""What `loads_fast` returns for text it leaves to the standard library."""
 _SORTED = orjson.OPT_SORT_KEYS
 FAST_MAX = 256 << 10
 """The longest text orjson decodes (see the module docstring): most pages of a listing are
@@ -46,22 +47,18 @@ def loads(raw: bytes | bytearray | str) -> Any:
     """The JSON value of `raw`; ValueError for text that is not JSON, RecursionError for
     nesting too deep for the standard library (callers say so in words)."""
     value = loads_fast(raw)
-    return json.loads(raw) if value is _REFUSED else value
+    return json.loads(raw) if value is REFUSED else value
 
 
 def loads_fast(raw: bytes | bytearray | str) -> Any:
     """orjson's value of `raw`, or `REFUSED` where the standard library must decide."""
     if len(raw) > FAST_MAX:
-        return _REFUSED
+        return REFUSED
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return _REFUSED
-    return _REFUSED if _has_long_number(raw) else value
-
-
-REFUSED = _REFUSED
-"""What `loads_fast` returns for text it leaves to the standard library."""
+        return REFUSED
+    return REFUSED if _has_long_number(raw) else value
 
 
 def canonical(value: Any) -> str:
@@ -71,24 +68,23 @@ def canonical(value: Any) -> str:
 
 def canonical_bytes(value: Any) -> bytes:
     """`canonical` as UTF-8 bytes (what is hashed)."""
-    try:
-        out = orjson.dumps(value, option=_SORTED)
-    except TypeError:
-        return _stdlib(value, sort_keys=True).encode()
-    if _spelt_otherwise(out):
-        return _stdlib(value, sort_keys=True).encode()
-    return out
+    return _encoded(value, sort_keys=True)
 
 
 def compact(value: Any) -> str:
     """Compact JSON in the object's own key order: a row's `data` as stored."""
+    return _encoded(value, sort_keys=False).decode()
+
+
+def _encoded(value: Any, *, sort_keys: bool) -> bytes:
+    """orjson's compact UTF-8, or the standard library's where the two would differ."""
     try:
-        out = orjson.dumps(value)
+        out = orjson.dumps(value, option=_SORTED if sort_keys else None)
     except TypeError:
-        return _stdlib(value, sort_keys=False)
-    if _spelt_otherwise(out):
-        return _stdlib(value, sort_keys=False)
-    return out.decode()
+        out = None
+    if out is None or _spelt_otherwise(out):
+        return json.dumps(value, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False).encode()
+    return out
 
 
 def _spelt_otherwise(out: bytes) -> bool:
@@ -107,10 +103,6 @@ def _spelt_otherwise(out: bytes) -> bool:
             return True
         at = out.find(b"0.0000", at + 6)
     return False
-
-
-def _stdlib(value: Any, *, sort_keys: bool) -> str:
-    return json.dumps(value, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False)
 
 
 def _has_long_number(raw: bytes | bytearray | str) -> bool:
