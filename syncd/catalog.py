@@ -812,14 +812,14 @@ def content_hash(kind: Kind, data: Mapping[str, Any]) -> str:
     reference (captured as the row's parent) are left out."""
     from syncd.state.rows import content_hash as hash_without
 
-    ignored = _IGNORED.get(kind.name)
-    if ignored is None:
-        ignored = _IGNORED[kind.name] = frozenset(kind.volatile | kind.strip | ({kind.parent_field} if kind.parent_field else set()))
-    return hash_without(data, ignored)
+    return hash_without(data, HASH_IGNORES[kind.name])
 
 
-_IGNORED: dict[str, frozenset[str]] = {}
-"""What `content_hash` leaves out of each kind (made once: it is asked for every object)."""
+HASH_IGNORES: dict[str, frozenset[str]] = {
+    kind.name: frozenset(kind.volatile | kind.strip | ({kind.parent_field} if kind.parent_field else set())) for kind in KINDS
+}
+"""What `content_hash` leaves out of each kind (made once: it is asked for every object), and
+what an update's recorded details leave out (`syncd.state.merge`)."""
 
 
 def title_of(kind: Kind, data: Mapping[str, Any]) -> str:

@@ -40,10 +40,6 @@ from syncd.state.sqlite_schema import utc_now
 
 log = get_logger("syncd.crawl")
 
-_VOLATILE = {
-    kind.name: kind.volatile | kind.strip | ({kind.parent_field} if kind.parent_field else set()) for kind in catalog.KINDS
-}
-"""Fields of each kind an update's recorded details leave out: those its content hash ignores."""
 LINK_MARK = "]("
 """Markdown link syntax: a change-request page without it has no links to read."""
 
@@ -189,7 +185,7 @@ class Crawler:
             # daemon's control API keeps answering (the StateStore is thread-safe). Not abandoned on
             # cancellation: the merge completes, or never started.
             summary = await anyio.to_thread.run_sync(
-                lambda: self.store.finish_run(self._run, status, stats, quiet_kinds=catalog.DERIVED, volatile=_VOLATILE)
+                lambda: self.store.finish_run(self._run, status, stats, quiet_kinds=catalog.DERIVED, volatile=catalog.HASH_IGNORES)
             )
             finished = True
             return CrawlResult(self._run, status, summary, self.stats, self.scoping, org)
