@@ -82,7 +82,7 @@ class StagingQueue:
             await self._send.send(ops)
 
     async def run(self) -> None:
-        """The writer task: each batch in one transaction, in a worker thread, in order."""
+        """The writer task: each batch in one transaction, in order (where: module docstring)."""
         try:
             async with self._receive:
                 async for ops in self._receive:
