@@ -107,3 +107,16 @@ async def test_without_a_schedule_every_list_is_read_every_time(emulator: Runnin
     await sync(emulator, state, org)
     again, paths = await sync(emulator, state, org, lists_every=None)
     assert members_read(paths, org) and not again.stats.lists_not_read
+
+
+async def test_a_time_the_state_should_not_hold_reads_the_lists(emulator: RunningEmulator, state: Path | str) -> None:
+    """The state is a file anyone can edit: a token that is no time, or a time without its
+    offset (taken as UTC), never fails the crawl."""
+    org = emulator.generated.org_ids[0]
+    await sync(emulator, state, org)
+    naive_recent = datetime.datetime.now(datetime.UTC).replace(tzinfo=None).isoformat()
+    for token, read in (("not a time", True), ("2020-01-01T00:00:00", True), (naive_recent, False)):
+        with StateStore(state) as mirror, mirror.transaction() as db:
+            db.execute("UPDATE scopes SET token = ? WHERE tenant = ? AND scope = ?", [token, "src", LISTS_SCOPE + org])
+        result, paths = await sync(emulator, state, org)
+        assert result.status == "complete" and members_read(paths, org) is read, token

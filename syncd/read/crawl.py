@@ -308,10 +308,12 @@ class Crawler:
         last = self._tokens.get(LISTS_SCOPE + org_id)
         try:
             read_at = datetime.datetime.fromisoformat(last) if last else None
-        except ValueError:
+        except ValueError:  # not a time syncd wrote (a damaged or hand-edited state): read them
             read_at = None
         if read_at is None:
             return True
+        if read_at.tzinfo is None:  # (syncd writes UTC with its offset; a bare time is UTC too)
+            read_at = read_at.replace(tzinfo=datetime.UTC)
         due = read_at + datetime.timedelta(seconds=self.lists_every)
         if datetime.datetime.now(datetime.UTC) >= due:
             return True
