@@ -13,7 +13,8 @@ import aiohttp
 
 from syncd.api import TenantClient
 from syncd.emulator.server import RunningEmulator
-from syncd.read.crawl import LISTS_SCOPE, Crawler
+from syncd.read.crawl import Crawler
+from syncd.read.lists_schedule import LISTS_SCOPE
 from syncd.read.crawl_stats import CrawlResult
 from syncd.state import StateStore
 from tests.conftest import Api

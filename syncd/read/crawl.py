@@ -15,10 +15,9 @@ it belongs to is read again by the next run whatever its change token says.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import math
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,8 +28,10 @@ from syncd.api import ApiError, TenantClient
 from syncd.catalog import Kind
 from syncd.errors import SyncdError, first_failure
 from syncd.logging import get_logger
+from syncd.read.crawl_rows import RowMaker
 from syncd.read.crawl_scope import CrawlScope
 from syncd.read.crawl_stats import CrawlResult, CrawlStats
+from syncd.read.lists_schedule import ALWAYS_READ, ListsSchedule
 from syncd.read.staging_queue import StagingQueue
 from syncd.read.orgs import ORGS_LISTING, UnknownOrganization, resolve_org  # noqa: F401 - UnknownOrganization re-exported
 from syncd.scope import EVERYTHING, Scope
@@ -95,16 +96,6 @@ class _Listing:
         self.counted = 0
 
 
-ALWAYS_READ = frozenset({"collection", "space"})
-"""An organization's lists read on every run: a space's change token is in its row, and the
-collections give every space its path and its place. The others (members and their spaces
-and teams, teams, sites and their sections, SSO, OpenAPI specs, custom fields, ...) have no
-change token: read on a schedule (`lists_every`)."""
-LISTS_SCOPE = "lists:"
-"""`scopes` row of an organization's lists without a change token: its token is when they
-were last all read (ISO, UTC), empty when one of them failed (read again next run)."""
-
-
 def scope_name(kind_scope: str, context: Mapping[str, str]) -> str:
     if kind_scope == "space":
         return f"space:{context['space']}"
@@ -138,16 +129,16 @@ class Crawler:
         self.full = full
         self.on_progress = on_progress
         self.stats = CrawlStats()
+        self._rows = RowMaker(tenant, self.stats.objects)
         self._run = 0
         self._pending = 0
         self._send: Any = None
         self._tokens: dict[str, str] = {}
         self._staging: StagingQueue | None = None
-        self.lists_every = lists_every if lists_every and lists_every > 0 else None
+        self.lists_every = lists_every
         """Seconds an organization's lists without a change token are trusted after they were
-        all read (`ALWAYS_READ`); None: read on every run (a copy reads what it plans from)."""
-        self._lists_read: set[str] = set()
-        self._lists_failed: set[str] = set()
+        all read (`syncd.read.lists_schedule`); None: read on every run (a copy reads what it plans from)."""
+        self._lists = ListsSchedule(None, {})
         self._started_at = ""
 
     # ----- entry point ------------------------------------------------------------------
@@ -165,12 +156,17 @@ class Crawler:
         finished = False
         try:
             self._load_previous()  # once the tenant is ours: what a run just before us merged counts
+            self._lists = ListsSchedule(
+                self.lists_every, self._tokens, always=self.full or self.scoping.active,
+                record=not self.scoping.active, not_read=self.stats.lists_not_read,
+            )  # fmt: skip
             self._staging = StagingQueue(self.store, self._run)
             try:
                 async with anyio.create_task_group() as writer:
                     writer.start_soon(self._staging.run)
                     await self._walk(orgs, org)
-                    self._stage_lists_read()
+                    for scope, token in self._lists.tokens(self._started_at):
+                        self._staged().scope_read(scope, token)
                     await self._staging.drain()  # everything read is staged before it is selected or merged
             except BaseExceptionGroup as group:  # the mirror failed (or a worker): its error, as is
                 raise first_failure(group) from None
@@ -227,7 +223,7 @@ class Crawler:
         rows, malformed = [], []
         for listing, data in orgs:
             org_id = data.get("id") if isinstance(data, dict) else None
-            row = self._row(org_kind, data, {"org": str(org_id)}, None, listing, None, malformed)
+            row = self._rows.row(org_kind, data, {"org": str(org_id)}, None, listing, None, malformed)
             if row is not None:
                 rows.append(row)
         self._stage(rows)
@@ -242,9 +238,7 @@ class Crawler:
             self._listed(listing, ok=True, scope=None)
         for row in rows:
             await self._read_first(row)
-            lists_of = row.id if self._lists_due(row.id) else None
-            if lists_of is not None and not self.scoping.active:  # (a scoped crawl reads some, or none)
-                self._lists_read.add(row.id)
+            lists_of = row.id if self._lists.due(row.id) else None
             self._enqueue_children(org_kind, row.data, {"org": row.id}, ("organization", row.id), lists_of=lists_of, lists=lists_of is not None)
         if self._pending == 0:
             send.close()
@@ -297,34 +291,6 @@ class Crawler:
                     continue
                 self._submit(_Job(child, context, parent, data, None if always else lists_of))
 
-    # ----- an organization's lists without a change token ----------------------------------
-
-    def _lists_due(self, org_id: str) -> bool:
-        """Whether an organization's lists without a change token are read this run: always
-        without a schedule, in a scoped crawl or with --full; else when their last complete
-        read is `lists_every` old (or never was, or one of them failed)."""
-        if self.lists_every is None or self.full or self.scoping.active:
-            return True
-        last = self._tokens.get(LISTS_SCOPE + org_id)
-        try:
-            read_at = datetime.datetime.fromisoformat(last) if last else None
-        except ValueError:  # not a time syncd wrote (a damaged or hand-edited state): read them
-            read_at = None
-        if read_at is None:
-            return True
-        if read_at.tzinfo is None:  # (syncd writes UTC with its offset; a bare time is UTC too)
-            read_at = read_at.replace(tzinfo=datetime.UTC)
-        due = read_at + datetime.timedelta(seconds=self.lists_every)
-        if datetime.datetime.now(datetime.UTC) >= due:
-            return True
-        self.stats.lists_not_read[org_id] = due.isoformat(timespec="seconds")
-        return False
-
-    def _stage_lists_read(self) -> None:
-        """Each organization whose lists were read: when (all read), or that one failed."""
-        for org_id in sorted(self._lists_read):
-            self._staged().scope_read(LISTS_SCOPE + org_id, "" if org_id in self._lists_failed else self._started_at)
-
     # ----- listing -------------------------------------------------------------------------
 
     async def _items(
@@ -365,7 +331,7 @@ class Crawler:
                     page = catalog.present(kind, page)  # a listed deleted space is not there
                     if kind.name in catalog.PAGE_BODY_PATH:
                         page = await self._with_bodies(kind, page, context)
-                    rows = self._rows(kind, page, context, job.parent, key, positions, malformed, scope)
+                    rows = self._rows.rows(kind, page, context, job.parent, key, positions, malformed, scope)
                     self._stage(rows)
                     await self._staged().pace()
                     yield key, state.fresh(rows)
@@ -382,7 +348,7 @@ class Crawler:
 
     def _lists_incomplete(self, job: _Job) -> None:
         if job.lists_of is not None:
-            self._lists_failed.add(job.lists_of)
+            self._lists.failed(job.lists_of)
 
     async def _list_job(self, job: _Job) -> None:
         kind = job.kind
@@ -530,77 +496,6 @@ class Crawler:
         value = row.data.get(kind.bind_field) if kind.bind_field else row.id.rsplit("/", 1)[-1]
         return dict(context, **{kind.binds: str(value)})
 
-    def _rows(
-        self,
-        kind: Kind,
-        items: Iterable[Any],
-        context: Mapping[str, str],
-        parent: tuple[str, str] | None,
-        listing: str,
-        positions: Counter[tuple[str, str] | None],
-        malformed: list[str],
-        scope: str | None,
-    ) -> list[Row]:
-        """Rows of one page of a listing; tree pages hang under their parent page; what
-        cannot be a row is described in `malformed`."""
-        owner = parent[1] if kind.id_is_local and parent else None
-        rows: list[Row] = []
-        pairs = _flatten(items) if kind.shape == "tree" else ((item, None) for item in items)
-        for item, parent_page in pairs:
-            row_parent = (kind.name, _qualified(owner, parent_page)) if parent_page else parent
-            row = self._row(kind, item, context, row_parent, listing, positions, malformed, owner, scope)
-            if row is not None:
-                rows.append(row)
-        return rows
-
-    def _row(
-        self,
-        kind: Kind,
-        item: Any,
-        context: Mapping[str, str],
-        parent: tuple[str, str] | None,
-        listing: str,
-        positions: Counter[tuple[str, str] | None] | None,
-        malformed: list[str],
-        owner: str | None = None,
-        scope: str | None = None,
-    ) -> Row | None:
-        """One Row; `owner` qualifies ids that are only unique under their container."""
-        if not isinstance(item, dict):
-            malformed.append(f"a {type(item).__name__} instead of an object")
-            return None
-        if kind.id_field:
-            raw_id = catalog.dotted(item, kind.id_field)
-            if not isinstance(raw_id, (str, int)) or raw_id == "":
-                malformed.append(f"a {kind.name} without {kind.id_field}")
-                return None
-            raw_id = str(raw_id)
-        elif kind.shape == "object":
-            raw_id = kind.name
-        else:
-            raw_id = catalog.content_id(item)
-        if kind.parent_field and isinstance(item.get(kind.parent_field), str):
-            parent = (kind.parent_field_kind or kind.name, item[kind.parent_field])
-        position = None
-        if positions is not None:
-            position = positions[parent] if kind.ordered else None
-            positions[parent] += 1
-        data = {k: v for k, v in item.items() if k not in kind.strip} if kind.strip else item
-        self.stats.objects[kind.name] += 1
-        return Row(
-            tenant=self.tenant,
-            kind=kind.name,
-            id=_qualified(owner, raw_id),
-            org=context.get("org"),
-            parent_kind=parent[0] if parent else None,
-            parent_id=parent[1] if parent else None,
-            position=position,
-            listing=listing,
-            scope=scope,
-            data=data,
-            hash=catalog.content_hash(kind, data),
-        )
-
     def _staged(self) -> StagingQueue:
         assert self._staging is not None, "staging starts with the run"
         return self._staging
@@ -622,15 +517,3 @@ class MalformedAnswer(SyncdError):
 
 DEFERRED = frozenset({"page-link", "change-request-page-link"})
 """Kinds read after the rest of their scope, only where they can have rows."""
-
-
-def _flatten(pages: Iterable[Any], parent: str | None = None) -> Iterable[tuple[Any, str | None]]:
-    """(page, parent page id) of a nested page tree, in document order."""
-    for page in pages:
-        yield page, parent
-        if isinstance(page, dict) and isinstance(page.get("pages"), list):
-            yield from _flatten(page["pages"], page.get("id"))
-
-
-def _qualified(owner: str | None, raw_id: str) -> str:
-    return f"{owner}/{raw_id}" if owner else raw_id

@@ -30,7 +30,7 @@ class CrawlStats:
     incomplete_scopes: set[str] = field(default_factory=set)
     lists_not_read: dict[str, str] = field(default_factory=dict)
     """Organizations whose lists without a change token were not read (their last complete
-    read is recent: `syncd.read.crawl.ALWAYS_READ`) -> when they are next read (ISO, UTC)."""
+    read is recent: `syncd.read.lists_schedule.ALWAYS_READ`) -> when they are next read (ISO, UTC)."""
 
     def error(self, message: str, scope: str | None) -> None:
         self.failed_listings += 1

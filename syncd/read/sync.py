@@ -61,7 +61,7 @@ async def sync_into(
     e.g. to read two tenants into it side by side. `scope`: only these collections, spaces and
     sites are read and recorded (`syncd.read.crawl_scope`). `lists_every`: seconds an
     organization's lists without a change token are not read again after a complete read
-    (`syncd.read.crawl.ALWAYS_READ`; None: read every time, as a copy must)."""
+    (`syncd.read.lists_schedule.ALWAYS_READ`; None: read every time, as a copy must)."""
     own = client is None
     if client is None:
         client = TenantClient.from_settings(settings, ref.tenant, make_global_limiter(settings))
