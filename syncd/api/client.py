@@ -39,7 +39,6 @@ Limits, because the server may be hostile or broken (issue 11):
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -58,20 +57,15 @@ from yarl import URL
 
 from syncd import __version__ as _version
 from syncd.api.errors import (
-    _REDACT_WINDOW,
     AnswerTooLarge,
     ApiError,
-    AuthError,
-    Conflict,
     MalformedResponse,
-    NotFound,
     RateLimited,
-    ServerError,
     TransportError,
-    excerpt,
     format_bytes,
 )
-from syncd.api.pacing import Pacer, parse_rate_headers
+from syncd.api.failures import MAX_REDIRECTS, READ_METHODS, status_error, transport_error
+from syncd.api.pacing import Pacer
 from syncd.api.paging import DEFAULT_MAX_PAGES, PAGE_LIMIT, OnRestart, paginate
 from syncd.api.answers import (
     DEFAULT_ANSWER_BUDGET,
@@ -81,7 +75,6 @@ from syncd.api.answers import (
     budget_limit,
     shared_answer_budget,
 )
-from syncd.api.answers import error_body as _error_body
 from syncd.api.answers import is_blank as _blank
 from syncd.api.answers import loads_consuming as _loads_consuming
 from syncd.api.answers import read_capped as _read_capped
@@ -108,8 +101,6 @@ __all__ = [
 
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "PATCH", "DELETE"})
 """Methods retried after a possible effect; PUT/PATCH/DELETE of this API are idempotent."""
-_READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-_MAX_REDIRECTS = 5
 DEFAULT_MAX_ANSWER_BYTES = 64 * 1024 * 1024
 """The largest answer taken (`max_answer_bytes`): a page of 1000 big objects is a few MB."""
 _ERROR_BODY_BYTES = 1024 * 1024
@@ -153,9 +144,6 @@ class _Taken:
 def make_global_limiter(settings: Settings) -> anyio.CapacityLimiter:
     """The limiter shared by every tenant's client of one process (`Settings.concurrency`)."""
     return anyio.CapacityLimiter(settings.concurrency)
-
-
-_STATUS_ERRORS: dict[int, type[ApiError]] = {401: AuthError, 403: AuthError, 404: NotFound, 409: Conflict, 429: RateLimited}
 
 
 class TenantClient:
@@ -441,14 +429,14 @@ class TenantClient:
         session = self._open()
         async with _Taken(self._limiter), self.pacer.slot() as slot:
             async with _Taken(self._global_limiter):
-                if method not in _READ_METHODS:
+                if method not in READ_METHODS:
                     require_lease()  # a fleet run's write, its lease still running (syncd.fencing)
                 self.stats.record_sent()
                 try:
                     # The deadline of the whole attempt: connect, redirects, headers, body.
                     with anyio.fail_after(self.timeout):
                         async with session.request(
-                            method, url, json=body, allow_redirects=True, max_redirects=_MAX_REDIRECTS
+                            method, url, json=body, allow_redirects=True, max_redirects=MAX_REDIRECTS
                         ) as resp:
                             status, headers, declared = resp.status, resp.headers, resp.content_length
                             same_origin = resp.url.origin() == self._origin
@@ -491,43 +479,21 @@ class TenantClient:
             method=method,
             path=path,
             tenant=self.name,
-            may_have_applied=method not in _READ_METHODS,
+            may_have_applied=method not in READ_METHODS,
         )
 
     def _scrub(self, text: str) -> str:
         return redact_text(text.replace(self._token.get_secret_value(), "********"))
 
     def _transport_error(self, exc: BaseException, method: str, path: str) -> ApiError:
-        """Map an aiohttp/timeout exception; the original is dropped (it may hold headers)."""
-        detail = self._scrub(str(exc).strip())
-        if isinstance(exc, aiohttp.TooManyRedirects):
-            return ApiError(f"more than {_MAX_REDIRECTS} redirects", method=method, path=path, tenant=self.name)
-        if isinstance(exc, aiohttp.InvalidURL | aiohttp.RedirectClientError):
-            return ApiError(f"invalid redirect: {detail}", method=method, path=path, tenant=self.name)
-        self.stats.transport_errors += 1
-        sent = not isinstance(exc, aiohttp.ClientConnectorError | aiohttp.ConnectionTimeoutError)
-        if isinstance(exc, TimeoutError):
-            what = f"timed out: no complete answer within {self.timeout:g}s (request_timeout)" + (f" ({detail})" if detail else "")
-        elif isinstance(exc, aiohttp.ClientPayloadError):
-            what = f"answer cut short ({detail or type(exc).__name__})"
-        elif isinstance(exc, aiohttp.ServerDisconnectedError):
-            what = "connection dropped before the answer"
-        elif isinstance(exc, aiohttp.ClientConnectorError) and isinstance(exc.os_error, ConnectionRefusedError):
-            what = f"connection refused by {exc.host}:{exc.port}"
-        else:
-            what = f"connection failed: {type(exc).__name__}" + (f": {detail}" if detail else "")
-        return TransportError(
-            what,
-            sent=sent,
-            method=method,
-            path=path,
-            tenant=self.name,
-            may_have_applied=sent and method not in _READ_METHODS,
-        )
+        error = transport_error(exc, method=method, path=path, tenant=self.name, timeout=self.timeout, scrub=self._scrub)
+        if isinstance(error, TransportError):
+            self.stats.transport_errors += 1
+        return error
 
     def _decode(self, raw: bytes | bytearray, status: int, method: str, path: str, validate: Validator | None) -> Any:
         """The JSON of a 2xx body; a bytearray `raw` is emptied as it is decoded (`loads_consuming`)."""
-        writes = method not in _READ_METHODS
+        writes = method not in READ_METHODS
         data: Any = None
         problem: str | None = None
         if _blank(raw):
@@ -552,43 +518,11 @@ class TenantClient:
         )
 
     def _status_error(
-        self,
-        status: int,
-        raw: bytes | bytearray,
-        headers: Mapping[str, str],
-        method: str,
-        path: str,
-        *,
-        cut_at: int | None = None,
+        self, status: int, raw: bytes | bytearray, headers: Mapping[str, str], method: str, path: str, *, cut_at: int | None = None
     ) -> ApiError:
-        """The error of a non-2xx answer. Of a body longer than `cut_at` (not read past it)
-        the start of its message is kept (cut with a marker by ApiError), or of its text."""
-        code, message = _error_body(raw, complete=cut_at is None)
-        if message is not None and cut_at is not None:
-            message += f" [error body over {format_bytes(cut_at)}: cut]"
-        elif message is None:
-            message = excerpt(raw) if not _blank(raw) else f"HTTP {status} with an empty body"
-            if cut_at is not None:
-                message += f" [error body over {format_bytes(cut_at)}: cut]"
-        # Only the start can be kept (ApiError cuts the message): scrub no more than that.
-        message = self._scrub(message[:_REDACT_WINDOW]) + message[_REDACT_WINDOW:]
-        info = parse_rate_headers(headers)
-        retry_after = info.retry_after
         if status == 429:
             self.stats.rate_limited += 1
-            if retry_after is None and info.reset is not None:
-                retry_after = max(0.0, info.reset - time.time())
-        cls = _STATUS_ERRORS.get(status) or (ServerError if status >= 500 else ApiError)
-        return cls(
-            message,
-            status=status,
-            code=code,
-            method=method,
-            path=path,
-            tenant=self.name,
-            may_have_applied=status >= 500 and method not in _READ_METHODS,
-            retry_after=retry_after,
-        )
+        return status_error(status, raw, headers, method=method, path=path, tenant=self.name, scrub=self._scrub, cut_at=cut_at)
 
     # ----------------------------------------------------------------- retry policy
 
