@@ -83,14 +83,16 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The `long` tests (a minute or more, mostly waiting) are shared between `LONG_LANES`
-    workers, each lane's at the front of that worker's queue, so that no worker runs them all
-    one after another: that chain (six minutes) was the suite's wall time. The others fill in
-    around them, and steal from the ends of queues when theirs run out."""
+    """The `long` tests (a minute or more) are shared between `LONG_LANES` workers, each lane's
+    at the front of that worker's queue, so that no worker runs them all one after another:
+    that chain (six minutes) was the suite's wall time. The ones that mostly wait (on schedules
+    and child processes) share the first lane, the busy ones the others: two waiting tests side
+    by side left a core idle for two minutes. The others fill in around them, and steal from the
+    ends of queues when theirs run out."""
     long = sorted((item for item in items if item.get_closest_marker("long")), key=_expected_seconds, reverse=True)
     rest = [item for item in items if not item.get_closest_marker("long")]  # keep their order
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    items[:] = placed_in_lanes(long, rest, workers, min(LONG_LANES, workers - 1), _expected_seconds)
+    items[:] = placed_in_lanes(long, rest, workers, min(LONG_LANES, workers - 1), _expected_seconds, _busy)
 
 
 def _expected_seconds(item: pytest.Item) -> float:
@@ -98,17 +100,27 @@ def _expected_seconds(item: pytest.Item) -> float:
     return float(marker.kwargs.get("seconds", 60)) if marker is not None else 0.0
 
 
-def placed_in_lanes(long: list[Any], rest: list[Any], workers: int, lanes: int, seconds: Callable[[Any], float]) -> list[Any]:
-    """`long` spread over `lanes` chains (longest first, each to the chain that ends soonest),
-    chain k at the front of worker k's share, with `rest` around them in its order. xdist's
-    worksteal hands the workers contiguous shares of the collection: worker i takes
-    `remaining // (workers - i)` from the front. Where that leaves no room, the long tests simply go first."""
+def _busy(item: pytest.Item) -> bool:
+    marker = item.get_closest_marker("long")
+    return bool(marker is not None and marker.kwargs.get("busy", False))
+
+
+def placed_in_lanes(
+    long: list[Any], rest: list[Any], workers: int, lanes: int, seconds: Callable[[Any], float],
+    busy: Callable[[Any], bool] = lambda item: False,
+) -> list[Any]:  # fmt: skip
+    """`long` spread over `lanes` chains, chain k at the front of worker k's share, with `rest`
+    around them in its order: the tests that wait all in the first chain, the `busy` ones
+    (longest first) each to the chain of the others that ends soonest (the first, with one
+    lane). xdist's worksteal hands the workers contiguous shares of the collection: worker i
+    takes `remaining // (workers - i)` from the front. Where that leaves no room, the long
+    tests simply go first."""
     if lanes < 1 or not long:
         return long + rest
     chains: list[list[Any]] = [[] for _ in range(lanes)]
     ends = [0.0] * lanes
     for item in long:
-        k = ends.index(min(ends))
+        k = 0 if not busy(item) or lanes == 1 else min(range(1, lanes), key=ends.__getitem__)
         chains[k].append(item)
         ends[k] += seconds(item)
     remaining, placed, rest_left = len(long) + len(rest), [], iter(rest)

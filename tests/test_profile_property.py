@@ -30,7 +30,7 @@ def organizations() -> Iterator[Pool]:
         yield served
 
 
-@pytest.mark.long(seconds=70)
+@pytest.mark.long(seconds=115, busy=True)  # its CPU all the while (the others mostly wait)
 @settings(max_examples=EXAMPLES, deadline=None, phases=[Phase.explicit, Phase.generate], database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @example(profile="divergent")
