@@ -2,7 +2,8 @@
 
 1. Order. An op runs after the ops named in its `after` and after the ops that make the
    objects its Refs name. At most `concurrency` ops run at once; ops with the same `serial`
-   (creates into one listing) run one at a time. An op whose dependency failed or was
+   (creates into one listing) run one at a time, in the plan's order, or last-first for a
+   kind the run saw land new objects first (`syncd.copy.placement`). An op whose dependency failed or was
    skipped is skipped, with the root cause as its reason. A plan with a repeated key or a
    cycle is refused before anything is sent (ValueError).
 2. Each op runs its recipe (`RECIPES`): one call, or the few calls that belong together,
@@ -26,6 +27,7 @@ from syncd.copy.ops import Op, Plan, consumed
 from syncd.copy.sites import create_section, settle_site
 from syncd.copy.content import bring_content
 from syncd.copy.tree import copy_by_duplicate, settle_tree, undelete
+from syncd.copy.placement import Turnstile
 from syncd.copy.writer import SERIAL, Serial, Writer
 
 __all__ = ["ApplyProgress", "ApplyResult", "RECIPES", "apply_plan", "dependencies"]
@@ -153,7 +155,8 @@ async def apply_plan(
     result = ApplyResult(total=len(plan.ops))
     events = {op.key: anyio.Event() for op in plan.ops}
     limiter = anyio.CapacityLimiter(max(1, concurrency))
-    serials: dict[str, anyio.Lock] = {}
+    serials: dict[str, Turnstile] = {}
+    index = {op.key: i for i, op in enumerate(plan.ops)}
     writes_before, reads_before = writer.counts.writes, writer.counts.reads
     started = anyio.current_time()
 
@@ -167,7 +170,9 @@ async def apply_plan(
                 reason = blocker.reason if blocker.status == "skipped" else f"{blocker.key} failed: {blocker.reason}"
                 done = outcome(op, "skipped", reason)
                 return
-            serial = Serial(serials.setdefault(op.serial, anyio.Lock())) if op.serial else None
+            serial = None
+            if op.serial:
+                serial = Serial(serials.setdefault(op.serial, Turnstile(writer.placement)), index[op.key], op.kind)
             try:
                 if serial is not None:  # its turn first, then a slot: a waiting op holds no slot
                     await serial.acquire()

@@ -37,6 +37,7 @@ from syncd.copy import journal
 from syncd.copy.journal import MappingEntry, Pair
 from syncd.copy.model import IdMap
 from syncd.copy.ops import PATH_REF, Expect, Ref, Side, expect_to_json
+from syncd.copy.placement import Placement, Turnstile
 from syncd.copy.rules import ref_id
 from syncd.errors import SyncdError
 from syncd.state import StateStore
@@ -79,20 +80,21 @@ class WriteCounts:
 
 
 class Serial:
-    """The turn of one op among the ops that create into the same listing. Held only while
-    it creates: the checks after a create (patches) do not keep the next create waiting."""
+    """The turn of one op among the ops that create into the same listing (`Turnstile`). Held
+    only while it creates: the checks after a create (patches) do not keep the next create
+    waiting."""
 
-    def __init__(self, lock: anyio.Lock) -> None:
-        self.lock, self.held = lock, False
+    def __init__(self, turnstile: Turnstile, index: int, kind: str) -> None:
+        self.turnstile, self.index, self.kind, self.held = turnstile, index, kind, False
 
     async def acquire(self) -> None:
-        await self.lock.acquire()
+        await self.turnstile.acquire(self.index, self.kind)
         self.held = True
 
     def release(self) -> None:
         if self.held:
             self.held = False
-            self.lock.release()
+            self.turnstile.release()
 
 
 SERIAL: ContextVar[Serial | None] = ContextVar("syncd_copy_serial", default=None)
@@ -132,6 +134,8 @@ class Writer:
         self.counts = counts or WriteCounts()
         self.publisher = publisher
         """The run's content source, when content is served (`syncd.copy.served`)."""
+        self.placement = Placement()
+        """Where new objects landed, per kind (`syncd.copy.placement`)."""
 
     @staticmethod
     def done_creating() -> None:
@@ -319,7 +323,29 @@ class Writer:
         await self._made(seq, made, new_id)
         if found:
             self.counts.reconciled.append(key)
+        if side == "target" and expect.side == "target":
+            await self._look(made[0], new_id, expect)
         return new_id, data
+
+    async def _look(self, kind: str, new_id: str, expect: Expect) -> None:
+        """After the second create of `kind` into one listing, while the turn is still held:
+        where the newer object landed (`syncd.copy.placement`); a read failing tells nothing."""
+        serial = SERIAL.get()
+        if serial is None or not serial.held:
+            return
+        older = serial.turnstile.last_made.get(kind)
+        serial.turnstile.last_made[kind] = new_id
+        if older is None or not self.placement.wanted(kind):
+            return
+        try:
+            items = await self.listing(expect.side, expect.path)
+        except ApiError:
+            return
+        siblings = [
+            str(get_path(item, expect.id_field)) for item in items
+            if expect.parent_field is None or ref_id(get_path(item, expect.parent_field)) == expect.parent
+        ]  # fmt: skip
+        self.placement.look(kind, older, new_id, siblings)
 
     async def _made(self, seq: int, made: tuple[str, str], new_id: str) -> None:
         entry: MappingEntry = (made[0], made[1], new_id, "created")
