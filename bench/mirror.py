@@ -43,7 +43,13 @@ content, two tokens); source untouched; peak RSS 195 MB. `--same-token`: 347 ops
 `--profile divergent`: 961 writes (a create's minimal answer is checked and patched; new
 objects land first, so the tree's settle step moves about 190 items), (a) 0.95; with
 `--faults lost=0.05,5xx=0.02`: 965 writes, (a) 1.31, missed: the moves of one container go
-one after another, and each retry's backoff lands on that chain.
+one after another, and each retry's backoff lands on that chain. A later day (the emulator's
+divergent profile plays more open points by then): 1,041 writes, 820 reads, (a) 2.32, the tree's
+settle step 190 moves in 8.2 s at the tail; with creates taking their turn last-first once the
+run saw new objects land first (`syncd.copy.placement`): 870 writes (17 space moves), 816 reads,
+(a) 2.24 over two rounds (a site section's create failed twice under the faults). The reads
+bound it now: every request counts against R, and each content import reads its space's record
+and pages before it imports (two reads a space, from observation, not prediction).
 
 Run: .venv/bin/python bench/mirror.py [--rate 100] [--spec ...] [--same-token]
          [--profile divergent] [--faults lost=0.05,5xx=0.02] [--concurrency N]
