@@ -3,9 +3,9 @@
 1. Order. An op runs after the ops named in its `after` and after the ops that make the
    objects its Refs name. At most `concurrency` ops run at once; ops with the same `serial`
    (creates into one listing) run one at a time, in the plan's order, or last-first for a
-   kind the run saw land new objects first (`syncd.copy.placement`). An op whose dependency failed or was
-   skipped is skipped, with the root cause as its reason. A plan with a repeated key or a
-   cycle is refused before anything is sent (ValueError).
+   kind the run saw land new objects first (`syncd.copy.placement`). An op whose dependency
+   failed or was skipped is skipped, with the root cause as its reason. A plan with a
+   repeated key or a cycle is refused before anything is sent (ValueError).
 2. Each op runs its recipe (`RECIPES`): one call, or the few calls that belong together,
    sent through the run's `Writer` (journaled; lost answers settled by what appeared) and
    checked against the service's answer or listing.
