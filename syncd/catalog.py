@@ -108,6 +108,9 @@ class Kind:
     deleted_field: str | None = None
     """Dotted field that marks a listed item as deleted (a space in its restore window): such
     an item is not there (`present`)."""
+    bulky: bool = False
+    """Its items are whole space objects (a few KB each), a large organization's listings of
+    them pages of 1,000: the crawler reads few of them at once (`BULKY_LISTINGS`)."""
 
     def list_paths(self, context: Mapping[str, str]) -> Iterator[tuple[str, dict[str, str]]]:
         """(path, query) of each listing of this kind under `context`."""
@@ -269,6 +272,7 @@ KINDS: tuple[Kind, ...] = (
         volatile=frozenset({"space"}),
         deleted_field="space.deletedAt",
         title_field="space.title",
+        bulky=True,
     ),
     Kind(
         name="member-team",
@@ -424,10 +428,12 @@ KINDS: tuple[Kind, ...] = (
         volatile=frozenset({"urls", "permissions", "revision", "updatedAt", "comments", "changeRequests", "changeRequestsOpen", "changeRequestsDraft", "mergeRules"}),
         note="The spaces of one collection in their order; the space itself is the `space` row.",
         deleted_field=DELETED_FIELD,
+        bulky=True,
     ),
     Kind(
         name="space",
         path="/v1/orgs/{org}/spaces",
+        bulky=True,
         deleted_field=DELETED_FIELD,
         parent="organization",
         binds="space",
