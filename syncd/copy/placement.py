@@ -6,10 +6,11 @@ or last among its siblings (README, open points). Whatever it does, the settle s
 target afterwards and move what is not where the source has it; but when new objects land
 first, creating a container's items in the source's order lands them in reverse, and the
 settle step then moves nearly all of them, one after another (each move is anchored on the
-one before it). So the run looks once per kind: after the second create into one listing it
-lists it and sees where the newer object went. From then on the creates of that kind waiting
-for their turn go last-first where new objects land first, and the settle step finds little
-or nothing to move. A wrong or missing observation costs moves, never correctness.
+one before it). So the run looks once per positional kind (the catalog's `ordered` ones):
+after the second create into one listing it lists it and sees where the newer object went.
+From then on the creates of that kind waiting for their turn go last-first where new objects
+land first, and the settle step finds little or nothing to move. A wrong or missing
+observation costs moves, never correctness.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ import anyio
 from anyio import to_thread
 
 from syncd.api import ApiError, NotFound, TenantClient, paginate
-from syncd.catalog import deleted, segment
+from syncd.catalog import BY_NAME, deleted, segment
 from syncd.copy import journal
 from syncd.copy.journal import MappingEntry, Pair
 from syncd.copy.model import IdMap
@@ -328,10 +328,12 @@ class Writer:
         return new_id, data
 
     async def _look(self, kind: str, new_id: str, expect: Expect) -> None:
-        """After the second create of `kind` into one listing, while the turn is still held:
-        where the newer object landed (`syncd.copy.placement`); a read failing tells nothing."""
+        """After the second create of a positional `kind` into one listing, while the turn is
+        still held: where the newer object landed (`syncd.copy.placement`); a read failing
+        tells nothing."""
         serial = SERIAL.get()
-        if serial is None or not serial.held:
+        positional = kind in BY_NAME and BY_NAME[kind].ordered  # (where a team lands is no one's concern)
+        if serial is None or not serial.held or not positional:
             return
         older = serial.turnstile.last_made.get(kind)
         serial.turnstile.last_made[kind] = new_id
