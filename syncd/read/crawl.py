@@ -401,21 +401,20 @@ class Crawler:
 
     def _schedule_space(self, row: Row, context: dict[str, str]) -> None:
         kind = catalog.BY_NAME["space"]
-        scope = f"space:{row.id}"
-        if self._unchanged(kind, row, scope):
+        scope, token = f"space:{row.id}", change_token(kind, row.data)
+        if self._unchanged(scope, token):
             self._carry(scope)
             for cr_id in self._previous_children("change-request", row.id):
                 self._carry(f"change-request:{cr_id}")
             return
         # Waiting spaces are held as little as they need: a tenant's spaces are all listed long
         # before the workers reach them (7,000 objects of a few KB, at a million objects).
-        token = change_token(kind, row.data)
         needed = row.data if any(child.when is not None for child in catalog.children(kind.name)) else {}
         self._submit((kind, dataclasses.replace(row, data=needed), context, None, token))
 
-    def _unchanged(self, kind: Kind, row: Row, scope: str) -> bool:
+    def _unchanged(self, scope: str, token: str) -> bool:
         previous = self._tokens.get(scope)
-        return previous is not None and previous == change_token(kind, row.data)
+        return previous is not None and previous == token
 
     def _previous_children(self, kind_name: str, parent_id: str) -> list[str]:
         with self.store.reading():  # not in the middle of a batch the writer thread writes
@@ -429,9 +428,10 @@ class Crawler:
             self.stats.skipped_scopes += 1
 
     async def _scope_job(
-        self, kind: Kind, row: Row, context: dict[str, str], outer: _TokenScopeRead | None, token: str | None = None
+        self, kind: Kind, row: Row, context: dict[str, str], outer: _TokenScopeRead | None, token: str
     ) -> None:
-        """Everything inside one space or change request, in catalog order, by one worker."""
+        """Everything inside one space or change request, in catalog order, by one worker;
+        `token`: its change token when it was listed, recorded once it is read completely."""
         assert kind.name in ("space", "change-request")
         state = _TokenScopeRead(scope_name("space" if kind.name == "space" else "change-request", context))
         self.stats.crawled_scopes += 1
@@ -441,7 +441,7 @@ class Crawler:
             if outer is not None:  # the space must be read again to retry its change request
                 self.stats.incomplete_scopes.add(outer.name)
         else:
-            self._staged().scope_read(state.name, token if token is not None else change_token(kind, row.data))
+            self._staged().scope_read(state.name, token)
 
     async def _scoped_children(self, kind: Kind, row: Row, context: dict[str, str], state: _TokenScopeRead, outer: _TokenScopeRead | None) -> None:
         for child in catalog.children(kind.name):
@@ -458,11 +458,11 @@ class Crawler:
                         await self._scoped_children(child, child_row, child_context, state, outer)
 
     async def _change_request(self, kind: Kind, row: Row, context: dict[str, str], space_state: _TokenScopeRead) -> None:
-        scope = f"change-request:{row.id}"
-        if self._unchanged(kind, row, scope):
+        scope, token = f"change-request:{row.id}", change_token(kind, row.data)
+        if self._unchanged(scope, token):
             self._carry(scope)
             return
-        await self._scope_job(kind, row, context, space_state)
+        await self._scope_job(kind, row, context, space_state, token)
 
     def _observe(self, kind: Kind, row: Row, state: _TokenScopeRead) -> None:
         """Note what the deferred link listings need: linked pages, page bodies."""
