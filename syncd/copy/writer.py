@@ -113,6 +113,11 @@ def get_path(data: Any, dotted: str) -> Any:
     return data
 
 
+def under_parent(expect: Expect, item: Any) -> bool:
+    """Whether a listed item is under the parent `expect` names (any item, without one)."""
+    return expect.parent_field is None or ref_id(get_path(item, expect.parent_field)) == expect.parent
+
+
 class Writer:
     """Sends the calls of one apply run (see the module docstring). Shared by the op tasks
     of one event loop; state-file calls run in a worker thread and are never cut in half."""
@@ -343,10 +348,7 @@ class Writer:
             items = await self.listing(expect.side, expect.path)
         except ApiError:
             return
-        siblings = [
-            str(get_path(item, expect.id_field)) for item in items
-            if expect.parent_field is None or ref_id(get_path(item, expect.parent_field)) == expect.parent
-        ]  # fmt: skip
+        siblings = [str(get_path(item, expect.id_field)) for item in items if under_parent(expect, item)]
         self.placement.look(kind, older, new_id, siblings)
 
     async def _made(self, seq: int, made: tuple[str, str], new_id: str) -> None:
@@ -366,7 +368,7 @@ class Writer:
             item_id = get_path(item, expect.id_field)
             if not isinstance(item_id, str) or item_id in excluded:
                 continue
-            if expect.parent_field is not None and ref_id(get_path(item, expect.parent_field)) != expect.parent:
+            if not under_parent(expect, item):
                 continue
             if taken.get(item_id, made[1]) != made[1]:
                 continue  # the object of another source object
