@@ -156,11 +156,10 @@ async def apply_plan(
     events = {op.key: anyio.Event() for op in plan.ops}
     limiter = anyio.CapacityLimiter(max(1, concurrency))
     serials: dict[str, Turnstile] = {}
-    index = {op.key: i for i, op in enumerate(plan.ops)}
     writes_before, reads_before = writer.counts.writes, writer.counts.reads
     started = anyio.current_time()
 
-    async def run(op: Op) -> None:
+    async def run(op: Op, position: int) -> None:
         done: Outcome | None = None
         try:
             for dep in deps[op.key]:
@@ -172,7 +171,7 @@ async def apply_plan(
                 return
             serial = None
             if op.serial:
-                serial = Serial(serials.setdefault(op.serial, Turnstile(writer.placement)), index[op.key], op.kind)
+                serial = Serial(serials.setdefault(op.serial, Turnstile(writer.placement)), position, op.kind)
             try:
                 if serial is not None:  # its turn first, then a slot: a waiting op holds no slot
                     await serial.acquire()
@@ -192,8 +191,8 @@ async def apply_plan(
                 on_progress(ApplyProgress(len(result.outcomes), result.total, result.writes, failures, result.reads))
 
     async with anyio.create_task_group() as tg:
-        for op in plan.ops:
-            tg.start_soon(run, op)
+        for position, op in enumerate(plan.ops):
+            tg.start_soon(run, op, position)
     result.seconds = anyio.current_time() - started
     result.reconciled = list(writer.counts.reconciled)
     result.notes = list(writer.counts.notes)
