@@ -23,8 +23,9 @@ BULKY = [re.compile("^" + re.sub(r"\{[^}]+\}", "[^/]+", kind.path) + "$") for ki
 
 
 class InFlight(TenantClient):
-    """Counts the bulky listings whose pages are being read at once (a listing counts from its
-    first page's request to its last page's answer; each page answered slowly, so they overlap)."""
+    """Counts the pages of bulky listings in flight at once, each held a little so that they
+    overlap. A listing's pages go one after another, so this is at most the bulky listings
+    read at once (and equal to it while each is in a request)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -50,5 +51,5 @@ async def test_at_most_a_few_listings_of_whole_spaces_are_read_at_once(emulator:
             result = await Crawler(client, mirror, "src", workers=16).crawl(org)
     assert result.status == "complete"
     assert mirror_mismatches(state, "src", dump_org(emulator.store, org)) == []
-    assert client.pages > BULKY_LISTINGS  # more of them than may go at once (members' and collections' spaces)
+    assert client.pages > BULKY_LISTINGS  # more pages of them than may go at once (members' and collections' spaces)
     assert 2 <= client.most <= BULKY_LISTINGS
