@@ -35,7 +35,9 @@ from sqlite_utils import Database
 from syncd.errors import SyncdError
 from syncd.files import create_private, private_dir, storage_error
 from syncd.state.errors import StateError
+from syncd.state.dialect import SQLITE
 from syncd.state.sqlite_schema import check_readable, migrate
+from syncd.state.tables import STAGED_TEMP
 
 __all__ = ["database_failure", "identity", "open_readonly", "open_writable"]
 
@@ -169,6 +171,7 @@ def open_writable(path: Path, *, create: bool, busy_timeout: float) -> Database:
         db.execute("PRAGMA foreign_keys = ON")
         _check_whole(conn, path)
         migrate(db, where=str(path))
+        stage_apart(db)
     except sqlite3.DatabaseError as exc:
         conn.close()
         failure = database_failure(path, exc)
@@ -183,6 +186,13 @@ def open_writable(path: Path, *, create: bool, busy_timeout: float) -> Database:
 
 FREE_SHARE = 0.25
 """The share of a file's pages left free (by a merge's staging) above which it is given back."""
+
+
+def stage_apart(db: Database) -> None:
+    """Stage this connection's runs in a TEMP table (`syncd.state.tables.STAGED_TEMP`: why).
+    SQLite keeps it in a file of its temporary directory (`SQLITE_TMPDIR`, `TMPDIR`, else
+    /var/tmp), unlinked, gone with the connection: a crash leaves nothing to drop."""
+    db.execute(STAGED_TEMP.create(SQLITE, temp=True))
 
 
 def compact_free_pages(db: Database) -> int:

@@ -291,7 +291,10 @@ class StateStore(StoreReads, StoreStaging, StoreHolds):
                     status = "partial"
                 merge_run(self.db, self.dialect, run, tenant, volatile or {}, quiet_kinds)
                 summary = self.summary(run)
-                self.db.execute("DELETE FROM staged WHERE run = ?", [run])
+                if self.dialect.sqlite and not self._active.keys() - {run}:
+                    self.db.execute("DELETE FROM staged")  # this connection's own (TEMP): emptied whole, at once
+                else:
+                    self.db.execute("DELETE FROM staged WHERE run = ?", [run])
                 self.db.execute("DELETE FROM staged_scopes WHERE run = ?", [run])
                 self.db.execute("DELETE FROM listings WHERE run = ? AND status = 'ok'", [run])
                 merged = {
@@ -363,6 +366,8 @@ class StateStore(StoreReads, StoreStaging, StoreHolds):
             for run in runs:
                 for table in ("staged", "staged_scopes", "listings"):
                     self.db.execute(f"DELETE FROM {table} WHERE run = ?", [run])
+                if self.dialect.sqlite:  # rows an earlier syncd staged in the file itself
+                    self.db.execute("DELETE FROM main.staged WHERE run = ?", [run])
                 self.db.execute(
                     "UPDATE runs SET status = ?, finished_at = ?, reason = ? WHERE id = ?",
                     [status, utc_now(), reason or None, run],

@@ -31,6 +31,7 @@ __all__ = [
     "RUNS",
     "SCOPES",
     "STAGED",
+    "STAGED_TEMP",
     "STAGED_SCOPES",
     "Table",
 ]
@@ -47,12 +48,13 @@ class Table:
     later: tuple[str, ...] = ()
     indexes: tuple[str, ...] = ()
 
-    def create(self, dialect: Dialect, *, later: bool = True, named: str | None = None) -> str:
+    def create(self, dialect: Dialect, *, later: bool = True, named: str | None = None, temp: bool = False) -> str:
         """CREATE TABLE in `dialect`'s words: its current shape, or (`later=False`) its first one;
-        `named`: under another name (a table rebuilt under a new name, then renamed)."""
+        `named`: under another name (a table rebuilt under a new name, then renamed); `temp`: a
+        table of this connection only (SQLite's TEMP)."""
         columns = [dialect.column(column) for column in (*self.columns, *(self.later if later else ()))]
         body = ",\n    ".join([*columns, *self.keys])
-        return f"CREATE TABLE {named or self.name} (\n    {body}\n);"
+        return f"CREATE {'TEMP ' if temp else ''}TABLE {named or self.name} (\n    {body}\n);"
 
     def add_columns(self, dialect: Dialect, *names: str) -> str:
         """ALTER TABLE ... ADD COLUMN for the `later` columns `names` (SQLite's migrations)."""
@@ -122,6 +124,15 @@ RESOURCES = Table(
 
 STAGED = Table("staged", (_RUN, *_OBJECT), keys=("PRIMARY KEY (run, tenant, kind, id)",))
 """Rows read by a running run; merged into resources when it finishes, dropped otherwise."""
+
+STAGED_TEMP = Table("staged", ("run INTEGER NOT NULL", *(c.replace(" JSON ", " TEXT ") for c in _OBJECT)), keys=STAGED.keys)
+"""SQLite: where a file's writer stages (`syncd.state.sqlite_file.stage_apart`): the same columns in
+a TEMP table of its own connection, which shadows `staged` in the file. Why: a first crawl
+staged every object in the file, merged them, deleted them and gave the pages back, so it wrote
+the mirror to the WAL twice and the file doubled until then; staged rows need no durability (a
+run that does not finish is dropped whole). Without `REFERENCES runs` (a TEMP table cannot refer
+to the file's tables; the run ends with its rows all the same) and without the `json_valid`
+check (`resources` checks every object as it is merged)."""
 
 LISTINGS = Table(
     "listings",
