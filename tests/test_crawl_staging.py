@@ -125,10 +125,13 @@ def test_a_run_stages_outside_the_file(tmp_path: Path) -> None:
             mirror.stage(run, [row("t", "page", f"p{n}", title="x" * 2000) for n in range(3000)])  # 6 MB of objects
             assert on_disk(path) - before < 1 << 20
             mirror.record_listing(run, "t", "/list", True)
+            mirror.record_listing(run, "t", "/other", False, "HTTP 503")
             mirror.finish_run(run)
             mirror.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             assert mirror.db.execute("SELECT count(*) FROM staged").fetchone()[0] == 0
         assert pragma(path, "freelist_count") < pragma(path, "page_count") * 0.05
+        with contextlib.closing(sqlite3.connect(path)) as conn:  # a failed listing outlives its run, in the file
+            assert conn.execute("SELECT listing, status, error FROM listings").fetchall() == [("/other", "failed", "HTTP 503")]
     assert pragma(new, "auto_vacuum") == 2 and pragma(old, "auto_vacuum") == 0
     with StateStore(new) as mirror:
         assert len(list(mirror.current_keys("t"))) == 3000

@@ -274,8 +274,9 @@ def test_a_listing_that_failed_once_in_a_run_stays_failed(mirror: StateStore) ->
     run = mirror.start_run("sync", "t", "t")
     mirror.record_listing(run, "t", ORGS, False, "timeout")
     mirror.record_listing(run, "t", ORGS, True)
-    assert mirror.db.execute("SELECT status, error FROM listings").fetchall() == [("failed", "timeout")]
-    mirror.abandon_run(run)
+    assert mirror.db.execute(f"SELECT status, error FROM {mirror.dialect.run_listings}").fetchall() == [("failed", "timeout")]
+    mirror.finish_run(run)
+    assert mirror.db.execute("SELECT status, error FROM listings").fetchall() == [("failed", "timeout")]  # kept
 
 
 def test_children_of_a_deleted_parent_are_deleted_in_cascade(seeded: tuple[StateStore, int]) -> None:

@@ -42,6 +42,9 @@ class Dialect:
     """What differs between the engines; `SQLITE` and `POSTGRES` are the two instances."""
 
     name: str
+    run_listings: str
+    """The table of the listings a running run read: SQLite's writer keeps them apart from the
+    file's `listings` (`syncd.state.tables.apart`), which holds the failed ones once a run ends."""
     is_: str
     is_not: str
     current_order: str
@@ -102,6 +105,7 @@ class Dialect:
 
 SQLITE = Dialect(
     name="sqlite",
+    run_listings="run_listings",
     is_="IS",
     is_not="IS NOT",
     # `+kind`: let SQLite pick the index that filters (org, parent, scope), not the one that
@@ -109,7 +113,7 @@ SQLITE = Dialect(
     current_order="ORDER BY +kind, parent_kind, parent_id, position, id",
     # A row missing from a list read cleanly in this run is gone.
     delete_missing="""UPDATE resources SET deleted_run = :run WHERE rowid IN (
-           SELECT r.rowid FROM listings l
+           SELECT r.rowid FROM run_listings l
            CROSS JOIN resources r ON r.tenant = l.tenant AND r.listing = l.listing AND r.deleted_run IS NULL
            WHERE l.run = :run AND l.tenant = :tenant AND l.status = 'ok' AND r.last_seen_run != :run)""",
     # Children of a row deleted in this run are gone too, whatever happened to their lists.
@@ -128,6 +132,7 @@ UPDATE resources SET deleted_run = :run WHERE rowid IN (
 
 POSTGRES = Dialect(
     name="postgresql",
+    run_listings="listings",
     is_="IS NOT DISTINCT FROM",
     is_not="IS DISTINCT FROM",
     current_order="ORDER BY kind, parent_kind NULLS FIRST, parent_id NULLS FIRST, position NULLS FIRST, id",

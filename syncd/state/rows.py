@@ -12,9 +12,10 @@ from syncd import json_codec
 __all__ = ["Row", "canonical_json", "content_hash"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Row:
-    """One object as read in a run.
+    """One object as read in a run (not frozen: a crawl makes one per object read, and a frozen
+    dataclass's `__init__` costs four times as much; nothing changes a Row once made).
 
     `listing` is the key of the list the row came from (its absence from a listing read
     cleanly is what deletes it); `scope` names the container whose change token lets a

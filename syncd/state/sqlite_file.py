@@ -37,7 +37,7 @@ from syncd.files import create_private, private_dir, storage_error
 from syncd.state.errors import StateError
 from syncd.state.dialect import SQLITE
 from syncd.state.sqlite_schema import check_readable, migrate
-from syncd.state.tables import STAGED_TEMP
+from syncd.state.tables import LISTINGS, STAGING, apart
 
 __all__ = ["database_failure", "identity", "open_readonly", "open_writable"]
 
@@ -189,10 +189,12 @@ FREE_SHARE = 0.25
 
 
 def stage_apart(db: Database) -> None:
-    """Stage this connection's runs in a TEMP table (`syncd.state.tables.STAGED_TEMP`: why).
-    SQLite keeps it in a file of its temporary directory (`SQLITE_TMPDIR`, `TMPDIR`, else
+    """Keep what this connection's runs stage in TEMP tables (`syncd.state.tables.apart`: why).
+    SQLite keeps them in a file of its temporary directory (`SQLITE_TMPDIR`, `TMPDIR`, else
     /var/tmp), unlinked, gone with the connection: a crash leaves nothing to drop."""
-    db.execute(STAGED_TEMP.create(SQLITE, temp=True))
+    for table in STAGING:
+        named = "run_listings" if table is LISTINGS else None
+        db.execute(apart(table, named).create(SQLITE, temp=True))
 
 
 def compact_free_pages(db: Database) -> int:

@@ -29,12 +29,16 @@ ON CONFLICT (run, tenant, kind, id) DO UPDATE SET
     data = excluded.data, hash = excluded.hash
 """
 
-_LISTED = """
-INSERT INTO listings (run, tenant, listing, status, error) VALUES (?, ?, ?, ?, ?)
+@functools.cache
+def _listed(table: str) -> str:
+    return f"""
+INSERT INTO {table} (run, tenant, listing, status, error) VALUES (?, ?, ?, ?, ?)
 ON CONFLICT (run, tenant, listing) DO UPDATE SET
-    status = CASE WHEN listings.status = 'failed' THEN 'failed' ELSE excluded.status END,
-    error = coalesce(listings.error, excluded.error)
+    status = CASE WHEN {table}.status = 'failed' THEN 'failed' ELSE excluded.status END,
+    error = coalesce({table}.error, excluded.error)
 """
+
+
 _SCOPE_READ = """
 INSERT INTO staged_scopes (run, tenant, scope, token) VALUES (?, ?, ?, ?)
 ON CONFLICT (run, tenant, scope) DO UPDATE SET token = excluded.token
@@ -210,7 +214,7 @@ class StoreStaging:
                     self._executemany(_STAGE, params)
                     written += len(params)
                 elif op_type is Listed:
-                    self._executemany(_LISTED, [(run, tenant, op.listing, "ok" if op.ok else "failed",
+                    self._executemany(_listed(self.dialect.run_listings), [(run, tenant, op.listing, "ok" if op.ok else "failed",
                                                  None if op.ok else (op.error or "failed")) for op in group])  # fmt: skip
                 elif op_type is ScopeRead:
                     self._executemany(_SCOPE_READ, [(run, tenant, op.scope, op.token) for op in group])

@@ -284,19 +284,14 @@ class StateStore(StoreReads, StoreStaging, StoreHolds):
                 staged = self._scalar("SELECT count(*) FROM staged WHERE run = ?", [run])
                 listing_counts = dict(
                     self.db.execute(
-                        "SELECT status, count(*) FROM listings WHERE run = ? GROUP BY status", [run]
+                        f"SELECT status, count(*) FROM {self.dialect.run_listings} WHERE run = ? GROUP BY status", [run]
                     ).fetchall()
                 )
                 if listing_counts.get("failed"):
                     status = "partial"
                 merge_run(self.db, self.dialect, run, tenant, volatile or {}, quiet_kinds)
                 summary = self.summary(run)
-                if self.dialect.sqlite and not self._active.keys() - {run}:
-                    self.db.execute("DELETE FROM staged")  # this connection's own (TEMP): emptied whole, at once
-                else:
-                    self.db.execute("DELETE FROM staged WHERE run = ?", [run])
-                self.db.execute("DELETE FROM staged_scopes WHERE run = ?", [run])
-                self.db.execute("DELETE FROM listings WHERE run = ? AND status = 'ok'", [run])
+                self._clear_staging(run)
                 merged = {
                     **(stats or {}),
                     "mirror": {
@@ -364,14 +359,28 @@ class StateStore(StoreReads, StoreStaging, StoreHolds):
     def _drop_runs(self, runs: list[int], status: str, reason: str) -> None:
         with self.db.atomic():
             for run in runs:
-                for table in ("staged", "staged_scopes", "listings"):
+                for table in ("staged", "staged_scopes", self.dialect.run_listings):
                     self.db.execute(f"DELETE FROM {table} WHERE run = ?", [run])
-                if self.dialect.sqlite:  # rows an earlier syncd staged in the file itself
-                    self.db.execute("DELETE FROM main.staged WHERE run = ?", [run])
+                if self.dialect.sqlite:  # what an earlier syncd staged in the file itself
+                    for table in ("staged", "staged_scopes", "listings"):
+                        self.db.execute(f"DELETE FROM main.{table} WHERE run = ?", [run])
                 self.db.execute(
                     "UPDATE runs SET status = ?, finished_at = ?, reason = ? WHERE id = ?",
                     [status, utc_now(), reason or None, run],
                 )
+
+    def _clear_staging(self, run: int) -> None:
+        """Drop what `run` staged, once merged; its failed listings stay (in the file itself:
+        a file's writer stages in TEMP tables of its own, `syncd.state.tables.apart`)."""
+        if not self.dialect.sqlite:
+            for table in ("staged", "staged_scopes"):
+                self.db.execute(f"DELETE FROM {table} WHERE run = ?", [run])
+            self.db.execute("DELETE FROM listings WHERE run = ? AND status = 'ok'", [run])
+            return
+        self.db.execute("INSERT INTO main.listings SELECT * FROM temp.run_listings WHERE run = ? AND status = 'failed'", [run])
+        alone = not self._active.keys() - {run}
+        for table in ("staged", "staged_scopes", "run_listings"):  # emptied whole when no other run shares them: at once
+            self.db.execute(f"DELETE FROM temp.{table}" if alone else f"DELETE FROM temp.{table} WHERE run = ?", [] if alone else [run])
 
     def _end(self, run: int) -> None:
         tenant = self._active.pop(run)

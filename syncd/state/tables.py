@@ -31,9 +31,10 @@ __all__ = [
     "RUNS",
     "SCOPES",
     "STAGED",
-    "STAGED_TEMP",
     "STAGED_SCOPES",
+    "STAGING",
     "Table",
+    "apart",
 ]
 
 
@@ -125,14 +126,7 @@ RESOURCES = Table(
 STAGED = Table("staged", (_RUN, *_OBJECT), keys=("PRIMARY KEY (run, tenant, kind, id)",))
 """Rows read by a running run; merged into resources when it finishes, dropped otherwise."""
 
-STAGED_TEMP = Table("staged", ("run INTEGER NOT NULL", *(c.replace(" JSON ", " TEXT ") for c in _OBJECT)), keys=STAGED.keys)
-"""SQLite: where a file's writer stages (`syncd.state.sqlite_file.stage_apart`): the same columns in
-a TEMP table of its own connection, which shadows `staged` in the file. Why: a first crawl
-staged every object in the file, merged them, deleted them and gave the pages back, so it wrote
-the mirror to the WAL twice and the file doubled until then; staged rows need no durability (a
-run that does not finish is dropped whole). Without `REFERENCES runs` (a TEMP table cannot refer
-to the file's tables; the run ends with its rows all the same) and without the `json_valid`
-check (`resources` checks every object as it is merged)."""
+
 
 LISTINGS = Table(
     "listings",
@@ -157,6 +151,24 @@ STAGED_SCOPES = Table(
     keys=("PRIMARY KEY (run, tenant, scope)",),
 )
 """The scopes' tokens staged by a running run."""
+
+STAGING = (STAGED, LISTINGS, STAGED_SCOPES)
+"""What a run writes until it finishes. A file's writer keeps them apart (`apart`)."""
+
+
+def apart(table: Table, named: str | None = None) -> Table:
+    """`table` as a TEMP table of a file writer's own connection, which shadows the file's.
+
+    Why: a first crawl staged every object in the file, merged it into `resources`, then deleted
+    it, so every object went through the WAL twice, the delete and the vacuum after it were two
+    of a merge's largest steps and the file stayed twice the mirror until then. What a run
+    stages needs no durability (a run that does not finish is dropped whole); what outlives it is
+    copied into the file by the merge (failed listings: `listings` apart is `run_listings`, so that
+    the file's own stay in sight of the same connection). Without `REFERENCES runs` (a TEMP table
+    cannot refer to the file's tables) nor the `json_valid` check (`resources` checks every object
+    as it is merged)."""
+    columns = tuple("run INTEGER NOT NULL" if column == _RUN else column.replace(" JSON ", " TEXT ") for column in table.columns)
+    return Table(named or table.name, columns, table.keys, table.later)
 
 CHANGES = Table(
     "changes",
