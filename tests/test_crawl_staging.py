@@ -129,9 +129,27 @@ def test_a_run_stages_outside_the_file(tmp_path: Path) -> None:
             mirror.finish_run(run)
             mirror.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             assert mirror.db.execute("SELECT count(*) FROM staged").fetchone()[0] == 0
+            assert mirror.db.execute("PRAGMA temp.journal_mode").fetchone()[0] == "delete"  # emptied without one, then back
         assert pragma(path, "freelist_count") < pragma(path, "page_count") * 0.05
         with contextlib.closing(sqlite3.connect(path)) as conn:  # a failed listing outlives its run, in the file
             assert conn.execute("SELECT listing, status, error FROM listings").fetchall() == [("/other", "failed", "HTTP 503")]
     assert pragma(new, "auto_vacuum") == 2 and pragma(old, "auto_vacuum") == 0
     with StateStore(new) as mirror:
         assert len(list(mirror.current_keys("t"))) == 3000
+
+
+def test_two_runs_open_on_one_store_keep_their_staging_apart(state: Path | str) -> None:
+    """Two tenants' runs at once on one StateStore (a daemon's jobs): the first to finish takes
+    only its own staged rows and listings with it; the other's merge finds all of its own."""
+    with StateStore(state) as mirror:
+        first, second = mirror.start_run("sync", "t", "t"), mirror.start_run("sync", "u", "u")
+        mirror.write_staged(first, [row("t", "page", "p1"), Listed("/list", True), Listed("/gone", False, "HTTP 503")])
+        mirror.write_staged(second, [row("u", "page", "q1"), row("u", "page", "q2"), Listed("/list", True), ScopeRead("space:s", "r1")])
+        assert mirror.finish_run(first).counts == {"page": {"created": 1}}
+        assert mirror.finish_run(second).counts == {"page": {"created": 2}}
+        assert [r["id"] for r in mirror.current("u")] == ["q1", "q2"] and mirror.scope_tokens("u") == {"space:s": "r1"}
+        assert mirror.run(first)["status"] == "partial" and mirror.run(second)["status"] == "complete"  # type: ignore[index]
+        for table in ("staged", "staged_scopes", mirror.dialect.run_listings):
+            left = mirror.db.execute(f"SELECT count(*) FROM {table} WHERE run IN (?, ?)", [first, second]).fetchone()[0]
+            assert left == (1 if table == "listings" else 0), table  # the failed listing, kept
+        assert mirror.db.execute("SELECT run, listing FROM listings").fetchall() == [(first, "/gone")]

@@ -66,7 +66,9 @@ from syncd.state.sqlite_schema import utc_now
 from syncd.state.sqlite_file import (  # noqa: F401  (database_failure and the readers: used by syncd.read.check, syncd.cli)
     _connect_readonly,
     _sqlite_header,
+    APART,
     compact_free_pages,
+    empty_apart,
     database_failure,
     identity,
 )
@@ -305,9 +307,12 @@ class StateStore(StoreReads, StoreStaging, StoreHolds):
                     "UPDATE runs SET status = ?, finished_at = ?, stats = ? WHERE id = ?",
                     [status, utc_now(), json.dumps(merged, default=str), run],
                 )
-            if self.dialect.sqlite and not self._active.keys() - {run}:
-                compact_free_pages(self.db)  # (its own transaction: the merge is committed)
-            self._end(run)
+            try:
+                if self.dialect.sqlite and not self._active.keys() - {run}:
+                    empty_apart(self.db)  # (after the commit: what it held is merged)
+                    compact_free_pages(self.db)  # (its own transaction: the merge is committed)
+            finally:
+                self._end(run)
             return summary
 
     @_writes
@@ -378,9 +383,9 @@ class StateStore(StoreReads, StoreStaging, StoreHolds):
             self.db.execute("DELETE FROM listings WHERE run = ? AND status = 'ok'", [run])
             return
         self.db.execute("INSERT INTO main.listings SELECT * FROM temp.run_listings WHERE run = ? AND status = 'failed'", [run])
-        alone = not self._active.keys() - {run}
-        for table in ("staged", "staged_scopes", "run_listings"):  # emptied whole when no other run shares them: at once
-            self.db.execute(f"DELETE FROM temp.{table}" if alone else f"DELETE FROM temp.{table} WHERE run = ?", [] if alone else [run])
+        if self._active.keys() - {run}:  # shared with another run; else emptied whole after the commit (`empty_apart`)
+            for table in APART:
+                self.db.execute(f"DELETE FROM temp.{table} WHERE run = ?", [run])
 
     def _end(self, run: int) -> None:
         tenant = self._active.pop(run)

@@ -32,7 +32,6 @@ __all__ = [
     "SCOPES",
     "STAGED",
     "STAGED_SCOPES",
-    "STAGING",
     "Table",
     "apart",
 ]
@@ -151,10 +150,6 @@ STAGED_SCOPES = Table(
     keys=("PRIMARY KEY (run, tenant, scope)",),
 )
 """The scopes' tokens staged by a running run."""
-
-STAGING = (STAGED, LISTINGS, STAGED_SCOPES)
-"""What a run writes until it finishes. A file's writer keeps them apart (`apart`)."""
-
 
 def apart(table: Table, named: str | None = None) -> Table:
     """`table` as a TEMP table of a file writer's own connection, which shadows the file's.
