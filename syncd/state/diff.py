@@ -70,11 +70,12 @@ class ChangeSummary:
 
 
 def summarise(changes: Iterable[Mapping[str, Any]]) -> ChangeSummary:
-    """Count changes (rows with `kind` and `op`) per kind and op."""
+    """Count changes (rows with `kind` and `op`, each one change or, with `count`, that many)
+    per kind and op."""
     counts: dict[str, dict[str, int]] = {}
     for change in changes:
         ops = counts.setdefault(change["kind"], {})
-        ops[change["op"]] = ops.get(change["op"], 0) + 1
+        ops[change["op"]] = ops.get(change["op"], 0) + change.get("count", 1)
     return ChangeSummary(counts)
 
 
