@@ -12,8 +12,10 @@ named by `bind_field`) into the context of its children as `{space}`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
+from urllib.parse import quote
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -125,27 +127,40 @@ _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 _DOT_SEGMENTS = {".": "%2E", "..": "%2E%2E"}
 
 
+_PLAIN = re.compile(r"[A-Za-z0-9_~-]+")
+"""Characters `quote` leaves as they are, the dot aside: a value made only of them is its own segment."""
+
+
 def segment(value: object) -> str:
     """One path segment naming `value`: percent-encoded (a `/` or `?` in it stays inside
     the segment), and `.` / `..` written `%2E` / `%2E%2E`, which no URL library or server
     resolves as a dot segment: `/openapi/..` would be a call on the organization itself."""
-    from urllib.parse import quote
-
-    quoted = quote(str(value), safe="")
+    text = str(value)
+    if _PLAIN.fullmatch(text):  # most ids: no need to quote (a crawl fills a path per listing)
+        return text
+    quoted = quote(text, safe="")
     return _DOT_SEGMENTS.get(quoted, quoted)
 
 
 def fill(template: str, context: Mapping[str, str]) -> str:
     """A path template with its placeholders replaced from the context, each value one
     path segment (`segment`: quoted, never a dot segment)."""
+    parts = _template_parts(template)
+    out = []
+    for index, part in enumerate(parts):
+        if index % 2 == 0:
+            out.append(part)
+        elif part in context:
+            out.append(segment(context[part]))
+        else:
+            raise KeyError(f"path {template!r} needs {{{part}}}")
+    return "".join(out)
 
-    def one(match: re.Match[str]) -> str:
-        key = match.group(1)
-        if key not in context:
-            raise KeyError(f"path {template!r} needs {{{key}}}")
-        return segment(context[key])
 
-    return _PLACEHOLDER.sub(one, template)
+@functools.cache
+def _template_parts(template: str) -> list[str]:
+    """A template split once: text, placeholder name, text, ... (a name at every odd index)."""
+    return _PLACEHOLDER.split(template)
 
 
 def placeholders(template: str) -> list[str]:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
+import pytest
+
 from syncd import catalog
 from syncd.emulator.app import api_routes, create_app
 from syncd.emulator.store import Store
@@ -56,3 +60,16 @@ def test_content_hash_ignores_volatile_fields_and_parent() -> None:
     b = {"id": "s", "title": "T", "revision": "r2", "parent": "c2", "urls": {"app": "y"}}
     assert catalog.content_hash(space, a) == catalog.content_hash(space, b)
     assert catalog.content_hash(space, a) != catalog.content_hash(space, {**a, "title": "U"})
+
+
+@pytest.mark.parametrize("value", ["abc", "A-z_0~9", ".", "..", "...", "a.b", "a/b", "a?b#c", "a b", "%2E", "é", "", 123, "x\n"])
+def test_a_value_fills_one_path_segment_as_quote_makes_it_never_a_dot_segment(value: object) -> None:
+    expected = {".": "%2E", "..": "%2E%2E"}.get(quote(str(value), safe=""), quote(str(value), safe=""))
+    assert catalog.segment(value) == expected
+    assert catalog.fill("/v1/spaces/{space}/content/page/{page}", {"space": value, "page": "p1"}) == f"/v1/spaces/{expected}/content/page/p1"  # type: ignore[dict-item]
+
+
+def test_a_template_missing_a_value_says_which() -> None:
+    with pytest.raises(KeyError, match=r"needs \{page\}"):
+        catalog.fill("/v1/spaces/{space}/content/page/{page}", {"space": "s1"})
+    assert catalog.fill("/v1/orgs", {}) == "/v1/orgs"
