@@ -114,3 +114,12 @@ def test_a_new_postgresql_state_has_the_mirror_as_released(two_schemas: tuple[st
     released = _catalogue(released_url, PG_MIRROR_0001)
     assert _catalogue(rendered_url, MIRROR_TABLES) == released
     assert len(released["columns"]) > 90 and len(released["indexes"]) == 21 and len(released["views"]) == 1
+
+
+def test_a_migration_script_is_split_where_sqlite_says_a_statement_ends() -> None:
+    from syncd.state.sqlite_schema import split_statements
+
+    script = "CREATE TABLE a (x TEXT DEFAULT ';');\nCREATE TRIGGER t AFTER INSERT ON a BEGIN SELECT 1; SELECT 2; END;\n"
+    assert split_statements(script) == ["CREATE TABLE a (x TEXT DEFAULT ';');", "CREATE TRIGGER t AFTER INSERT ON a BEGIN SELECT 1; SELECT 2; END;"]
+    with pytest.raises(ValueError, match="incomplete"):
+        split_statements("CREATE TABLE a (x); CREATE TABLE b (y DEFAULT 'it;s")  # a string left open
