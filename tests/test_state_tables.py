@@ -17,7 +17,7 @@ from sqlite_utils import Database
 
 from syncd.state.dialect import POSTGRES, SQLITE
 from syncd.state.pg_schema import MIRROR_MIGRATIONS, MIRROR_TABLES
-from syncd.state.sqlite_schema import MIGRATIONS, Migration, migrate
+from syncd.state.sqlite_schema import MIGRATIONS, Migration, migrate, split_statements
 from tests.pg_support import fresh_schema
 from tests.released_schema import PG_MIRROR_0001, SQLITE_MIGRATIONS
 
@@ -117,8 +117,6 @@ def test_a_new_postgresql_state_has_the_mirror_as_released(two_schemas: tuple[st
 
 
 def test_a_migration_script_is_split_where_sqlite_says_a_statement_ends() -> None:
-    from syncd.state.sqlite_schema import split_statements
-
     script = "CREATE TABLE a (x TEXT DEFAULT ';');\nCREATE TRIGGER t AFTER INSERT ON a BEGIN SELECT 1; SELECT 2; END;\n"
     assert split_statements(script) == ["CREATE TABLE a (x TEXT DEFAULT ';');", "CREATE TRIGGER t AFTER INSERT ON a BEGIN SELECT 1; SELECT 2; END;"]
     with pytest.raises(ValueError, match="incomplete"):

@@ -185,7 +185,7 @@ def open_writable(path: Path, *, create: bool, busy_timeout: float) -> Database:
 
 
 FREE_SHARE = 0.25
-"""The share of a file's pages left free (by a merge's staging) above which it is given back."""
+"""The share of a file's pages left free (by deletions) above which it is given back."""
 
 
 APART = {"staged": STAGED, "staged_scopes": STAGED_SCOPES, "run_listings": LISTINGS}
@@ -216,10 +216,11 @@ def empty_apart(db: Database) -> None:
 
 def compact_free_pages(db: Database) -> int:
     """Give the file's free pages back to the disk when they are more than `FREE_SHARE` of it,
-    and return how many went. A first crawl stages every object before it merges them, so its
-    file is twice the mirror until the next run reuses the space; a no-change re-sync stages
-    nothing now, so that space would stay unused. Only a file made with `auto_vacuum =
-    INCREMENTAL` (every file this syncd creates) can; for others this does nothing."""
+    and return how many went. A first crawl once staged every object in the file, leaving it
+    twice the mirror; the staging is apart now (`stage_apart`), but a file staged in by an
+    earlier syncd, or one that lost much (a retention prune), still has such free pages. Only a
+    file made with `auto_vacuum = INCREMENTAL` (every file this syncd creates) can; for others
+    this does nothing."""
     pages = db.execute("PRAGMA page_count").fetchone()[0]
     free = db.execute("PRAGMA freelist_count").fetchone()[0]
     if not pages or free <= pages * FREE_SHARE or db.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:

@@ -29,8 +29,10 @@ ON CONFLICT (run, tenant, kind, id) DO UPDATE SET
     data = excluded.data, hash = excluded.hash
 """
 
+
 @functools.cache
 def _listed(table: str) -> str:
+    """The upsert of a listing's outcome into `table` (`Dialect.run_listings`): a failure sticks."""
     return f"""
 INSERT INTO {table} (run, tenant, listing, status, error) VALUES (?, ?, ?, ?, ?)
 ON CONFLICT (run, tenant, listing) DO UPDATE SET

@@ -382,7 +382,11 @@ class StateStore(StoreReads, StoreStaging, StoreHolds):
                 self.db.execute(f"DELETE FROM {table} WHERE run = ?", [run])
             self.db.execute("DELETE FROM listings WHERE run = ? AND status = 'ok'", [run])
             return
-        self.db.execute("INSERT INTO main.listings SELECT * FROM temp.run_listings WHERE run = ? AND status = 'failed'", [run])
+        self.db.execute(
+            "INSERT INTO main.listings (run, tenant, listing, status, error) "
+            "SELECT run, tenant, listing, status, error FROM temp.run_listings WHERE run = ? AND status = 'failed'",
+            [run],
+        )
         if self._active.keys() - {run}:  # shared with another run; else emptied whole after the commit (`empty_apart`)
             for table in APART:
                 self.db.execute(f"DELETE FROM temp.{table} WHERE run = ?", [run])

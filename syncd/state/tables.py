@@ -125,8 +125,6 @@ RESOURCES = Table(
 STAGED = Table("staged", (_RUN, *_OBJECT), keys=("PRIMARY KEY (run, tenant, kind, id)",))
 """Rows read by a running run; merged into resources when it finishes, dropped otherwise."""
 
-
-
 LISTINGS = Table(
     "listings",
     (_RUN, "tenant TEXT NOT NULL", "listing TEXT NOT NULL", "status TEXT NOT NULL CHECK (status IN ('ok', 'failed'))", "error TEXT"),
@@ -151,6 +149,7 @@ STAGED_SCOPES = Table(
 )
 """The scopes' tokens staged by a running run."""
 
+
 def apart(table: Table, named: str | None = None) -> Table:
     """`table` as a TEMP table of a file writer's own connection, which shadows the file's.
 
@@ -164,6 +163,7 @@ def apart(table: Table, named: str | None = None) -> Table:
     as it is merged)."""
     columns = tuple("run INTEGER NOT NULL" if column == _RUN else column.replace(" JSON ", " TEXT ") for column in table.columns)
     return Table(named or table.name, columns, table.keys, table.later)
+
 
 CHANGES = Table(
     "changes",
