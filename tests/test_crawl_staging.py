@@ -15,6 +15,7 @@ from syncd.api import TenantClient
 from syncd.emulator.canonical import dump_org
 from syncd.emulator.server import RunningEmulator
 from syncd.read.crawl import Crawler
+from syncd.files import StorageError
 from syncd.state import Row, StateError, StateStore
 from syncd.state.staging import Listed, ScopeCarried, ScopeRead
 from tests.conftest import ALL_TOKEN
@@ -153,3 +154,20 @@ def test_two_runs_open_on_one_store_keep_their_staging_apart(state: Path | str) 
             left = mirror.db.execute(f"SELECT count(*) FROM {table} WHERE run IN (?, ?)", [first, second]).fetchone()[0]
             assert left == (1 if table == "listings" else 0), table  # the failed listing, kept
         assert mirror.db.execute("SELECT run, listing FROM listings").fetchall() == [(first, "/gone")]
+
+
+def test_a_full_temporary_directory_is_named_in_the_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The staging lives in SQLite's temporary directory: when it fills up (played here by a
+    page limit on the TEMP database, the same SQLITE_FULL), the error names that place too."""
+    monkeypatch.setenv("SQLITE_TMPDIR", str(tmp_path))
+    with pytest.raises(StorageError) as raised:
+        with StateStore(tmp_path / "state.db") as mirror:
+            mirror.db.execute("PRAGMA temp.max_page_count = 40")
+            run = mirror.start_run("sync", "t", "t")
+            mirror.stage(run, [row("t", "page", f"p{n}", title="x" * 2000) for n in range(500)])
+    message = str(raised.value)
+    assert message.startswith(f"{tmp_path / 'state.db'}: no space left on the device") and "\n" not in message
+    assert f"(or free space in {tmp_path}: SQLite's temporary directory, where a run stages what it reads" in message
+    assert raised.value.exit_code == 1
+    with StateStore(tmp_path / "state.db") as mirror:  # nothing of the run became current; the file is whole
+        assert not list(mirror.current_keys("t"))

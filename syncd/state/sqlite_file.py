@@ -110,7 +110,11 @@ def database_failure(path: Path | str, exc: BaseException) -> SyncdError | None:
     name = getattr(exc, "sqlite_errorname", "") or ""
     text = str(exc)
     if name.startswith("SQLITE_FULL") or "disk is full" in text:
-        return storage_error(OSError(errno.ENOSPC, "no space left on the device (the database or disk is full)"), path)
+        error = storage_error(OSError(errno.ENOSPC, "no space left on the device (the database or disk is full)"), path)
+        if error is not None:  # the staging is in the temporary directory (`stage_apart`): it may be the one full
+            error.args = (f"{error} (or free space in {temp_dir()}: SQLite's temporary directory, where a run stages "
+                          "what it reads; SQLITE_TMPDIR chooses another)",)  # fmt: skip
+        return error
     if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "malformed" in text or "not a database" in text:
         return StateError(
             f"{path} cannot be read, it is damaged: {text}; restore it from a backup, or sync into a new file (--db)"
@@ -199,6 +203,16 @@ def stage_apart(db: Database) -> None:
     with the connection: a crash leaves nothing to drop."""
     for name, table in APART.items():
         db.execute(apart(table, name).create(SQLITE, temp=True))
+
+
+def temp_dir() -> str:
+    """Where SQLite puts this process's temporary files: the first writable of its unix
+    candidates, in its order (`SQLITE_TMPDIR`, `TMPDIR`, /var/tmp, /usr/tmp, /tmp, the
+    current directory)."""
+    for candidate in (os.environ.get("SQLITE_TMPDIR"), os.environ.get("TMPDIR"), "/var/tmp", "/usr/tmp", "/tmp"):
+        if candidate and os.path.isdir(candidate) and os.access(candidate, os.W_OK | os.X_OK):
+            return candidate
+    return "."
 
 
 def empty_apart(db: Database) -> None:
