@@ -125,12 +125,15 @@ def test_a_run_stages_outside_the_file(tmp_path: Path) -> None:
             run = mirror.start_run("sync", "t", "t")
             mirror.stage(run, [row("t", "page", f"p{n}", title="x" * 2000) for n in range(3000)])  # 6 MB of objects
             assert on_disk(path) - before < 1 << 20
+            temp_pages = lambda: mirror.db.execute("PRAGMA temp.page_count").fetchone()[0]  # noqa: E731
+            assert temp_pages() > 1500  # the staging: in the writer's temporary file
             mirror.record_listing(run, "t", "/list", True)
             mirror.record_listing(run, "t", "/other", False, "HTTP 503")
             mirror.finish_run(run)
             mirror.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             assert mirror.db.execute("SELECT count(*) FROM staged").fetchone()[0] == 0
             assert mirror.db.execute("PRAGMA temp.journal_mode").fetchone()[0] == "delete"  # emptied without one, then back
+            assert temp_pages() < 50  # and its pages given back: a daemon's connection outlives the run
         assert pragma(path, "freelist_count") < pragma(path, "page_count") * 0.05
         with contextlib.closing(sqlite3.connect(path)) as conn:  # a failed listing outlives its run, in the file
             assert conn.execute("SELECT listing, status, error FROM listings").fetchall() == [("/other", "failed", "HTTP 503")]
