@@ -174,3 +174,18 @@ def test_a_full_temporary_directory_is_named_in_the_one_line_error(tmp_path: Pat
     assert raised.value.exit_code == 1
     with StateStore(tmp_path / "state.db") as mirror:  # nothing of the run became current; the file is whole
         assert not list(mirror.current_keys("t"))
+
+
+def test_an_abandoned_run_leaves_no_staging_and_gives_the_pages_back(tmp_path: Path) -> None:
+    with StateStore(tmp_path / "state.db") as mirror:
+        run = mirror.start_run("sync", "t", "t")
+        mirror.stage(run, [row("t", "page", f"p{n}", title="x" * 2000) for n in range(3000)])
+        mirror.record_listing(run, "t", "/list", False, "HTTP 503")
+        mirror.abandon_run(run, "cancelled", "interrupted")
+        assert mirror.db.execute("PRAGMA temp.page_count").fetchone()[0] < 50
+        for table in ("staged", "staged_scopes", "run_listings", "main.listings"):
+            assert mirror.db.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
+        assert mirror.run(run)["status"] == "cancelled"  # type: ignore[index]
+        again = mirror.start_run("sync", "t", "t")  # the next run stages and merges as ever
+        mirror.write_staged(again, [row("t", "page", "p1"), Listed("/list", True)])
+        assert mirror.finish_run(again).counts == {"page": {"created": 1}}

@@ -329,8 +329,14 @@ class StateStore(StoreReads, StoreStaging, StoreHolds):
                 if row is None or row["status"] != "running":
                     return
                 raise StateError(f"run {run} is not open in this process")
-            self._drop_runs([run], status, reason)
-            self._end(run)
+            alone = self.dialect.sqlite and not self._active.keys() - {run}
+            self._drop_runs([run], status, reason, staged=not alone)
+            try:
+                if alone:  # emptied whole and given back, as after a merge; a failure here loses nothing
+                    with contextlib.suppress(sqlite3.DatabaseError):  # (the pages wait for the next run)
+                        empty_apart(self.db)
+            finally:
+                self._end(run)
 
     @_writes
     def recover(self) -> list[int]:
@@ -361,10 +367,12 @@ class StateStore(StoreReads, StoreStaging, StoreHolds):
             self._drop_runs(dead, "failed", "the process writing this run ended before it finished")
         return dead
 
-    def _drop_runs(self, runs: list[int], status: str, reason: str) -> None:
+    def _drop_runs(self, runs: list[int], status: str, reason: str, *, staged: bool = True) -> None:
+        """Mark `runs` ended without a merge and drop what they staged (`staged=False`: the
+        caller empties this connection's TEMP tables whole afterwards)."""
         with self.db.atomic():
             for run in runs:
-                for table in ("staged", "staged_scopes", self.dialect.run_listings):
+                for table in ("staged", "staged_scopes", self.dialect.run_listings) if staged else ():
                     self.db.execute(f"DELETE FROM {table} WHERE run = ?", [run])
                 if self.dialect.sqlite:  # what an earlier syncd staged in the file itself
                     for table in ("staged", "staged_scopes", "listings"):
