@@ -15,10 +15,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from urllib.parse import quote
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import quote
 
 Shape = Literal["envelope", "items", "array", "object", "tree"]
 """How a read answers: a paged list envelope; `{items}` without paging (SSO); a bare JSON

@@ -203,7 +203,7 @@ def stage_apart(db: Database) -> None:
     file of its temporary directory (`SQLITE_TMPDIR`, `TMPDIR`, else /var/tmp), unlinked, gone
     with the connection: a crash leaves nothing to drop."""
     for name, table in APART.items():
-        db.execute(apart(table, name).create(SQLITE, temp=True))
+        db.execute(apart(table).create(SQLITE, named=name, temp=True))
 
 
 def temp_dir() -> str:

@@ -308,7 +308,7 @@ class StateStore(StoreReads, StoreStaging, StoreHolds):
                     [status, utc_now(), json.dumps(merged, default=str), run],
                 )
             try:
-                if self.dialect.sqlite and not self._active.keys() - {run}:
+                if self.dialect.sqlite and self._alone(run):
                     empty_apart(self.db)  # (after the commit: what it held is merged)
                     compact_free_pages(self.db)  # (its own transaction: the merge is committed)
             finally:
@@ -329,7 +329,7 @@ class StateStore(StoreReads, StoreStaging, StoreHolds):
                 if row is None or row["status"] != "running":
                     return
                 raise StateError(f"run {run} is not open in this process")
-            alone = self.dialect.sqlite and not self._active.keys() - {run}
+            alone = self.dialect.sqlite and self._alone(run)
             self._drop_runs([run], status, reason, staged=not alone)
             try:
                 if alone:  # emptied whole and given back, as after a merge; a failure here loses nothing
@@ -395,9 +395,14 @@ class StateStore(StoreReads, StoreStaging, StoreHolds):
             "SELECT run, tenant, listing, status, error FROM temp.run_listings WHERE run = ? AND status = 'failed'",
             [run],
         )
-        if self._active.keys() - {run}:  # shared with another run; else emptied whole after the commit (`empty_apart`)
+        if not self._alone(run):  # shared with another run; else emptied whole after the commit (`empty_apart`)
             for table in APART:
                 self.db.execute(f"DELETE FROM temp.{table} WHERE run = ?", [run])
+
+    def _alone(self, run: int) -> bool:
+        """Whether `run` is the only run open on this StateStore (its connection's TEMP tables
+        hold nothing else)."""
+        return not self._active.keys() - {run}
 
     def _end(self, run: int) -> None:
         tenant = self._active.pop(run)

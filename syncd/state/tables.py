@@ -150,7 +150,7 @@ STAGED_SCOPES = Table(
 """The scopes' tokens staged by a running run."""
 
 
-def apart(table: Table, named: str | None = None) -> Table:
+def apart(table: Table) -> Table:
     """`table` as a TEMP table of a file writer's own connection, which shadows the file's.
 
     Why: a first crawl staged every object in the file, merged it into `resources`, then deleted
@@ -162,7 +162,7 @@ def apart(table: Table, named: str | None = None) -> Table:
     cannot refer to the file's tables) nor the `json_valid` check (`resources` checks every object
     as it is merged)."""
     columns = tuple("run INTEGER NOT NULL" if column == _RUN else column.replace(" JSON ", " TEXT ") for column in table.columns)
-    return Table(named or table.name, columns, table.keys, table.later)
+    return Table(table.name, columns, table.keys, table.later)
 
 
 CHANGES = Table(
