@@ -183,14 +183,6 @@ def print_report(report: CopyReport, out: Console) -> None:
 # ----- plans -------------------------------------------------------------------------------------
 
 
-def make_saved(reading: Reading, the_plan: Plan, source: Source, target: TargetRef, mode: str, options: dict[str, Any]) -> SavedPlan:
-    """A plan with what it was made from (what `--out` writes and `apply --plan` checks)."""
-    from syncd.copy.engine import fingerprints
-    from syncd.copy.planfile import SavedPlan, now_text
-
-    return SavedPlan(reading.pair, str(source), str(target), mode, the_plan, fingerprints(reading), options, now_text())
-
-
 def _plan(
     settings: Settings, source: Source, target: TargetRef, db: Path, mode: Any, max_delete: int, adopt: bool, scope: Scope = EVERYTHING
 ) -> tuple[Reading, Plan, list[Item]]:
@@ -270,13 +262,14 @@ def run_dry(
     scope: Scope = EVERYTHING,
 ) -> int:
     from syncd.copy import PlanRefused, dry_run_lines
+    from syncd.copy.engine import saved_plan
     from syncd.copy.planfile import plan_document
 
     reading, the_plan, items = _plan(settings, source, target, db, mode, max_delete, adopt, scope)
     out = _console(as_json)
     lines = dry_run_lines(the_plan, reading.idmap)
     if as_json:
-        document = plan_document(make_saved(reading, the_plan, source, target, mode, {"max_delete": max_delete, "adopt": adopt, **scope.to_json()}), items)
+        document = plan_document(saved_plan(reading, the_plan, source, target, mode, {"max_delete": max_delete, "adopt": adopt, **scope.to_json()}), items)
         _emit({**document, "calls": lines})
     else:
         print_plan(items, the_plan, out, listing=False)
@@ -329,6 +322,7 @@ def plan_cmd(
     exclude: list[str] = ExcludeOption,
 ) -> None:
     """Read both organizations and list every operation that would make the target match."""
+    from syncd.copy.engine import saved_plan
     from syncd.copy.planfile import plan_document, save_plan
 
     scope = scope_from(include, exclude)
@@ -336,7 +330,7 @@ def plan_cmd(
     mode, limit, adopt = _check_mode(mode), DEFAULT_MAX_DELETE if max_delete is None else max_delete, not no_adopt
     reading, the_plan, items = _plan(settings, src, dst, _db(settings, db), mode, limit, adopt, scope)
     out = _console(as_json)
-    saved = make_saved(reading, the_plan, src, dst, mode, {"max_delete": limit, "adopt": adopt, **scope.to_json()})
+    saved = saved_plan(reading, the_plan, src, dst, mode, {"max_delete": limit, "adopt": adopt, **scope.to_json()})
     if as_json:
         _emit(plan_document(saved, items))
         for warning in the_plan.warnings:
@@ -408,12 +402,13 @@ def _reviewed(settings: Settings, source: TargetRef, target: TargetRef, db: Path
     """A mirror apply without --yes: plan first, have its deletes confirmed, then apply
     exactly that plan (later rounds add no delete that was not confirmed)."""
     from syncd.copy import PlanRefused
+    from syncd.copy.engine import saved_plan
 
     reading, the_plan, items = _plan(settings, source, target, db, options["mode"], options["max_delete"], options["adopt"], options["scope"])
     if the_plan.refused:
         raise PlanRefused(f"the plan must not be applied: {the_plan.refused}")
     confirm_deletes(items, the_plan, target, False, _console(as_json))
-    saved = make_saved(
+    saved = saved_plan(
         reading, the_plan, source, target, options["mode"], {"max_delete": options["max_delete"], "adopt": options["adopt"], **options["scope"].to_json()}
     )
     saved.binds = "deletes"

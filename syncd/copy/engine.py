@@ -97,6 +97,14 @@ def fingerprints(reading: Reading) -> dict[str, str]:
     return sides_fingerprints(reading.source.snapshot, reading.target.snapshot, reading.idmap)
 
 
+def saved_plan(reading: Reading, plan: Plan, source: Source, target: TargetRef, mode: str, options: dict[str, Any]) -> SavedPlan:
+    """A plan with what it was made from: what `mirror plan --out` and the page's "plan now"
+    save, and what `apply --plan` checks."""
+    from syncd.copy.planfile import now_text
+
+    return SavedPlan(reading.pair, str(source), str(target), mode, plan, fingerprints(reading), options, now_text())
+
+
 @dataclass
 class RoundReport:
     """One round: its plan, what applying it cost, and what the next read found left."""
