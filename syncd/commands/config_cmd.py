@@ -190,6 +190,7 @@ def _print_pretty(settings: Settings, env: Mapping[str, str] | None) -> None:
                 ("listen", f"{daemon.host}:{daemon.port}"),
                 ("token", TOKEN_MASK if daemon.token is not None else "(none: one is made at each start, in STATE_DIR/daemon.json)"),
                 ("allowed_hosts", ", ".join(daemon.allowed_hosts) or "(loopback names and the address listened on)"),
+                ("ui", "on, at /ui/" if daemon.ui else "off"),
                 ("shutdown_deadline", format_duration(daemon.shutdown_deadline)),
                 ("failure_backoff", format_duration(daemon.failure_backoff)),
             ],

@@ -52,6 +52,8 @@ class DaemonConfig(StrictModel):
     allowed_hosts: list[str] = Field(default_factory=list)
     """Names (besides localhost, 127.0.0.1 and [::1]) that requests may give in `Host` and
     `Origin`: anything else is refused, so a web page (DNS rebinding) cannot use the API."""
+    ui: bool = True
+    """The web page under `/ui/` (`syncd.daemon.ui`): the same token, entered once into its login form."""
     shutdown_deadline: Seconds = Field(default=30.0, gt=0)
     """How long in-flight runs may take to finish after SIGTERM before they are cancelled."""
     failure_backoff: Seconds = Field(default=30.0, gt=0)

@@ -12,6 +12,10 @@ in this order, so that neither the network nor a web page in the operator's brow
 3. A request that changes something (any method but GET and HEAD) must say
    `Content-Type: application/json`: else 415. A form or a `text/plain` fetch of a web page
    cannot say it without a CORS preflight, which this API never grants.
+
+The web page under `/ui/` (`syncd.daemon.ui`, unless `daemon.ui = false`) passes the first
+check only: it has its own login (a cookie made from the same token) and its forms carry CSRF
+tokens instead (`syncd.daemon.ui.guard`).
 """
 
 from __future__ import annotations
@@ -27,8 +31,11 @@ from aiohttp import web
 
 from syncd.config import host_key
 from syncd.daemon.metrics import CONTENT_TYPE
+from syncd.daemon.ui.pages import create_ui_app
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pydantic import SecretStr
 
     from syncd.config import Settings
@@ -66,6 +73,11 @@ class ControlledDaemon(Protocol):
     def job_view(self, state: JobState) -> dict[str, Any]: ...
 
     def trigger(self, name: str) -> TriggerResult: ...
+
+    @property
+    def plans_dir(self) -> Path: ...
+
+    async def plan_job(self, name: str) -> Path: ...
 
 
 DAEMON: web.AppKey[Any] = web.AppKey("daemon", object)
@@ -147,6 +159,12 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     refusal = _refusal(request, daemon)
     if refusal is not None:
         return _error(403, refusal)
+    if request.path == "/ui" or request.path.startswith("/ui/"):
+        if not daemon.settings.daemon.ui:
+            return _error(404, "the web page is off (daemon.ui = false)")
+        if request.path == "/ui":
+            return web.Response(status=308, headers={"Location": "/ui/"})
+        return await handler(request)  # its session and CSRF checks: syncd.daemon.ui.guard
     if request.path not in _OPEN_PATHS:
         scheme, _, given = request.headers.get("Authorization", "").partition(" ")
         expected = daemon.control_token.get_secret_value().encode()
@@ -252,4 +270,5 @@ def create_control_app(daemon: ControlledDaemon) -> web.Application:
     app = web.Application(middlewares=[_guard])
     app[DAEMON] = daemon
     app.add_routes(routes)
+    app.add_subapp("/ui/", create_ui_app(daemon))
     return app

@@ -403,6 +403,14 @@ class FleetRunLog:
         with self._db() as conn:
             return leases.live_replicas(conn)
 
+    def leases(self) -> list[dict[str, Any]]:
+        """Every run a replica holds now: who, which attempt, its lease's end and last beat
+        (what the page's fleet view lists; a lease in the past waits for a takeover)."""
+        return self._rows(
+            "SELECT id, job, kind, replica, attempt, taken_from, started_at, heartbeat_at, lease_until"
+            " FROM fleet_runs WHERE outcome = 'running' ORDER BY replica, id"
+        )
+
     def expire_replica(self, replica: str) -> None:
         """End every lease of `replica` now (see `leases.expire_replica`)."""
         with self._db() as conn:

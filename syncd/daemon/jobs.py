@@ -44,7 +44,7 @@ from syncd.state import StateStore
 
 __all__ = [
     "BACKUP_SUFFIX", "PARTIAL_MARK", "RUNNERS", "JobOutcome", "Pruning", "Runner", "backup_dir", "backup_files",
-    "delete_backups", "execute_job", "partial_backups", "plan_pruning", "prune_backups", "state_files", "taken_time",
+    "delete_backups", "execute_job", "save_mirror_plan", "partial_backups", "plan_pruning", "prune_backups", "state_files", "taken_time",
 ]  # fmt: skip
 
 BACKUP_SUFFIX = ".db"
@@ -198,6 +198,8 @@ async def _run_sync(settings: Settings, job: SyncJob, metrics: DaemonMetrics, fu
             "skipped_scopes": result.stats.skipped_scopes,
             "lists_not_read": result.stats.lists_not_read,
             "requests": client.stats.requests,
+            "retries": client.stats.retries,
+            "rate_limited": client.stats.rate_limited,
             "errors": result.stats.errors[:20],
             **_scoped(job, result.scope.dependencies),
         },
@@ -262,6 +264,27 @@ async def _run_mirror(settings: Settings, job: MirrorJob, metrics: DaemonMetrics
     summary: dict[str, Any] = {"full": full, **report.summary(), "warnings": report.warnings[:20]}
     _record_objects(metrics, db, settings.tenant(job.source.tenant).name, settings.tenant(job.target.tenant).name)
     return JobOutcome("succeeded" if report.equal and report.read_cleanly else "partial", summary)
+
+
+async def save_mirror_plan(settings: Settings, job: MirrorJob, folder: Path, now: datetime) -> Path:
+    """The plan `job` would apply now, saved in `folder` as `mirror plan --out` saves one (for
+    the page to show; `mirror apply --plan` can apply it). Reads both sides; writes to neither."""
+    from syncd.copy import plan_org
+    from syncd.copy.engine import saved_plan
+    from syncd.copy.planfile import plan_document, save_plan
+    from syncd.copy.review import review
+
+    assert job.target is not None
+    reading, plan = await plan_org(
+        settings, job.source, job.target, mode=job.mode, max_delete=job.max_delete, db=default_db(settings), scope=job.scope,
+        on_read=run_progress().reading,
+    )  # fmt: skip
+    items = review(plan, reading.source.snapshot, reading.target.snapshot, reading.idmap)
+    saved = saved_plan(reading, plan, job.source, job.target, job.mode, {"max_delete": job.max_delete, "adopt": True, **job.scope.to_json()})
+    private_dir(folder)
+    path = folder / f"{job.name}-{now.astimezone(UTC):%Y%m%dT%H%M%SZ}.json"
+    save_plan(path, plan_document(saved, items))
+    return path
 
 
 @dataclass(frozen=True)

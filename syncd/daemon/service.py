@@ -41,9 +41,9 @@ from anyio.abc import TaskGroup, TaskStatus
 from pydantic import SecretStr
 
 from syncd.api.telemetry import observing
-from syncd.config import JobConfig, Settings, _is_loopback, load_settings
+from syncd.config import JobConfig, MirrorJob, Settings, _is_loopback, load_settings
 from syncd.daemon.control_token import ControlToken
-from syncd.daemon.jobs import execute_job, state_files
+from syncd.daemon.jobs import execute_job, save_mirror_plan, state_files
 from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.progress import reporting
 from syncd.daemon.remote import local_url
@@ -407,6 +407,21 @@ class Daemon:
             state.queued = self.runs.new(name, state.config.kind, "trigger", now)
         record = self._start(state, now)
         return TriggerResult("started", record)
+
+    @property
+    def plans_dir(self) -> Path:
+        """Where the page finds saved plans and saves the ones it asks for (`syncd.daemon.ui.plans`)."""
+        return self.state_dir / "plans"
+
+    async def plan_job(self, name: str) -> Path:
+        """The plan mirror job `name` would apply now, saved in `plans_dir`; nothing is applied.
+        Made under the locks of the files a run of the job writes, so never beside its run."""
+        state = self._triggerable(name)
+        job = state.config
+        if not isinstance(job, MirrorJob):
+            raise ValueError(f"job {name!r} is a {job.kind} job: only a mirror job makes a plan")
+        async with self._files_locked(state_files(self.settings, job)):
+            return await save_mirror_plan(self.settings, job, self.plans_dir, self.clock())
 
     def _start(self, state: JobState, now: datetime) -> RunRecord:
         assert self.runs is not None and self._runs_group is not None

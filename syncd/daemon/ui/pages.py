@@ -1,0 +1,283 @@
+"""The page's routes: jobs, a job's history, a run, the fleet, saved plans; login and logout.
+
+Each page reads what the JSON API reads (`job_view`, the run history, the fleet's tables), so
+the page and `syncd jobs` never disagree. A live part of a page (`?part=...`) answers the same
+HTML fragment the page holds, which `static/ui.js` fetches again every second or two: without
+JavaScript the page is whole, only not live. Mounted by `syncd.daemon.control` under `/ui/`,
+after the control API's Host and Origin check; `syncd.daemon.ui.guard` checks the session and CSRF.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from aiohttp import web
+
+from syncd.copy.planfile import PlanFileError
+from syncd.copy.review import ACTIONS
+from syncd.daemon.run_history import RunRecord
+from syncd.daemon.ui.chart import history_chart
+from syncd.daemon.ui.guard import COOKIE, DAEMON, LOGIN_COOKIE, guard, session_of
+from syncd.daemon.ui.plans import filtered, plan_files, read_plan
+from syncd.daemon.ui.render import page
+from syncd.daemon.ui.session import (
+    SESSION_SECONDS,
+    login_nonce,
+    make_session,
+    same_secret,
+)
+from syncd.errors import SyncdError
+
+__all__ = ["create_ui_app"]
+
+RUNS_SHOWN = 50
+routes = web.RouteTableDef()
+
+
+def _daemon(request: web.Request) -> Any:
+    return request.config_dict[DAEMON]
+
+
+def _common(request: web.Request, **values: Any) -> dict[str, Any]:
+    daemon = _daemon(request)
+    return {"session": session_of(request), "fleet": _fleet(daemon) is not None, "now": datetime.now(UTC), **values}
+
+
+def _fleet(daemon: Any) -> Any:
+    """The fleet's run log when this daemon is a replica (PostgreSQL state), else None."""
+    runs = daemon.runs
+    return runs if runs is not None and hasattr(runs, "leases") else None
+
+
+def _cookie(response: web.StreamResponse, name: str, value: str, request: web.Request, max_age: int) -> None:
+    response.set_cookie(
+        name, value, path="/ui/", httponly=True, samesite="Strict", secure=request.scheme == "https", max_age=max_age
+    )  # fmt: skip
+
+
+def _safe_next(value: str | None) -> str:
+    """Where to go after the login: a page of `/ui/` only (never another site, `//host`)."""
+    if value and value.startswith("/ui/") and not value.startswith("/ui//") and "\\" not in value and "\n" not in value:
+        return value
+    return "/ui/"
+
+
+# ----- login ------------------------------------------------------------------------------------
+
+
+def _login_form(request: web.Request, *, status: int = 200, error: str | None = None) -> web.Response:
+    nonce = login_nonce()
+    response = page(
+        "login.html", status=status, session=None, fleet=False, error=error, nonce=nonce, next=_safe_next(request.query.get("next"))
+    )  # fmt: skip
+    _cookie(response, LOGIN_COOKIE, nonce, request, 3600)
+    return response
+
+
+@routes.get("/login")
+async def login_page(request: web.Request) -> web.Response:
+    return _login_form(request)
+
+
+@routes.post("/login")
+async def login(request: web.Request) -> web.Response:
+    form = await request.post()
+    given = form.get("token")
+    expected = _daemon(request).control_token.get_secret_value()
+    if not isinstance(given, str) or not same_secret(given.strip(), expected):
+        return _login_form(request, status=401, error="wrong token: give daemon.token, or the token of daemon.json in the daemon's state_dir")
+    next_page = form.get("next")
+    response = web.HTTPSeeOther(_safe_next(next_page if isinstance(next_page, str) else None))
+    redirect = web.Response(status=303, headers={"Location": response.location})
+    _cookie(redirect, COOKIE, make_session(expected, time.time()), request, SESSION_SECONDS)
+    redirect.del_cookie(LOGIN_COOKIE, path="/ui/")
+    return redirect
+
+
+@routes.post("/logout")
+async def logout(request: web.Request) -> web.Response:
+    response = web.Response(status=303, headers={"Location": "/ui/login"})
+    response.del_cookie(COOKIE, path="/ui/")
+    return response
+
+
+# ----- jobs -------------------------------------------------------------------------------------
+
+
+def _jobs(daemon: Any) -> list[dict[str, Any]]:
+    views = []
+    for _name, state in sorted(daemon.jobs.items()):
+        if state.removed:
+            continue
+        view = daemon.job_view(state)
+        view["timezone"] = state.config.timezone
+        views.append(view)
+    return views
+
+
+@routes.get("/")
+async def jobs_page(request: web.Request) -> web.Response:
+    values = _common(request, jobs=_jobs(_daemon(request)), page_name="jobs")
+    if request.query.get("part") == "jobs":
+        return page("parts/jobs.html", **values)
+    return page("jobs.html", title="Jobs", **values)
+
+
+def _job_state(request: web.Request) -> Any:
+    daemon = _daemon(request)
+    state = daemon.jobs.get(request.match_info["name"])
+    if state is None or state.removed:
+        raise web.HTTPNotFound(text=f"no job {request.match_info['name']!r} in this daemon's configuration")
+    return state
+
+
+@routes.get("/jobs/{name}")
+async def job_page(request: web.Request) -> web.Response:
+    daemon, state = _daemon(request), _job_state(request)
+    runs = daemon.runs.of_job(state.config.name, RUNS_SHOWN)
+    view = daemon.job_view(state)
+    view["timezone"] = state.config.timezone
+    values = _common(request, job=view, runs=[_run_view(r) for r in runs], chart=history_chart(runs), page_name="jobs")
+    if request.query.get("part") == "runs":
+        return page("parts/runs.html", **values)
+    return page("job.html", title=f"Job {view['name']}", **values)
+
+
+@routes.post("/jobs/{name}/run")
+async def trigger(request: web.Request) -> web.Response:
+    daemon, state = _daemon(request), _job_state(request)
+    if daemon.stopping:
+        raise web.HTTPServiceUnavailable(text="the daemon is stopping: no new runs")
+    result = daemon.trigger(state.config.name)
+    return web.Response(status=303, headers={"Location": f"/ui/runs/{result.run.id}"})
+
+
+@routes.post("/jobs/{name}/plan")
+async def plan_now(request: web.Request) -> web.Response:
+    daemon, state = _daemon(request), _job_state(request)
+    try:
+        path: Path = await daemon.plan_job(state.config.name)
+    except ValueError as exc:
+        raise web.HTTPBadRequest(text=str(exc)) from None
+    except SyncdError as exc:
+        raise web.HTTPBadGateway(text=f"the plan could not be made: {exc}") from None
+    return web.Response(status=303, headers={"Location": f"/ui/plans/{quote(path.name)}"})
+
+
+# ----- runs -------------------------------------------------------------------------------------
+
+
+def _run_view(run: RunRecord) -> dict[str, Any]:
+    """A run as the JSON API shows it, with what the page picks out of its summary."""
+    view = run.as_dict()
+    summary = run.summary if isinstance(run.summary, dict) else {}
+    rounds = summary.get("rounds")
+    view["figures"] = {
+        name: value for name, value in (
+            ("rounds", len(rounds) if isinstance(rounds, list) else None),
+            ("writes", summary.get("writes")),
+            ("requests", summary.get("requests")),
+            ("retries", summary.get("retries")),
+            ("429s", summary.get("rate_limited")),
+            ("skips", summary.get("skips", summary.get("skipped_scopes"))),
+            ("objects", summary.get("objects", summary.get("objects_read"))),
+        ) if isinstance(value, int)
+    }  # fmt: skip
+    warnings = summary.get("warnings") or []
+    view["warnings"] = [str(w) for w in warnings] if isinstance(warnings, list) else [str(warnings)]
+    errors = summary.get("errors") or summary.get("failures") or []
+    view["problems"] = [str(e) for e in errors] if isinstance(errors, list) else [str(errors)]
+    pruned = summary.get("pruned") or []
+    view["pruned"] = [str(p) for p in pruned] if isinstance(pruned, list) else []
+    view["file"] = summary.get("file") if isinstance(summary.get("file"), str) else None
+    view["fleet"] = {"replica": getattr(run, "replica", None), "attempt": getattr(run, "attempt", None), "taken_from": getattr(run, "taken_from", None)}
+    return view
+
+
+@routes.get("/runs")
+async def runs_page(request: web.Request) -> web.Response:
+    runs = _daemon(request).runs.latest(RUNS_SHOWN)
+    values = _common(request, runs=[_run_view(r) for r in runs], job=None, page_name="runs")
+    if request.query.get("part") == "runs":
+        return page("parts/runs.html", **values)
+    return page("runs.html", title="Runs", **values)
+
+
+@routes.get(r"/runs/{id:[0-9]{1,18}}")
+async def run_page(request: web.Request) -> web.Response:
+    run = _daemon(request).runs.get(int(request.match_info["id"]))
+    if run is None:
+        raise web.HTTPNotFound(text=f"no run {request.match_info['id']} (the history keeps the latest 10,000)")
+    values = _common(request, run=_run_view(run), page_name="runs")
+    if request.query.get("part") == "run":
+        return page("parts/run.html", **values)
+    return page("run.html", title=f"Run {run.id} of {run.job}", **values)
+
+
+# ----- fleet ------------------------------------------------------------------------------------
+
+
+@routes.get("/fleet")
+async def fleet_page(request: web.Request) -> web.Response:
+    daemon = _daemon(request)
+    log = _fleet(daemon)
+    replicas, leases = [], []
+    if log is not None:
+        now = datetime.now(UTC)
+        leases = log.leases()
+        for replica in log.live_replicas():
+            held = [lease for lease in leases if lease["replica"] == replica.name]
+            replicas.append({
+                "name": replica.name, "host": replica.host, "pid": replica.pid, "url": replica.control_url,
+                "started_at": replica.started_at, "heartbeat_age": (now - replica.heartbeat_at).total_seconds(),
+                "lease_until": replica.lease_until, "held": held, "me": replica.name == getattr(daemon, "replica", None),
+            })  # fmt: skip
+    values = _common(request, replicas=replicas, leases=leases, me=daemon, page_name="fleet")
+    if request.query.get("part") == "fleet":
+        return page("parts/fleet.html", **values)
+    return page("fleet.html", title="Fleet", **values)
+
+
+# ----- plans ------------------------------------------------------------------------------------
+
+
+@routes.get("/plans")
+async def plans_page(request: web.Request) -> web.Response:
+    daemon = _daemon(request)
+    mirror_jobs = [name for name, state in sorted(daemon.jobs.items()) if state.config.kind == "mirror" and not state.removed]
+    values = _common(request, plans=plan_files(daemon.plans_dir), folder=str(daemon.plans_dir), mirror_jobs=mirror_jobs, page_name="plans")
+    return page("plans.html", title="Plans", **values)
+
+
+@routes.get("/plans/{name}")
+async def plan_page(request: web.Request) -> web.Response:
+    daemon = _daemon(request)
+    name = request.match_info["name"]
+    try:
+        view = read_plan(daemon.plans_dir, name)
+    except FileNotFoundError:
+        raise web.HTTPNotFound(text=f"no plan {name!r} in {daemon.plans_dir}") from None
+    except PlanFileError as exc:
+        raise web.HTTPUnprocessableEntity(text=str(exc)) from None
+    kind, action = request.query.get("kind") or "", request.query.get("action") or ""
+    shown = filtered(view.changes, kind, action)
+    groups = [(a, [c for c in shown if c.action == a]) for a in ACTIONS]
+    values = _common(
+        request, plan=view, groups=[(a, cs) for a, cs in groups if cs], shown=len(shown), kind=kind, action=action,
+        actions=[a for a in ACTIONS if a in view.counts], page_name="plans",
+    )  # fmt: skip
+    return page("plan.html", title=f"Plan {name}", **values)
+
+
+def create_ui_app(daemon: Any) -> web.Application:
+    """The page as an application to mount under `/ui/` of the control API."""
+    app = web.Application(middlewares=[guard])
+    app[DAEMON] = daemon
+    app.add_routes(routes)
+    app.router.add_static("/static/", Path(str(files("syncd.daemon.ui") / "static")), show_index=False, follow_symlinks=False)
+    return app

@@ -1,0 +1,177 @@
+"""The web page's pure parts (`syncd.daemon.ui`): sessions and CSRF tokens, the history chart, saved
+plans read as untrusted files, and the templates' escaping. The page itself, in a browser
+against a real daemon: tests/test_ui_browser.py."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from syncd.copy.journal import Pair
+from syncd.copy.ops import Op, Plan, Skip
+from syncd.copy.planfile import PlanFileError, SavedPlan, plan_document, save_plan
+from syncd.copy.review import FieldChange, Item
+from syncd.daemon.run_history import RunRecord
+from syncd.daemon.ui import plans
+from syncd.daemon.ui.chart import history_chart
+from syncd.daemon.ui.plans import filtered, plan_files, plan_name, read_plan
+from syncd.daemon.ui.render import ago, duration, render, when
+from syncd.daemon.ui.session import (
+    SESSION_SECONDS,
+    csrf_token,
+    make_session,
+    session_valid,
+)
+
+TOKEN = "control-token-1"
+NOW = 1_800_000_000.0
+
+
+# ----- sessions -----------------------------------------------------------------------------------
+
+
+def test_a_session_is_valid_under_its_token_until_it_expires() -> None:
+    cookie = make_session(TOKEN, NOW)
+    assert session_valid(cookie, TOKEN, NOW)
+    assert session_valid(cookie, TOKEN, NOW + SESSION_SECONDS)
+    assert not session_valid(cookie, TOKEN, NOW + SESSION_SECONDS + 1)  # expired
+    assert not session_valid(cookie, TOKEN, NOW - 3600)  # made in the future
+    assert not session_valid(cookie, "another-token", NOW)  # the token changed: every session ends
+    issued, signature = cookie.split(".")
+    assert not session_valid(f"{int(issued) + 3600}.{signature}", TOKEN, NOW + 3600)  # a later time, the old signature
+    assert not session_valid(cookie[:-1] + ("A" if cookie[-1] != "A" else "B"), TOKEN, NOW)
+    for junk in (None, "", "x", cookie + ".x", TOKEN, "1." + "a" * 43):
+        assert not session_valid(junk, TOKEN, NOW)
+    assert TOKEN not in cookie
+
+
+def test_a_csrf_token_belongs_to_one_session_and_one_token() -> None:
+    first, second = make_session(TOKEN, NOW), make_session(TOKEN, NOW + 1)
+    assert csrf_token(first, TOKEN) == csrf_token(first, TOKEN)
+    assert csrf_token(first, TOKEN) != csrf_token(second, TOKEN)
+    assert csrf_token(first, TOKEN) != csrf_token(first, "another-token")
+    assert csrf_token(first, TOKEN) not in (first, TOKEN)
+
+
+# ----- the chart ----------------------------------------------------------------------------------
+
+
+def _run(run_id: int, outcome: str, started: int, seconds: float | None) -> RunRecord:
+    start = datetime(2026, 11, 28, 12, tzinfo=UTC) + timedelta(minutes=started)
+    end = None if seconds is None else start + timedelta(seconds=seconds)
+    return RunRecord(run_id, "job", "sync", "schedule", start, start, end, outcome)  # type: ignore[arg-type]
+
+
+def test_the_chart_shows_finished_runs_oldest_first_scaled_to_the_longest() -> None:
+    runs = [_run(3, "failed", 30, 0.0), _run(1, "succeeded", 10, 20.0), _run(4, "running", 40, None), _run(2, "partial", 20, 10.0)]
+    chart = history_chart(runs, width=300, height=100)
+    assert [bar.run for bar in chart.bars] == [1, 2, 3]  # the running one is not drawn
+    assert chart.longest == 20.0
+    tall, half, instant = chart.bars
+    assert tall.height == pytest.approx(99) and tall.y == pytest.approx(1)
+    assert half.height == pytest.approx(49.5)
+    assert instant.height == 2.0 and instant.outcome == "failed"  # a failure is never invisible
+    assert [bar.x for bar in chart.bars] == [0, 15, 30] and all(bar.width == 13 for bar in chart.bars)  # a twentieth each
+    many = history_chart([_run(i, "succeeded", i, 1.0) for i in range(1, 41)], width=400)
+    assert [bar.x for bar in many.bars[:3]] == [0, 10, 20] and many.bars[-1].x == 390  # forty share the width
+    assert "run 3: failed, 0.0 s" in instant.label
+    assert history_chart([]).bars == []
+
+
+# ----- saved plans --------------------------------------------------------------------------------
+
+
+def _plan_file(folder: Path, name: str = "p.json", title: str = "Guide") -> Path:
+    op = Op(key="create:space:a", action="create", kind="space", source_id="a", method="POST", path="/v1/orgs/T/spaces", title=title, body={"title": title})
+    saved = SavedPlan(Pair("src", "S", "dst", "T"), "src:S", "dst:T", "copy", Plan([op], [Skip("comment", None, "c", "history")], None, ["careful"]),
+                      {"source": "sha256:" + "a" * 64, "target": "sha256:" + "b" * 64}, {}, "2026-11-28T10:00:00+00:00")  # fmt: skip
+    items = [
+        Item("create", "space", title, "Docs/" + title, "create:space:a"),
+        Item("update", "collection", "Docs", "Docs", "patch:collection:c", (FieldChange("title", "Old", "Docs"),)),
+        Item("move", "space", "Other", "Docs/Other", "move:space:o", to_path="Else/Other"),
+    ]
+    folder.mkdir(parents=True, exist_ok=True)
+    save_plan(folder / name, plan_document(saved, items))
+    return folder / name
+
+
+def test_a_plan_name_is_a_plain_json_file_name() -> None:
+    for good in ("plan.json", "mirror-20261128T101010Z.json", "a.b_c-d.json"):
+        assert plan_name(good), good
+    for bad in ("../plan.json", "a/b.json", ".hidden.json", "plan.txt", "plan.json/", "", "..json", "p\n.json", "x" * 200 + ".json"):
+        assert not plan_name(bad), bad
+
+
+def test_plans_are_listed_newest_first_without_links_or_other_files(tmp_path: Path) -> None:
+    folder = tmp_path / "plans"
+    old, new = _plan_file(folder, "old.json"), _plan_file(folder, "new.json")
+    os.utime(old, (NOW - 60, NOW - 60))
+    os.utime(new, (NOW, NOW))
+    (folder / "notes.txt").write_text("x")
+    (folder / "link.json").symlink_to(new)
+    (folder / "dir.json").mkdir()
+    assert [plan.name for plan in plan_files(folder)] == ["new.json", "old.json"]
+    assert plan_files(tmp_path / "missing") == []
+    with pytest.raises(FileNotFoundError):
+        read_plan(folder, "link.json")  # a link could lead out of the folder
+    with pytest.raises(FileNotFoundError):
+        read_plan(folder, "../plans/new.json")
+
+
+def test_a_plan_reads_as_its_listing_and_filters_by_kind_and_action(tmp_path: Path) -> None:
+    view = read_plan(tmp_path, _plan_file(tmp_path).name)
+    assert (view.source, view.target, view.mode, view.warnings) == ("src:S", "dst:T", "copy", ["careful"])
+    assert [(c.symbol, c.action, c.kind, c.path, c.to_path) for c in view.changes] == [
+        ("+", "create", "space", "Docs/Guide", None), ("~", "update", "collection", "Docs", None), ("→", "move", "space", "Docs/Other", "Else/Other"),
+    ]
+    assert view.changes[1].fields == (("title", "Old", "Docs"),)
+    assert view.counts == {"create": 1, "update": 1, "move": 1} and view.kinds == ["collection", "space"]
+    assert [c.action for c in filtered(view.changes, "space", None)] == ["create", "move"]
+    assert [c.kind for c in filtered(view.changes, None, "update")] == ["collection"]
+    assert filtered(view.changes, "space", "update") == [] and len(filtered(view.changes, "", "")) == 3
+    assert view.skips == [{"kind": "comment", "title": "c", "reason": "history"}]
+
+
+def test_a_file_that_is_not_a_plan_or_too_big_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "junk.json").write_text("{not json")
+    with pytest.raises(PlanFileError, match="junk.json cannot be read as a plan"):
+        read_plan(tmp_path, "junk.json")
+    path = _plan_file(tmp_path)
+    monkeypatch.setattr(plans, "MAX_PLAN_BYTES", path.stat().st_size - 1)
+    with pytest.raises(PlanFileError, match="more than the page reads"):
+        read_plan(tmp_path, path.name)
+
+
+def test_lines_of_a_listing_that_are_not_changes_are_counted_not_shown(tmp_path: Path) -> None:
+    import json
+
+    path = _plan_file(tmp_path)
+    document = json.loads(path.read_text())
+    document["changes"] += [42, {"action": "explode", "kind": "space"}, {"action": "create", "kind": 7}, {"action": "delete", "kind": "space", "title": ["x"]}]
+    path.write_text(json.dumps(document))
+    view = read_plan(tmp_path, path.name)
+    assert view.unreadable == 3 and [c.action for c in view.changes] == ["create", "update", "move", "delete"]
+    assert view.changes[-1].title == '["x"]'  # shown as text, whatever it was
+
+
+# ----- templates ----------------------------------------------------------------------------------
+
+
+def test_what_a_template_shows_is_escaped() -> None:
+    html = render("error.html", title="<b>t</b>", message="<script>alert(1)</script>", session=None, page_name="")
+    assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "&lt;b&gt;t&lt;/b&gt;" in html
+    assert "<script src=\"/ui/static/ui.js\" defer></script>" in html  # the page's only script, from its own file
+
+
+def test_times_and_durations_read_as_a_person_says_them() -> None:
+    now = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+    assert ago("2026-11-28T11:57:00.000Z", now) == "3 min ago"
+    assert ago(now + timedelta(hours=2, minutes=5), now) == "in 2 h"
+    assert ago(now - timedelta(seconds=4), now) == "4 s ago" and ago(None, now) == "" and ago("garbage", now) == ""
+    assert when("2026-11-28T12:00:00Z", "Europe/Berlin") == "2026-11-28 13:00:00 Europe/Berlin"
+    assert when("2026-11-28T12:00:00Z", "Not/AZone") == "2026-11-28 12:00:00 UTC"
+    assert (duration(None), duration(2.25), duration(125), duration(7300)) == ("", "2.2 s", "2 min 05 s", "2 h 01 min")
