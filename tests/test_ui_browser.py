@@ -214,6 +214,9 @@ def _trigger_from_the_page(driver: WebDriver, site: Site) -> None:
     wait_until(driver, lambda d: "/ui/runs/" in d.current_url, what="the triggered run's page")
     wait_until(driver, lambda d: text_of(d, "#run-live .outcome") == "succeeded", timeout=60, what="the backup to succeed")
     assert text_of(driver, "#run-file").endswith(".db")
+    facts = text_of(driver, "#run-facts")
+    for figure in ("requests", "retries", "429s", "objects"):
+        assert figure in facts, facts
     assert len(_runs_of(site, "backup")) == before + 1
     screenshot(driver, f"{site.backend}-05-backup-triggered")
 

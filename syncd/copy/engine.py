@@ -148,6 +148,8 @@ class CopyReport:
     """Ops a later round planned that the saved plan did not hold: not applied."""
     listing: list[Item] = field(default_factory=list)
     """The first plan as people review it (`review`)."""
+    traffic: dict[str, int] = field(default_factory=dict)
+    """Requests, retries and 429s of the copy's clients, both sides (`requests`, `retries`, `rate_limited`)."""
 
     @property
     def equal(self) -> bool:
@@ -171,6 +173,7 @@ class CopyReport:
         return {
             "rounds": [{"ops": r.ops, "writes": r.writes, "left": r.left} for r in self.rounds],
             "writes": self.writes,
+            **self.traffic,
             "verify": self.verification.counts(),
             "residue": len(self.residue),
             "skips": len(self.skips),
@@ -385,8 +388,19 @@ async def copy_org(
         content = await _content(ends, pair)
         async with _content_source(ends, content) as served:
             report = await _Copy(ends, pair, backup, content, served, options).run()
+        report.traffic = _traffic(ends)
     report.settled = settled + report.settled
     return report
+
+
+def _traffic(ends: Endpoints) -> dict[str, int]:
+    """What the copy's clients sent, each client once (one may serve both sides)."""
+    clients = {id(client): client for client in (ends.source, ends.target) if client is not None}.values()
+    return {
+        "requests": sum(c.stats.requests for c in clients),
+        "retries": sum(c.stats.retries for c in clients),
+        "rate_limited": sum(c.stats.rate_limited for c in clients),
+    }
 
 
 @dataclass(frozen=True)

@@ -230,6 +230,8 @@ async def _run_backup(settings: Settings, job: BackupJob, metrics: DaemonMetrics
         "objects": sum(result.crawl.stats.objects.values()),
         "held": result.objects,
         "requests": result.requests,
+        "retries": result.retries,
+        "rate_limited": result.rate_limited,
         "errors": result.crawl.stats.errors[:20],
         **_scoped(job, result.crawl.scope.dependencies),
     }

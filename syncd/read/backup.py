@@ -57,6 +57,9 @@ class BackupResult:
     """Objects of the backup it was compared with (None: none to compare with)."""
     emptier: str | None = None
     """Why the backup holds nothing or far less than `baseline` (None: it does not)."""
+    retries: int = 0
+    rate_limited: int = 0
+    """429 answers the crawl got (each waited for and retried)."""
 
 
 def blobs_dir(db_path: Path) -> Path:
@@ -152,7 +155,10 @@ async def backup(
     finally:
         for leftover in _sidecars(partial):
             leftover.unlink(missing_ok=True)
-    report = BackupResult(out, result, client.stats.requests, objects=objects, baseline=before, emptier=why)
+    report = BackupResult(
+        out, result, client.stats.requests, objects=objects, baseline=before, emptier=why,
+        retries=client.stats.retries, rate_limited=client.stats.rate_limited,
+    )  # fmt: skip
     if with_files:
         report.files = await download_files(
             file_rows(out), BlobStore(blobs_dir(out)), concurrency=settings.tenant(ref.tenant).concurrency, on_progress=on_files
