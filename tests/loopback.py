@@ -3,17 +3,21 @@ plain functions that call and poll, like a user's scripts and monitoring would."
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from syncd.emulator.process import EmulatorProcess
 from tests.cli_zygote import emulator_process
 from tests.oracle import copied_view
+
+T = TypeVar("T")
 
 
 def http(method: str, url: str, token: str | None = None, timeout: float = 10.0, body: Any = None) -> tuple[int, Any]:
@@ -103,3 +107,32 @@ class SharedEmulators(contextlib.ExitStack):
         running = self.enter_context(emulator_process(profile=profile, resettable=True, **self.options))
         self.running[profile] = running
         return running
+
+
+@contextlib.contextmanager
+def in_thread(serving: Callable[[], contextlib.AbstractAsyncContextManager[T]], name: str) -> Iterator[tuple[T, asyncio.AbstractEventLoop]]:
+    """Enter `serving()` (a server's async context) in an event loop of a thread of its own,
+    for a synchronous test; yields what it gives and that loop, and leaves it when the block ends."""
+    started = threading.Event()
+    found: dict[str, Any] = {}
+
+    async def serve() -> None:
+        stop = asyncio.Event()
+        found["stop"] = (asyncio.get_running_loop(), stop)
+        try:
+            async with serving() as value:
+                found["value"] = value
+                started.set()
+                await stop.wait()
+        finally:
+            started.set()
+
+    thread = threading.Thread(target=asyncio.run, args=(serve(),), name=name, daemon=True)
+    thread.start()
+    assert started.wait(30) and "value" in found, f"{name} did not start"
+    loop, stop = found["stop"]
+    try:
+        yield found["value"], loop
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(30)

@@ -5,8 +5,6 @@ window is a phone's width."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,7 +14,14 @@ from aiohttp import web
 from selenium.webdriver.common.by import By
 
 from syncd.emulator.server import serve_app
-from tests.browser_support import browser, console_errors, screenshot, text_of, wait_until
+from tests.browser_support import (
+    browser,
+    console_errors,
+    screenshot,
+    text_of,
+    wait_until,
+)
+from tests.loopback import in_thread
 
 REPO = Path(__file__).resolve().parents[1]
 CSP = "default-src 'none'; script-src 'self'"
@@ -69,29 +74,8 @@ def page_app() -> web.Application:
 def served(app: web.Application) -> Iterator[str]:
     """`app` on a free loopback port, served by a thread of the test process (as
     tests/thread_emulator.py serves the emulator); yields its base URL."""
-    started = threading.Event()
-    found: dict[str, Any] = {}
-
-    async def serve() -> None:
-        stop = asyncio.Event()
-        found["stop"] = (asyncio.get_running_loop(), stop)
-        try:
-            async with serve_app(app) as url:
-                found["url"] = url
-                started.set()
-                await stop.wait()
-        finally:
-            started.set()
-
-    thread = threading.Thread(target=asyncio.run, args=(serve(),), name="browser-page", daemon=True)
-    thread.start()
-    assert started.wait(30) and "url" in found, "the page server did not start"
-    try:
-        yield found["url"]
-    finally:
-        loop, stop = found["stop"]
-        loop.call_soon_threadsafe(stop.set)
-        thread.join(30)
+    with in_thread(lambda: serve_app(app), "browser-page") as (url, _loop):
+        yield url
 
 
 def test_a_click_runs_the_pages_own_script_under_its_policy_and_a_screenshot_lands_outside_the_repo() -> None:

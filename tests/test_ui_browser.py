@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -33,6 +32,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
 
 from syncd.emulator.process import EmulatorProcess
+from syncd.emulator.server import serve_app
 from tests import cli_zygote
 from tests.browser_support import (
     browser,
@@ -42,7 +42,7 @@ from tests.browser_support import (
     wait_until,
 )
 from tests.daemon_support import DaemonProcess
-from tests.loopback import http, wait_for
+from tests.loopback import http, in_thread, wait_for
 from tests.pg_support import fresh_schema
 
 TOKEN = "ui-test-token"
@@ -331,33 +331,8 @@ def _other_site(target: str) -> Iterator[str]:
     app = web.Application()
     app.router.add_get("/", form)
     app.router.add_get("/go.js", script)
-    ready, stop = threading.Event(), threading.Event()
-    where: list[str] = []
-
-    def serve() -> None:
-        import asyncio
-
-        async def main() -> None:
-            runner = web.AppRunner(app)
-            await runner.setup()
-            site = web.TCPSite(runner, "127.0.0.1", 0)
-            await site.start()
-            where.append(f"http://localhost:{runner.addresses[0][1]}/")
-            ready.set()
-            while not stop.is_set():
-                await asyncio.sleep(0.05)
-            await runner.cleanup()
-
-        asyncio.run(main())
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    assert ready.wait(10)
-    try:
-        yield where[0]
-    finally:
-        stop.set()
-        thread.join(10)
+    with in_thread(lambda: serve_app(app), "other-site") as (url, _loop):
+        yield url.replace("127.0.0.1", "localhost") + "/"  # another site: another host name
 
 
 def _post(site: Site, path: str, form: str, **headers: str) -> int:

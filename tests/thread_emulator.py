@@ -4,8 +4,6 @@ Change it over HTTP (its API and `/_emulator/` admin routes), as any client woul
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -15,7 +13,7 @@ import pytest
 from syncd.emulator.generate import generate, parse_spec
 from syncd.emulator.server import serve_emulator
 from syncd.emulator.store import Store
-from tests.loopback import http
+from tests.loopback import http, in_thread
 
 TOKEN = "thread-token"
 
@@ -52,30 +50,8 @@ def thread_emulator(spec: str, seed: int = 3, **options: Any) -> Iterator[Thread
     """Serve a generated emulator (`spec` as for `--generate`) until the block ends."""
     store = Store(seed=seed)
     generated = generate(store, parse_spec(spec), seed=seed, all_token=TOKEN)
-    started = threading.Event()
-    found: dict[str, Any] = {}
-
-    async def serve() -> None:
-        stop = asyncio.Event()
-        found["stop"] = (asyncio.get_running_loop(), stop)
-        try:
-            async with serve_emulator(store, **options) as running:
-                found["url"] = running.url
-                found["listener"] = running.listener
-                started.set()
-                await stop.wait()
-        finally:
-            started.set()
-
-    thread = threading.Thread(target=asyncio.run, args=(serve(),), name="thread-emulator", daemon=True)
-    thread.start()
-    assert started.wait(30) and "url" in found, "the emulator did not start"
-    try:
-        loop, stop = found["stop"]
-        yield ThreadEmulator(found["url"], list(generated.org_ids), lambda: loop.call_soon_threadsafe(found["listener"].end_outage))
-    finally:
-        loop.call_soon_threadsafe(stop.set)
-        thread.join(30)
+    with in_thread(lambda: serve_emulator(store, **options), "thread-emulator") as (running, loop):
+        yield ThreadEmulator(running.url, list(generated.org_ids), lambda: loop.call_soon_threadsafe(running.listener.end_outage))
 
 
 def module_thread_emulator(spec: str) -> Any:
