@@ -39,6 +39,9 @@ def test_each_replica_of_compose_loads_the_example_under_its_own_name(service: s
     assert (url.hostname, url.password) == ("postgres", None)  # the compose service; the password is PGPASSWORD's
     assert env["PGPASSWORD"] == "value-of-syncd_pg_password"
     assert settings.daemon.token is not None and settings.daemon.host == "0.0.0.0"
+    # The web page is on, and a browser on the host reaches it as localhost:PORT, a name the
+    # Host check accepts without allowed_hosts.
+    assert settings.daemon.ui and re.search(r'"127\.0\.0\.1:\d+:8790"', COMPOSE.read_text())
     assert settings.tenant("src").resolved_token().get_secret_value() == "value-of-src_token"
     assert {job.kind for job in settings.jobs} == {"sync", "backup", "mirror"}
     text = COMPOSE.read_text()

@@ -92,8 +92,7 @@ async def login(request: web.Request) -> web.Response:
     if not isinstance(given, str) or not same_secret(given.strip(), expected):
         return _login_form(request, status=401, error="wrong token: give daemon.token, or the token of daemon.json in the daemon's state_dir")
     next_page = form.get("next")
-    response = web.HTTPSeeOther(_safe_next(next_page if isinstance(next_page, str) else None))
-    redirect = web.Response(status=303, headers={"Location": response.location})
+    redirect = web.Response(status=303, headers={"Location": _safe_next(next_page if isinstance(next_page, str) else None)})
     _cookie(redirect, COOKIE, make_session(expected, time.time()), request, SESSION_SECONDS)
     redirect.del_cookie(LOGIN_COOKIE, path="/ui/")
     return redirect
@@ -164,6 +163,8 @@ async def plan_now(request: web.Request) -> web.Response:
         path: Path = await daemon.plan_job(state.config.name)
     except ValueError as exc:
         raise web.HTTPBadRequest(text=str(exc)) from None
+    except RuntimeError as exc:  # stopping
+        raise web.HTTPServiceUnavailable(text=f"{exc}: no new plans") from None
     except SyncdError as exc:
         raise web.HTTPBadGateway(text=f"the plan could not be made: {exc}") from None
     return web.Response(status=303, headers={"Location": f"/ui/plans/{quote(path.name)}"})
