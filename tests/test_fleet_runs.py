@@ -228,6 +228,24 @@ def test_claim_takes_only_due_runs_of_its_jobs_oldest_first(fleet: Callable[[str
     assert log.get(other.id).outcome == "queued"  # type: ignore[union-attr]
 
 
+def test_the_leases_of_running_runs_say_who_holds_each_and_until_when(fleet: Callable[[str], FleetRunLog]) -> None:
+    """What the web page's fleet view lists: only running runs, with holder, attempt and lease."""
+    one, two = fleet("r1"), fleet("r2")
+    server_now = one._value("SELECT clock_timestamp()")
+    one.offer_scheduled("a", "sync", T0, server_now - timedelta(minutes=1))
+    two.offer_scheduled("b", "backup", T0, server_now - timedelta(minutes=1))
+    queued = one.offer_scheduled("c", "sync", T0, server_now + timedelta(hours=1))
+    assert queued and one.leases() == []
+    held_a, held_b = one.claim("r1", LONG, {"a"}), two.claim("r2", LONG, {"b"})
+    assert held_a and held_b
+    leases = one.leases()
+    assert [(row["id"], row["job"], row["replica"], row["attempt"]) for row in leases] == [(held_a.id, "a", "r1", 1), (held_b.id, "b", "r2", 1)]
+    assert all(row["lease_until"] > server_now and row["taken_from"] is None for row in leases)
+    held_a.outcome = "succeeded"
+    assert one.finish(held_a)
+    assert [row["job"] for row in two.leases()] == ["b"]  # a finished run holds no lease
+
+
 # --------------------------------------------------------------------------- triggers
 
 
