@@ -159,7 +159,11 @@ def _page_weight(driver: WebDriver) -> int:
 
 
 def _fits(driver: WebDriver, width: int) -> bool:
-    return bool(driver.execute_script(f"return document.documentElement.scrollWidth <= {width}"))
+    """Whether the page is as wide as the window or narrower: nothing scrolls sideways (the
+    scroll width is within the width left beside the scrollbar)."""
+    return bool(driver.execute_script(
+        f"const e = document.documentElement; return window.innerWidth === {width} && e.scrollWidth <= e.clientWidth"
+    ))  # fmt: skip
 
 
 def _runs_of(site: Site, job: str) -> list[dict[str, object]]:
