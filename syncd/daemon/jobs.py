@@ -44,7 +44,7 @@ from syncd.state import StateStore
 
 __all__ = [
     "BACKUP_SUFFIX", "PARTIAL_MARK", "RUNNERS", "JobOutcome", "Pruning", "Runner", "backup_dir", "backup_files",
-    "delete_backups", "execute_job", "save_mirror_plan", "partial_backups", "plan_pruning", "prune_backups", "state_files", "taken_time",
+    "delete_backups", "execute_job", "partial_backups", "plan_pruning", "prune_backups", "save_mirror_plan", "state_files", "taken_time",
 ]  # fmt: skip
 
 BACKUP_SUFFIX = ".db"
@@ -270,7 +270,8 @@ async def _run_mirror(settings: Settings, job: MirrorJob, metrics: DaemonMetrics
 
 async def save_mirror_plan(settings: Settings, job: MirrorJob, folder: Path, now: datetime) -> Path:
     """The plan `job` would apply now, saved in `folder` as `mirror plan --out` saves one (for
-    the page to show; `mirror apply --plan` can apply it). Reads both sides; writes to neither."""
+    the page to show; `mirror apply --plan` can apply it). Reads both organizations into the
+    state mirror, as `mirror plan` does; writes to neither organization."""
     from syncd.copy import plan_org
     from syncd.copy.engine import saved_plan
     from syncd.copy.planfile import plan_document, save_plan

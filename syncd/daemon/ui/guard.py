@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import quote
 
 from aiohttp import web
 
@@ -38,7 +39,6 @@ HEADERS = {
     "Cross-Origin-Opener-Policy": "same-origin",
     "Cross-Origin-Resource-Policy": "same-origin",
 }
-_OPEN = ("/ui/login", "/ui/static/")
 SESSION: web.RequestKey[Session] = web.RequestKey("ui_session", object)  # type: ignore[arg-type]
 DAEMON: web.AppKey[Any] = web.AppKey("ui_daemon", object)
 """The daemon the page shows (`syncd.daemon.control.ControlledDaemon`)."""
@@ -67,12 +67,8 @@ def _cross_site(request: web.Request) -> str | None:
     fetch_site = request.headers.get("Sec-Fetch-Site")
     if fetch_site is not None and fetch_site not in ("same-origin", "none"):
         return f"a {fetch_site} request may not change anything here"
-    origin = request.headers.get("Origin")
-    if origin is not None and origin != "null":
-        own = f"{request.scheme}://{request.host}"
-        if origin.rstrip("/").lower() != own.lower():
-            return "the form was not sent by this page"
-    elif origin == "null":
+    origin = request.headers.get("Origin")  # "null" (a sandboxed or privacy-stripped page) too
+    if origin is not None and origin.rstrip("/").lower() != f"{request.scheme}://{request.host}".lower():
         return "the form was not sent by this page"
     return None
 
@@ -83,7 +79,7 @@ def _refused(status: int, message: str) -> web.Response:
 
 async def _checked(request: web.Request, handler: Handler) -> web.StreamResponse:
     path = request.path
-    if path.startswith(_OPEN):
+    if path == "/ui/login" or path.startswith("/ui/static/"):
         if request.method == "POST":
             reason = _cross_site(request)
             form = await request.post()
@@ -116,8 +112,6 @@ def _text(value: object) -> str | None:
 
 
 def _next(request: web.Request) -> str:
-    from urllib.parse import quote
-
     return quote(request.path_qs, safe="")
 
 

@@ -173,6 +173,13 @@ async def plan_now(request: web.Request) -> web.Response:
 # ----- runs -------------------------------------------------------------------------------------
 
 
+def _texts(value: Any) -> list[str]:
+    """A summary's list as lines of text (a lone value as one line; nothing as none)."""
+    if not value:
+        return []
+    return [str(item) for item in value] if isinstance(value, list) else [str(value)]
+
+
 def _run_view(run: RunRecord) -> dict[str, Any]:
     """A run as the JSON API shows it, with what the page picks out of its summary."""
     view = run.as_dict()
@@ -189,12 +196,9 @@ def _run_view(run: RunRecord) -> dict[str, Any]:
             ("objects", summary.get("objects", summary.get("objects_read"))),
         ) if isinstance(value, int)
     }  # fmt: skip
-    warnings = summary.get("warnings") or []
-    view["warnings"] = [str(w) for w in warnings] if isinstance(warnings, list) else [str(warnings)]
-    errors = summary.get("errors") or summary.get("failures") or []
-    view["problems"] = [str(e) for e in errors] if isinstance(errors, list) else [str(errors)]
-    pruned = summary.get("pruned") or []
-    view["pruned"] = [str(p) for p in pruned] if isinstance(pruned, list) else []
+    view["warnings"] = _texts(summary.get("warnings"))
+    view["problems"] = _texts(summary.get("errors") or summary.get("failures"))
+    view["pruned"] = _texts(summary.get("pruned"))
     view["file"] = summary.get("file") if isinstance(summary.get("file"), str) else None
     view["fleet"] = {"replica": getattr(run, "replica", None), "attempt": getattr(run, "attempt", None), "taken_from": getattr(run, "taken_from", None)}
     return view
