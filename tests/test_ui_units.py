@@ -119,6 +119,12 @@ def test_plans_are_listed_newest_first_without_links_or_other_files(tmp_path: Pa
         read_plan(folder, "link.json")  # a link could lead out of the folder
     with pytest.raises(FileNotFoundError):
         read_plan(folder, "../plans/new.json")
+    os.mkfifo(folder / "pipe.json")  # opened without waiting for a writer, then refused
+    with pytest.raises(FileNotFoundError):
+        read_plan(folder, "pipe.json")
+    with pytest.raises(FileNotFoundError):
+        read_plan(folder, "dir.json")
+    assert "pipe.json" not in [plan.name for plan in plan_files(folder)]
 
 
 def test_a_plan_reads_as_its_listing_and_filters_by_kind_and_action(tmp_path: Path) -> None:

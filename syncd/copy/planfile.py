@@ -60,10 +60,12 @@ __all__ = [
     "fingerprint",
     "load_plan",
     "now_text",
+    "plan_data",
     "plan_document",
     "refuse_violations",
     "restrict",
     "save_plan",
+    "saved_from",
     "sides_fingerprints",
     "skip_json",
 ]
@@ -210,13 +212,26 @@ def load_plan(path: Path) -> SavedPlan:
     """Read a plan file; PlanFileError (one line) when it is not one this syncd applies: the
     whole file is checked field by field (`plancheck`) before anything is done with it."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_unique_names)
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise PlanFileError(f"{path}: no such plan file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, BadField) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PlanFileError(f"{path} cannot be read as a plan: {exc}") from None
+    return saved_from(plan_data(text, path), path)
+
+
+def plan_data(text: str, path: Path) -> Any:
+    """The JSON of a plan file's text (a name given twice refused); PlanFileError naming `path`."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique_names)
+    except (json.JSONDecodeError, BadField) as exc:
         raise PlanFileError(f"{path} cannot be read as a plan: {exc}") from None
     except RecursionError:
         raise PlanFileError(f"{path} cannot be read as a plan: it is nested too deeply") from None
+
+
+def saved_from(data: Any, path: Path) -> SavedPlan:
+    """The plan a decoded plan file holds, checked whole first; PlanFileError naming `path`."""
     if not isinstance(data, dict) or data.get("format") != PLAN_FORMAT:
         raise PlanFileError(f"{path} is not a syncd plan (write one with `syncd mirror plan SRC DST --out {path.name}`)")
     if data.get("version") != PLAN_VERSION:

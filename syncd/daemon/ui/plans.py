@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from syncd.copy.planfile import PlanFileError, load_plan
+from syncd.copy.planfile import PlanFileError, plan_data, saved_from
 from syncd.copy.review import ACTIONS, SYMBOLS
 
 __all__ = ["MAX_PLAN_BYTES", "Change", "PlanFile", "PlanView", "filtered", "plan_files", "plan_name", "read_plan"]
@@ -120,19 +120,38 @@ def _change(entry: Any) -> Change | None:
     )  # fmt: skip
 
 
+def _read_bounded(path: Path) -> bytes:
+    """The bytes of the regular file at `path`, opened once (no link followed, a FIFO not waited
+    on) and read to at most `MAX_PLAN_BYTES`: what is checked is what is read.
+    FileNotFoundError when it is no such file; PlanFileError when it is too large."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        raise FileNotFoundError(path.name) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise FileNotFoundError(path.name)
+    with os.fdopen(fd, "rb") as handle:
+        raw = handle.read(MAX_PLAN_BYTES + 1)
+    if len(raw) > MAX_PLAN_BYTES:
+        raise PlanFileError(f"{path.name} is more than the page reads ({MAX_PLAN_BYTES:,} bytes): use `syncd mirror apply --plan {path.name} --dry-run`")
+    return raw
+
+
 def read_plan(folder: Path, name: str) -> PlanView:
     """The plan `name` of `folder`; FileNotFoundError when there is no such plan file there,
     PlanFileError (one line) when it is not a plan this syncd reads."""
-    path = folder / name
-    info = _regular(path) if plan_name(name) else None
-    if info is None:
+    if not plan_name(name):
         raise FileNotFoundError(name)
-    if info.st_size > MAX_PLAN_BYTES:
-        raise PlanFileError(f"{name} is {info.st_size:,} bytes, more than the page reads ({MAX_PLAN_BYTES:,}): use `syncd mirror apply --plan {name} --dry-run`")
-    saved = load_plan(path)  # the whole document checked as `mirror apply --plan` checks it
-    document = json.loads(path.read_text(encoding="utf-8"))
-    raw = document.get("changes")
-    entries = raw if isinstance(raw, list) else []
+    raw = _read_bounded(folder / name)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PlanFileError(f"{name} cannot be read as a plan: {exc}") from None
+    document = plan_data(text, Path(name))
+    saved = saved_from(document, Path(name))  # the whole document checked as `mirror apply --plan` checks it
+    raw_changes = document.get("changes")
+    entries = raw_changes if isinstance(raw_changes, list) else []
     changes = [change for change in map(_change, entries) if change is not None]
     tally = Counter(change.action for change in changes)
     skips = [
