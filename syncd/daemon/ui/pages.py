@@ -67,6 +67,14 @@ def _safe_next(value: str | None) -> str:
     return "/ui/"
 
 
+def _page(request: web.Request, template: str, title: str, part: str, values: dict[str, Any]) -> web.Response:
+    """The page `template`, or only its live part (`?part=PART`: `parts/PART.html`) that the
+    page's script fetches again."""
+    if request.query.get("part") == part:
+        return page(f"parts/{part}.html", **values)
+    return page(f"{template}.html", title=title, **values)
+
+
 # ----- login ------------------------------------------------------------------------------------
 
 
@@ -108,23 +116,17 @@ async def logout(request: web.Request) -> web.Response:
 # ----- jobs -------------------------------------------------------------------------------------
 
 
-def _jobs(daemon: Any) -> list[dict[str, Any]]:
-    views = []
-    for _name, state in sorted(daemon.jobs.items()):
-        if state.removed:
-            continue
-        view = daemon.job_view(state)
-        view["timezone"] = state.config.timezone
-        views.append(view)
-    return views
+def _job_view(daemon: Any, state: Any) -> dict[str, Any]:
+    """A job as `/jobs` shows it, with the time zone its times are shown in."""
+    return {**daemon.job_view(state), "timezone": state.config.timezone}
 
 
 @routes.get("/")
 async def jobs_page(request: web.Request) -> web.Response:
-    values = _common(request, jobs=_jobs(_daemon(request)), page_name="jobs")
-    if request.query.get("part") == "jobs":
-        return page("parts/jobs.html", **values)
-    return page("jobs.html", title="Jobs", **values)
+    daemon = _daemon(request)
+    jobs = [_job_view(daemon, state) for _name, state in sorted(daemon.jobs.items()) if not state.removed]
+    values = _common(request, jobs=jobs, page_name="jobs")
+    return _page(request, "jobs", "Jobs", "jobs", values)
 
 
 def _job_state(request: web.Request) -> Any:
@@ -139,12 +141,9 @@ def _job_state(request: web.Request) -> Any:
 async def job_page(request: web.Request) -> web.Response:
     daemon, state = _daemon(request), _job_state(request)
     runs = daemon.runs.of_job(state.config.name, RUNS_SHOWN)
-    view = daemon.job_view(state)
-    view["timezone"] = state.config.timezone
+    view = _job_view(daemon, state)
     values = _common(request, job=view, runs=[_run_view(r) for r in runs], chart=history_chart(runs), page_name="jobs")
-    if request.query.get("part") == "runs":
-        return page("parts/runs.html", **values)
-    return page("job.html", title=f"Job {view['name']}", **values)
+    return _page(request, "job", f"Job {view['name']}", "runs", values)
 
 
 @routes.post("/jobs/{name}/run")
@@ -208,9 +207,7 @@ def _run_view(run: RunRecord) -> dict[str, Any]:
 async def runs_page(request: web.Request) -> web.Response:
     runs = _daemon(request).runs.latest(RUNS_SHOWN)
     values = _common(request, runs=[_run_view(r) for r in runs], job=None, page_name="runs")
-    if request.query.get("part") == "runs":
-        return page("parts/runs.html", **values)
-    return page("runs.html", title="Runs", **values)
+    return _page(request, "runs", "Runs", "runs", values)
 
 
 @routes.get(r"/runs/{id:[0-9]{1,18}}")
@@ -219,9 +216,7 @@ async def run_page(request: web.Request) -> web.Response:
     if run is None:
         raise web.HTTPNotFound(text=f"no run {request.match_info['id']} (the history keeps the latest 10,000)")
     values = _common(request, run=_run_view(run), page_name="runs")
-    if request.query.get("part") == "run":
-        return page("parts/run.html", **values)
-    return page("run.html", title=f"Run {run.id} of {run.job}", **values)
+    return _page(request, "run", f"Run {run.id} of {run.job}", "run", values)
 
 
 # ----- fleet ------------------------------------------------------------------------------------
@@ -243,9 +238,7 @@ async def fleet_page(request: web.Request) -> web.Response:
                 "lease_until": replica.lease_until, "held": held, "me": replica.name == getattr(daemon, "replica", None),
             })  # fmt: skip
     values = _common(request, replicas=replicas, leases=leases, me=daemon, page_name="fleet")
-    if request.query.get("part") == "fleet":
-        return page("parts/fleet.html", **values)
-    return page("fleet.html", title="Fleet", **values)
+    return _page(request, "fleet", "Fleet", "fleet", values)
 
 
 # ----- plans ------------------------------------------------------------------------------------
