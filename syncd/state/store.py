@@ -66,7 +66,6 @@ from syncd.state.sqlite_schema import utc_now
 from syncd.state.sqlite_file import (  # noqa: F401  (database_failure and the readers: used by syncd.read.check, syncd.cli)
     _connect_readonly,
     _sqlite_header,
-    APART,
     compact_free_pages,
     empty_apart,
     database_failure,
@@ -372,8 +371,8 @@ class StateStore(StoreReads, StoreStaging, StoreHolds):
         caller empties this connection's TEMP tables whole afterwards)."""
         with self.db.atomic():
             for run in runs:
-                for table in ("staged", "staged_scopes", self.dialect.run_listings) if staged else ():
-                    self.db.execute(f"DELETE FROM {table} WHERE run = ?", [run])
+                if staged:
+                    self._drop_staged(run)
                 if self.dialect.sqlite:  # what an earlier syncd staged in the file itself
                     for table in ("staged", "staged_scopes", "listings"):
                         self.db.execute(f"DELETE FROM main.{table} WHERE run = ?", [run])
@@ -396,8 +395,13 @@ class StateStore(StoreReads, StoreStaging, StoreHolds):
             [run],
         )
         if not self._alone(run):  # shared with another run; else emptied whole after the commit (`empty_apart`)
-            for table in APART:
-                self.db.execute(f"DELETE FROM temp.{table} WHERE run = ?", [run])
+            self._drop_staged(run)
+
+    def _drop_staged(self, run: int) -> None:
+        """Delete what `run` staged (on SQLite the names are the writer's TEMP tables, which
+        shadow the file's)."""
+        for table in ("staged", "staged_scopes", self.dialect.run_listings):
+            self.db.execute(f"DELETE FROM {table} WHERE run = ?", [run])
 
     def _alone(self, run: int) -> bool:
         """Whether `run` is the only run open on this StateStore (its connection's TEMP tables
