@@ -136,12 +136,13 @@ def metric_value(text: str, name: str, **labels: str) -> float | None:
     return values[0] if values else None
 
 
-def _toml(value: Any) -> str:
+def toml_value(value: Any) -> str:
+    """`value` as a TOML value: a dict an inline table, a list an array, a path (anything else) a string."""
     if isinstance(value, dict):
-        return "{ " + ", ".join(f"{key} = {_toml(item)}" for key, item in value.items()) + " }"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return json.dumps(value if isinstance(value, int | float) else str(value))
+        return "{ " + ", ".join(f"{key} = {toml_value(item)}" for key, item in value.items()) + " }"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_value(item) for item in value) + "]"
+    return json.dumps(value if isinstance(value, bool | int | float | str) else str(value))
 
 
 def daemon_config(
@@ -149,13 +150,13 @@ def daemon_config(
 ) -> Path:
     """`tmp/syncd.toml`: tenants `src` and `dst` on the emulator at `url` with `token`, state in
     `tmp/state`, and the given retry, daemon and job settings."""
-    lines = [f"state_dir = {_toml(tmp / 'state')}"]
+    lines = [f"state_dir = {toml_value(tmp / 'state')}"]
     for tenant in ("src", "dst"):
-        lines += [f"[tenants.{tenant}]", f"base_url = {_toml(url)}", f"token = {_toml(token)}"]
+        lines += [f"[tenants.{tenant}]", f"base_url = {toml_value(url)}", f"token = {toml_value(token)}"]
     for section, values in (("retry", retry), ("daemon", daemon)):
-        lines += [f"[{section}]", *(f"{key} = {_toml(value)}" for key, value in values.items())]
+        lines += [f"[{section}]", *(f"{key} = {toml_value(value)}" for key, value in values.items())]
     for job in jobs:
-        lines += ["[[jobs]]", *(f"{key} = {_toml(value)}" for key, value in job.items())]
+        lines += ["[[jobs]]", *(f"{key} = {toml_value(value)}" for key, value in job.items())]
     path = tmp / "syncd.toml"
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -30,7 +30,6 @@ It takes about two and a half minutes; the figures it measured are printed (`-s`
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import time
@@ -44,7 +43,7 @@ import pytest
 
 from syncd.emulator.process import EmulatorProcess
 from tests.cli_zygote import emulator_process
-from tests.daemon_support import DaemonProcess, wait_for
+from tests.daemon_support import DaemonProcess, toml_value, wait_for
 from tests.fleet_support import fleet_runs, job_slots, overlaps, slot_gap_problems
 from tests.loopback import EmulatorClient
 
@@ -104,22 +103,16 @@ def _jobs(orgs: list[str]) -> list[dict[str, Any]]:
     return jobs
 
 
-def _toml(value: Any) -> str:
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{key} = {_toml(item)}" for key, item in value.items()) + " }"
-    return json.dumps(value)
-
-
 def _config(folder: Path, name: str, url: str, pg_url: str, jobs: list[dict[str, Any]]) -> Path:
     folder.mkdir()
-    lines = [f"state_url = {_toml(pg_url)}", f"state_dir = {_toml(str(folder / 'state'))}"]
+    lines = [f"state_url = {toml_value(pg_url)}", f"state_dir = {toml_value(str(folder / 'state'))}"]
     for tenant, token in TOKENS.items():
-        lines += [f"[tenants.{tenant}]", f"base_url = {_toml(url)}", f"token = {_toml(token)}"]
+        lines += [f"[tenants.{tenant}]", f"base_url = {toml_value(url)}", f"token = {toml_value(token)}"]
     lines += ["[retry]", "max_attempts = 8", 'initial_wait = "0.2s"', 'max_wait = "5s"']
-    lines += ["[daemon]", "port = 0", f"token = {_toml(CONTROL)}", 'shutdown_deadline = "5s"', 'failure_backoff = "1s"']
-    lines += ["[fleet]", f"replica = {_toml(name)}", f"lease = {_toml(LEASE)}", 'poll = "0.5s"']
+    lines += ["[daemon]", "port = 0", f"token = {toml_value(CONTROL)}", 'shutdown_deadline = "5s"', 'failure_backoff = "1s"']
+    lines += ["[fleet]", f"replica = {toml_value(name)}", f"lease = {toml_value(LEASE)}", 'poll = "0.5s"']
     for job in jobs:
-        lines += ["[[jobs]]", *(f"{key} = {_toml(value)}" for key, value in job.items())]
+        lines += ["[[jobs]]", *(f"{key} = {toml_value(value)}" for key, value in job.items())]
     path = folder / "syncd.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
