@@ -86,7 +86,7 @@ def test_daemon_runs_jobs_serves_control_api_reloads_and_stops(
         mirror_run = wait_for("a mirror run", lambda: next(iter(daemon.finished_runs("mirror")), None), 60)
         assert mirror_run["outcome"] == "succeeded", mirror_run
         assert mirror_run["summary"]["verify"]["missing"] == 0 and mirror_run["summary"]["verify"]["identical"] > 0
-        assert {r["reason"] for r in daemon.finished_runs("sync")} == {"schedule"}
+        assert {r["cause"] for r in daemon.finished_runs("sync")} == {"schedule"}
         assert daemon.job("backup")["runs"] == []  # cron far away: no run unless triggered
 
         # -- /metrics shows the jobs and the API calls they made
@@ -107,7 +107,7 @@ def test_daemon_runs_jobs_serves_control_api_reloads_and_stops(
             status, answer = daemon.post("/jobs/backup/run")
             assert status == 202 and answer["status"] == "started", answer
             run = daemon.wait_run(answer["run"]["id"])
-            assert run["outcome"] == "succeeded" and run["reason"] == "trigger", run
+            assert run["outcome"] == "succeeded" and run["cause"] == "trigger", run
             files.append(Path(run["summary"]["file"]))
         kept = sorted((tmp_path / "state" / "backups" / "backup").glob("backup-*.db"))
         assert kept == sorted(files[1:]), kept

@@ -221,7 +221,7 @@ async def test_triggers_during_a_run_coalesce_into_one_follow_up_run(emulator: R
         assert ended.outcome == "succeeded", ended.error
         second = await wait_finished(daemon, follow_up)
         assert second.outcome == "succeeded", second.error
-        assert second.reason == "trigger"
+        assert second.cause == "trigger"
         assert second.started_at is not None and ended.ended_at is not None and second.started_at >= ended.ended_at
 
         # Exactly one follow-up, and nothing more is due: once the scheduler has looked again
@@ -309,7 +309,7 @@ async def test_failing_job_backs_off_and_does_not_disturb_the_good_one(emulator:
         bad_runs = [r for r in job_runs(daemon, "bad") if r.finished]
         assert len(bad_runs) >= 3
         assert {r.outcome for r in bad_runs} == {"failed"}
-        assert [r.reason for r in bad_runs[:3]] == ["schedule", "retry", "retry"]
+        assert [r.cause for r in bad_runs[:3]] == ["schedule", "retry", "retry"]
         for record in bad_runs:
             assert record.error is not None and "\n" not in record.error
             assert "bad:" in record.error and "401" in record.error and "token" in record.error
@@ -328,7 +328,7 @@ async def test_failing_job_backs_off_and_does_not_disturb_the_good_one(emulator:
             assert next_due - ended_at >= backoff, (failures, next_due, ended_at)
 
         good_runs = [r for r in job_runs(daemon, "good") if r.finished]
-        assert {r.outcome for r in good_runs} == {"succeeded"} and {r.reason for r in good_runs} == {"schedule"}
+        assert {r.outcome for r in good_runs} == {"succeeded"} and {r.cause for r in good_runs} == {"schedule"}
 
         text = daemon.metrics.render().decode()
         assert (metric_value(text, "syncd_job_runs_total", job="bad", outcome="failed") or 0) >= 3
@@ -410,7 +410,7 @@ async def test_reload_removes_reschedules_and_rejects(emulator: RunningEmulator,
         assert daemon.reload() is True
         (first,) = await wait_until("the new job's first run", lambda: job_runs(daemon, "fresh"))
         assert (await wait_finished(daemon, first.id)).outcome == "succeeded"
-        assert first.reason == "schedule"
+        assert first.cause == "schedule"
         assert job_runs(daemon, "keep") == []  # its new cron time is far away too
 
         text = daemon.metrics.render().decode()
@@ -569,7 +569,7 @@ async def test_second_daemon_is_refused_and_a_restart_does_not_rerun_a_fresh_job
     async with serving(first) as url:
         (run,) = await wait_until("the hourly job's first run", lambda: job_runs(first, "hourly"))
         ran = await wait_finished(first, run.id)
-        assert ran.outcome == "succeeded" and ran.reason == "schedule"
+        assert ran.outcome == "succeeded" and ran.cause == "schedule"
         info = (state_dir / "daemon.json").read_text()
 
         second = daemon_for(make_settings(emulator, state_dir, jobs, state_url))
@@ -612,7 +612,7 @@ async def test_second_daemon_is_refused_and_a_restart_does_not_rerun_a_fresh_job
         clock.now = due
         await a_scheduler_pass(third)
         runs = job_runs(third, "hourly")
-        assert [r.id for r in runs[:-1]] == [ran.id] and runs[-1].reason == "schedule"
+        assert [r.id for r in runs[:-1]] == [ran.id] and runs[-1].cause == "schedule"
         if fleet:  # the slot `due`, queued for the fleet, startable once the server's clock reaches it
             assert state_url is not None and runs[-1].outcome == "queued"
             assert count_rows(state_url, "fleet_runs", "id = ? AND due_at = ? AND not_before = ?", (runs[-1].id, due, due)) == 1

@@ -54,7 +54,7 @@ def test_a_dead_replicas_run_is_taken_over_and_the_old_holder_fenced_out(pg_url:
     assert back is not None and (back.outcome, back.replica, back.attempt) == ("succeeded", "r2", 2) and back.ended_at
     assert not two.heartbeat(taken.id, "r2", LONG)  # over: nothing to renew
     follow_up = one.claim("r1", LONG, JOBS)
-    assert follow_up is not None and (follow_up.reason, follow_up.attempt) == ("trigger", 1)
+    assert follow_up is not None and (follow_up.cause, follow_up.attempt) == ("trigger", 1)
 
 
 def test_the_attempt_fences_a_replica_that_took_over_its_own_name(fleet: Callable[[str], FleetRunLog]) -> None:

@@ -252,12 +252,12 @@ def test_the_leases_of_running_runs_say_who_holds_each_and_until_when(fleet: Cal
 def test_a_trigger_reaches_whichever_replica_claims_next(fleet: Callable[[str], FleetRunLog]) -> None:
     asked, idle, busy = fleet("asked"), fleet("idle"), fleet("busy")
     offered = asked.offer_trigger("a", "sync")
-    assert offered.new and offered.run.outcome == "queued" and offered.run.reason == "trigger"
+    assert offered.new and offered.run.outcome == "queued" and offered.run.cause == "trigger"
     again = busy.offer_trigger("a", "sync")
     assert (again.new, again.run.id) == (False, offered.run.id)
     assert busy.claim("busy", LONG, {"b"}) is None  # cannot run job a: leaves it
     got = idle.claim("idle", LONG, JOBS)
-    assert got is not None and (got.id, got.reason, got.replica) == (offered.run.id, "trigger", "idle")
+    assert got is not None and (got.id, got.cause, got.replica) == (offered.run.id, "trigger", "idle")
     follow = asked.offer_trigger("a", "sync")  # during the run: one follow-up, however many asks
     assert follow.new and follow.run.id != got.id
     assert asked.offer_trigger("a", "sync").run.id == follow.run.id

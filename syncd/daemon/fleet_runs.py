@@ -85,12 +85,13 @@ def _utc(value: datetime | None) -> datetime | None:
     return value.astimezone(UTC) if value is not None else None
 
 
-_COPIED = ("id", "job", "kind", "reason", "outcome", "error", "replica", "attempt", "taken_from")
+_COPIED = ("id", "job", "kind", "outcome", "error", "replica", "attempt", "taken_from")
 
 
 def _record(row: dict[str, Any]) -> FleetRunRecord:
     return FleetRunRecord(
         **{name: row[name] for name in _COPIED},
+        cause=row["reason"],
         queued_at=_utc(row["queued_at"]) or datetime.now(UTC),
         started_at=_utc(row["started_at"]),
         ended_at=_utc(row["ended_at"]),
@@ -198,10 +199,10 @@ class FleetRunLog:
         with self._db() as conn:
             return conn.execute(_TABLE.prune(), (keep,)).rowcount
 
-    def new(self, job: str, kind: str, reason: str, now: datetime) -> FleetRunRecord:
+    def new(self, job: str, kind: str, cause: str, now: datetime) -> FleetRunRecord:
         """A run this replica starts itself (not offered to the fleet: no one else claims it)."""
         query = "INSERT INTO fleet_runs (job, kind, reason, queued_at, replica, attempt) VALUES (%s, %s, %s, %s, %s, 1) RETURNING *"
-        rows = self._rows(query, (job, kind, reason, now, self.replica))
+        rows = self._rows(query, (job, kind, cause, now, self.replica))
         self._created_one()
         return self._recent.remember(_record(rows[0]))
 
@@ -217,7 +218,7 @@ class FleetRunLog:
             "id": record.id,
             "job": record.job,
             "kind": record.kind,
-            "reason": record.reason,
+            "reason": record.cause,
             "queued_at": record.queued_at,
             "started_at": record.started_at,
             "ended_at": record.ended_at,

@@ -56,8 +56,9 @@ class RunRecord:
     id: int
     job: str
     kind: str
-    reason: str
-    """schedule, trigger, or retry (a scheduled run after a failure)."""
+    cause: str
+    """Why it started: schedule, trigger, or retry (a scheduled run after a failure). Stored
+    in the history's `reason` column (its name since the first release); the API calls it `cause`."""
     queued_at: datetime
     started_at: datetime | None = None
     ended_at: datetime | None = None
@@ -78,12 +79,25 @@ class RunRecord:
             return None
         return (self.ended_at - self.started_at).total_seconds()
 
+    @property
+    def explanation(self) -> str | None:
+        """Why the outcome is not a plain success, in one sentence (the API's `reason`): what
+        the run's summary says (a runner sets `reason` where it knows), else its error; None
+        for a plain success and for a run not yet over."""
+        if not self.finished:
+            return None
+        said = self.summary.get("reason")
+        if isinstance(said, str) and said:
+            return said
+        return self.error
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "job": self.job,
             "kind": self.kind,
-            "reason": self.reason,
+            "cause": self.cause,
+            "reason": self.explanation,
             "outcome": self.outcome,
             "queued_at": iso_utc(self.queued_at),
             "started_at": iso_utc(self.started_at),
@@ -98,7 +112,7 @@ class RunRecord:
 class RunHistory(Protocol):
     """Runs by id, what the service and the control API ask of a history (module docstring)."""
 
-    def new(self, job: str, kind: str, reason: str, now: datetime) -> RunRecord:
+    def new(self, job: str, kind: str, cause: str, now: datetime) -> RunRecord:
         """A run of `job` this process starts, `queued` at `now`."""
         ...
 

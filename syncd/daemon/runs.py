@@ -37,7 +37,7 @@ def _record(row: dict[str, Any]) -> RunRecord:
         id=row["id"],
         job=row["job"],
         kind=row["kind"],
-        reason=row["reason"],
+        cause=row["reason"],
         queued_at=_parse(row["queued_at"]) or datetime.now(UTC),
         started_at=_parse(row["started_at"]),
         ended_at=_parse(row["ended_at"]),
@@ -89,8 +89,8 @@ class RunLog:
         read stay: scheduling reads them)."""
         return self.db.execute(_TABLE.prune(), [keep]).rowcount
 
-    def new(self, job: str, kind: str, reason: str, now: datetime) -> RunRecord:
-        record = RunRecord(id=self._next_id, job=job, kind=kind, reason=reason, queued_at=now)
+    def new(self, job: str, kind: str, cause: str, now: datetime) -> RunRecord:
+        record = RunRecord(id=self._next_id, job=job, kind=kind, cause=cause, queued_at=now)
         self._next_id += 1
         if record.id % PRUNE_EVERY == 0:
             self.prune()
@@ -103,6 +103,7 @@ class RunLog:
         row = record.as_dict()
         row.pop("seconds")
         row.pop("progress")  # live only: not worth a write per update
+        row["reason"] = row.pop("cause")  # the column's name since the first release; the explanation lives in the summary
         row["summary"] = json.dumps(record.summary, sort_keys=True, default=str)
         written = True
         try:

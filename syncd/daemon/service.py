@@ -428,8 +428,8 @@ class Daemon:
         if state.queued is not None:
             record, state.queued = state.queued, None
         else:
-            reason = "retry" if state.timer.consecutive_failures else "schedule"
-            record = self.runs.new(state.config.name, state.config.kind, reason, now)
+            cause = "retry" if state.timer.consecutive_failures else "schedule"
+            record = self.runs.new(state.config.name, state.config.kind, cause, now)
         state.timer.start(now)
         state.current = record
         self._runs_group.start_soon(self._run, state, record, name=f"job {state.config.name} run {record.id}")
@@ -451,7 +451,7 @@ class Daemon:
             async with self._files_locked(state_files(settings, job)):
                 record.started_at, record.outcome = self.clock(), "running"
                 self.runs.save(record)
-                log.info("job.run_started", job=job.name, run=record.id, reason=record.reason)
+                log.info("job.run_started", job=job.name, run=record.id, cause=record.cause)
                 self.metrics.run_started(job.name)
                 full = self._full_due(job, record.started_at)
                 with observing(self.metrics), reporting(lambda progress: setattr(record, "progress", progress)):
