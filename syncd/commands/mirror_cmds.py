@@ -24,6 +24,7 @@ as markup, no control characters).
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -417,22 +418,32 @@ def _reviewed(settings: Settings, source: TargetRef, target: TargetRef, db: Path
 
 @app.command("verify")
 def verify_cmd(
-    source: str = typer.Argument(..., metavar="SRC_TENANT:ORG"),
+    source: str = typer.Argument(
+        ..., metavar="SRC_TENANT:ORG|FILE.db", help="The source organization, or a backup file restored into the target by `syncd restore`."
+    ),
     target: str = typer.Argument(..., metavar="DST_TENANT:ORG"),
+    org: str | None = typer.Option(None, "--org", help="With FILE.db: the backed-up organization (when the file holds several), as given to restore."),
     as_json: bool = JsonOption,
     db: Path | None = DbOption,
     config: Path | None = ConfigOption,
     include: list[str] = IncludeOption,
     exclude: list[str] = ExcludeOption,
 ) -> None:
-    """Re-read both organizations and compare them (ids mapped, order included)."""
-    from syncd.copy import verify_org
+    """Re-read both organizations and compare them (ids mapped, order included); a backup
+    file is compared with the organization it was restored into, through the ids the restore
+    recorded (give the same --db / --config as the restore)."""
+    from syncd.copy import NotRestored, verify_org
 
     scope = scope_from(include, exclude)
-    settings, src, dst = _refs(config, source, target)
-    verification, residue = _with_progress(
-        f"read {src} and {dst}", lambda progress: verify_org(settings, src, dst, db=_db(settings, db), on_read=progress, scope=scope)
-    )
+    settings = load_settings(config)
+    src, dst = verify_source(source, org, settings), parse_target_ref(target, settings)
+    try:
+        verification, residue = _with_progress(
+            f"read {src} and {dst}", lambda progress: verify_org(settings, src, dst, db=_db(settings, db), on_read=progress, scope=scope)
+        )
+    except NotRestored as exc:
+        again = backup_command("restore", source, target, org=org, db=db, config=config, include=include, exclude=exclude)
+        raise NotRestored(f"{exc}: restore it with `{again}` first, or give the --db and --config that restore used") from None
     if as_json:
         from syncd.copy.documents import verify_document
 
@@ -440,6 +451,38 @@ def verify_cmd(
     else:
         print_verification(verification, residue, _console(False))
     raise typer.Exit(0 if verification.equal and not residue else EXIT_DIFFERENT)
+
+
+def verify_source(text: str, org: str | None, settings: Settings) -> Source:
+    """`mirror verify`'s source: a backup file (read as `restore` reads it) when the argument
+    cannot be TENANT:ORG (a tenant name has no `.` or `/`) or names an existing file; else a
+    live organization, which --org does not go with."""
+    from syncd.config import names_postgres
+    from syncd.config.tenants import parse_ref
+    from syncd.copy import BackupSource
+
+    try:
+        parse_ref(text)
+        is_ref = not names_postgres(text) and not Path(text).is_file()
+    except ValueError:
+        is_ref = False
+    if not is_ref:
+        return BackupSource(backup_file(Path(text), "mirror verify"), org)
+    if org is not None:
+        raise UsageError("--org chooses the organization of a backup file: give it with FILE.db only")
+    return parse_target_ref(text, settings)
+
+
+def backup_command(
+    command: str, backup: str, target: str, *, org: str | None, db: Path | None, config: Path | None, include: list[str], exclude: list[str]
+) -> str:
+    """`syncd COMMAND BACKUP TARGET` (`restore`, `mirror verify`) with the options that find the
+    same organizations and recorded ids, all as the user gave them, quoted for a POSIX shell
+    where needed: a line to paste."""
+    words = ["syncd", *command.split(), backup, target]
+    for option, values in (("--org", [org]), ("--db", [db]), ("--config", [config]), ("--include", include), ("--exclude", exclude)):
+        words += [part for value in values if value is not None for part in (option, str(value))]
+    return shlex.join(words)
 
 
 def restore(
@@ -464,4 +507,7 @@ def restore(
     source = BackupSource(backup, org)
     if dry_run:
         raise typer.Exit(run_dry(settings, source, dst, _db(settings, db), mode="copy", max_delete=0, adopt=True, as_json=as_json, scope=scope))
-    raise typer.Exit(run_copy(settings, source, dst, _db(settings, db), max_rounds=max_rounds, as_json=as_json, scope=scope))
+    code = run_copy(settings, source, dst, _db(settings, db), max_rounds=max_rounds, as_json=as_json, scope=scope)
+    check = backup_command("mirror verify", str(backup), target, org=org, db=db, config=config, include=include, exclude=exclude)
+    _say(_console(as_json), f"verify this restore again later (the organization against the backup): {check}")
+    raise typer.Exit(code)

@@ -27,7 +27,7 @@ predicts a name, a path, a position or a default the service chooses.
 """
 
 from syncd.copy.context import ContentStrategy, Mode
-from syncd.copy.engine import CopyReport, PlanRefused, Reading, RoundReport, copy_org, dry_run_lines, plan_org, verify_org
+from syncd.copy.engine import CopyReport, NotRestored, PlanRefused, Reading, RoundReport, copy_org, dry_run_lines, plan_org, verify_org
 from syncd.copy.model import IdMap, Node, Snapshot
 from syncd.copy.ops import Op, Plan, Ref, Skip
 from syncd.copy.plan import plan_copy
@@ -42,6 +42,7 @@ __all__ = [
     "IdMap",
     "Mode",
     "Node",
+    "NotRestored",
     "Op",
     "Plan",
     "PlanRefused",

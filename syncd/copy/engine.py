@@ -19,6 +19,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -46,13 +47,13 @@ from syncd.copy.writer import Writer
 from syncd.errors import SyncdError
 from syncd.read.backup import blobs_dir
 from syncd.read.blobs import BlobStore
-from syncd.read.sync import Progress, StateLocation, default_db
+from syncd.read.sync import Progress, StateLocation, default_db, shown_state
 from syncd.scope import EVERYTHING, Scope
 from syncd.selection import Dependency
 from syncd.state import StateStore
 from syncd.state.errors import StateBusyError
 
-__all__ = ["CopyReport", "PlanRefused", "Reading", "RoundReport", "bounds_of", "copy_org", "dry_run_lines", "fingerprints", "plan_org", "verify_org"]
+__all__ = ["CopyReport", "NotRestored", "PlanRefused", "Reading", "RoundReport", "bounds_of", "copy_org", "dry_run_lines", "fingerprints", "plan_org", "verify_org"]
 
 MAX_ROUNDS = 3
 STALE = "another run wrote the target after this one read it: read again"
@@ -60,6 +61,13 @@ STALE = "another run wrote the target after this one read it: read again"
 
 class _TargetChanged(Exception):
     """The apply run found the target written by another run since its read (`_apply`)."""
+
+
+class NotRestored(SyncdError):
+    """A backup compared with an organization no restore of it wrote, in this state: there are
+    no ids to compare through (everything would be missing and extra)."""
+
+    exit_code = 2
 
 
 class PlanRefused(SyncdError):
@@ -531,24 +539,46 @@ async def plan_org(
 ) -> tuple[Reading, Plan]:
     """Read both sides and plan; nothing is written (leftovers of earlier runs are not
     settled: the plan's warnings say so, and a real apply settles them first)."""
-    db = db or default_db(settings)
-    async with connect(settings, db, source, target) as ends:
-        pair, backup = await _pair(ends)
-        reading = await _read(ends, pair, backup, await _content(ends, pair), on_read, False, scope)
-        reading.content = replace(reading.content, restorable=await _restorable(ends, reading))
+    reading = await _read_alone(settings, source, target, db or default_db(settings), on_read, scope)
     plan = _plan(reading, mode, max_delete, adopt)
     if reading.pending:
         plan.warnings.append(f"{reading.pending} call(s) of an earlier run have an unknown effect: a real apply settles them first")
     return reading, plan
 
 
+async def _read_alone(
+    settings: Settings, source: Source, target: TargetRef, db: StateLocation, on_read: Progress | None, scope: Scope, *, restored: bool = False
+) -> Reading:
+    """Both sides read outside a copy (a plan, a verify); with `restored`, a backup source
+    must have been restored into the target in this state first (`NotRestored`, before
+    anything is read)."""
+    async with connect(settings, db, source, target) as ends:
+        pair, backup = await _pair(ends)
+        if restored and backup is not None and not await anyio.to_thread.run_sync(_recorded, db, pair):
+            raise NotRestored(f"no restore of {ends.source_ref} into {ends.target_ref} is recorded in {shown_state(db)}")
+        reading = await _read(ends, pair, backup, await _content(ends, pair), on_read, False, scope)
+        reading.content = replace(reading.content, restorable=await _restorable(ends, reading))
+    return reading
+
+
+def _recorded(db: StateLocation, pair: Pair) -> bool:
+    """Whether a copy of the pair left its ids in the state (a state file not there: no)."""
+    if isinstance(db, Path) and not db.exists():
+        return False  # not made here just to find it empty
+    with StateStore(db) as store:
+        return journal.recorded(store, pair)
+
+
 async def verify_org(
     settings: Settings, source: Source, target: TargetRef, *, db: StateLocation | None = None, on_read: Progress | None = None, scope: Scope = EVERYTHING
 ) -> tuple[Verification, list[Entry]]:
-    """Read both sides and compare them (differences a plan would announce as skips are
-    excused); and what copies of this pair left in the source."""
-    reading, plan = await plan_org(settings, source, target, db=db, on_read=on_read, scope=scope)
-    with StateStore(db or default_db(settings)) as store:
+    """Read both sides and compare them through the pair's id map (differences a plan would
+    announce as skips are excused); and what copies of this pair left in the source. A backup
+    source is compared through the ids its restore recorded: NotRestored when none did."""
+    db = db or default_db(settings)
+    reading = await _read_alone(settings, source, target, db, on_read, scope, restored=True)
+    plan = _plan(reading, "copy", max_delete=10, adopt=True)  # its skips excuse what a copy cannot write
+    with StateStore(db) as store:
         made = journal.made_in_source(store, reading.pair)
     return _verify(reading, plan), residue(reading.source_as_read, made)
 

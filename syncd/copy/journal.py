@@ -47,6 +47,7 @@ __all__ = [
     "load_idmap",
     "open_intents",
     "record_mappings",
+    "recorded",
     "remember_tenant_fact",
     "resend",
     "seen_before",
@@ -94,6 +95,16 @@ def load_idmap(store: StateStore, pair: Pair) -> IdMap:
     for kind, source_id, target_id, origin in rows:
         idmap.put(kind, source_id, target_id, origin)
     return idmap
+
+
+def recorded(store: StateStore, pair: Pair) -> bool:
+    """Whether a copy of this pair left anything in this state: an id-map entry or a journaled
+    call (what `mirror verify FILE.db` compares through; nothing means no restore ran here)."""
+    with store.reading() as db:
+        for table in ("idmap", "journal"):
+            if db.execute(f"SELECT 1 FROM {table} WHERE {_PAIR_WHERE} LIMIT 1", pair.values()).fetchone() is not None:
+                return True
+    return False
 
 
 def _write_mappings(db: Any, run: int, pair: Pair, mappings: Iterable[MappingEntry], drops: Iterable[tuple[str, str]]) -> None:
