@@ -5,7 +5,8 @@ Exit codes, like the tools people trust: `mirror plan` exits 2 when changes are 
 the target equals the source afterwards apart from what the plan announced as skips (and a
 copy left nothing in the source), 1 when differences remain; 2 for bad arguments, a refused
 plan (deletes beyond --max-delete, a source that looks empty), a saved plan that is stale,
-or deletes nobody confirmed.
+deletes nobody confirmed, or a `verify FILE.db` of a backup no restore into that
+organization recorded in the state. `restore` ends with that verify command, to paste later.
 
 Plans are reviewed like Terraform's: `mirror plan` lists every operation (`syncd.copy.review`)
 and `--out` saves it (`syncd.copy.planfile`); `apply --plan` applies exactly that, or refuses
