@@ -118,8 +118,9 @@ def test_a_verify_of_a_backup_no_restore_wrote_says_what_to_run(
     assert "no restore of" in err and f"syncd restore {shlex.quote(str(backup))} emu:{other}" in err, err
     assert is_pg(state) or not Path(state).exists()  # a verify that has nothing to compare makes no state file
 
-    code, out, err = syncd(capsys, "restore", str(backup), f"emu:{restored}")
-    assert code == 0, out + err
+    code, out, err = syncd(capsys, "restore", str(backup), f"emu:{restored}", "--json")
+    assert code == 0 and check_output("restore", out)["equal"], err  # the hint goes to stderr, stdout is the document
+    assert err.strip().splitlines()[-1].endswith(f": syncd mirror verify {shlex.quote(str(backup))} emu:{restored}"), err
     assert syncd(capsys, "mirror", "verify", str(backup), f"emu:{restored}")[0] == 0
     for args in (
         [f"emu:{other}"],  # restored into another organization, not this one
