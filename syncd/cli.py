@@ -187,12 +187,14 @@ def _interrupted(exc: BaseException) -> bool:
     return isinstance(exc, BaseExceptionGroup) and any(isinstance(leaf, KeyboardInterrupt) for leaf in _leaves(exc))
 
 
-def error_line(exc: BaseException) -> str:
-    """`syncd: error: ...` on one line: no control characters, no secrets."""
+def error_lines(exc: BaseException) -> str:
+    """`syncd: error: ...`, one line per problem (a configuration may have several, most
+    errors are one): no control characters, no secrets."""
     from syncd.logging import redact_text
     from syncd.safe_text import one_line
 
-    return f"syncd: error: {redact_text(one_line(str(exc)))}"
+    said = exc.lines() if isinstance(exc, SyncdError) else [str(exc)]
+    return "\n".join(f"syncd: error: {redact_text(one_line(line))}" for line in said)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,7 +216,7 @@ def _main(argv: list[str] | None) -> int:
         from syncd.interrupt import Interrupted
 
         # Stopped by SIGINT/SIGTERM (exit 130/143) is what the user asked for, not an error.
-        print(error_line(exc).replace("error: ", "", 1) if isinstance(exc, Interrupted) else error_line(exc), file=sys.stderr)
+        print(error_lines(exc).replace("error: ", "", 1) if isinstance(exc, Interrupted) else error_lines(exc), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("syncd: interrupted", file=sys.stderr)
@@ -232,7 +234,7 @@ def _main(argv: list[str] | None) -> int:
         failure = known_failure(exc)
         if failure is not None:
             _log_cause(exc)
-            print(error_line(failure), file=sys.stderr)
+            print(error_lines(failure), file=sys.stderr)
             return failure.exit_code
         for module in _click_modules():
             if isinstance(exc, module.ClickException):
