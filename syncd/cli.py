@@ -23,6 +23,7 @@ import typer
 from syncd.commands.typer_compat import flags_read_as_flags
 from syncd.errors import SyncdError
 from syncd.files import private_umask, storage_error
+from syncd.one_shot import ONE_SHOT_WINDOW, window
 
 app = typer.Typer(
     name="syncd",
@@ -207,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     try:
-        code = app(args=argv, prog_name="syncd", standalone_mode=False)  # one name, so completion's _SYNCD_COMPLETE
+        with window(ONE_SHOT_WINDOW):  # a server nothing answers at is given up on soon (`serve` waits longer)
+            code = app(args=argv, prog_name="syncd", standalone_mode=False)  # one name, so completion's _SYNCD_COMPLETE
         if code == 130:  # typer turns Ctrl-C into this status
             raise KeyboardInterrupt
         if isinstance(code, int):
