@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from syncd.commands.tables import whole_values
 from syncd.config import (
     DEFAULT_CONFIG_PATH,
     ENV_PREFIX,
@@ -154,7 +155,7 @@ def _print_pretty(settings: Settings, env: Mapping[str, str] | None) -> None:
         )
     if not settings.tenants:
         tenants.add_row("(none)", "", "", "", "")
-    console.print(tenants)
+    console.print(whole_values(console, tenants), crop=False)  # names and URLs whole when piped
     console.print()
 
     jobs = Table(title="jobs", title_justify="left")
@@ -181,7 +182,7 @@ def _print_pretty(settings: Settings, env: Mapping[str, str] | None) -> None:
         )
     if not settings.jobs:
         jobs.add_row("(none)", "", "", "", "", "")
-    console.print(jobs)
+    console.print(whole_values(console, jobs), crop=False)
     console.print()
 
     daemon = settings.daemon

@@ -69,7 +69,7 @@ def jobs(
     if as_json:
         emit(answer)
         return
-    console.print(jobs_table(console, answer["jobs"], client.url, datetime.now(UTC)))
+    console.print(jobs_table(console, answer["jobs"], client.url, datetime.now(UTC)), crop=False)
 
 
 JOB_COLUMNS = (
