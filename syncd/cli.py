@@ -1,8 +1,8 @@
 """The `syncd` command line: one typer app, each command group in `syncd.commands`.
 
 `main` is the last line of defence of "one line, not a traceback": a SyncdError is printed
-as one clean line (control characters and escape sequences of server text removed, secrets
-masked) with its exit code; so are the failures the world causes rather than syncd, even
+as one clean line (a configuration's problems: a line each; control characters and escape
+sequences of server text removed, secrets masked) with its exit code; so are the failures the world causes rather than syncd, even
 when they arrive raw or inside an exception group: a file system that is full (exit 1) or
 read-only / not writable (exit 2), a damaged state file (exit 2), a PostgreSQL state that fails
 mid-command (exit 1), input nested too deeply to parse (exit 1). Anything else is a bug and

@@ -86,8 +86,8 @@ from syncd.api.unreachable import Unreachable, cannot_connect, notice
 from syncd.api.urls import QUERY_SAFE, query_string, query_values, quoted, safe_path
 from syncd.config import RetryConfig
 from syncd.fencing import require_lease
-from syncd.one_shot import current_window
 from syncd.logging import get_logger, redact_text, register_secret
+from syncd.one_shot import current_window
 
 if TYPE_CHECKING:
     from syncd.config import Settings

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import time
+
 from syncd.api.errors import ApiError, TransportError
 from syncd.logging import redact_text
 from syncd.safe_text import one_line
@@ -35,6 +36,7 @@ class Unreachable:
         return time.time() + self.seconds
 
     def answered(self) -> None:
+        """The server answered: the window closes (the next failed connect opens a new one)."""
         self.until = None
 
     def left(self) -> float | None:
