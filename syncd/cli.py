@@ -1,8 +1,8 @@
 """The `syncd` command line: one typer app, each command group in `syncd.commands`.
 
 `main` is the last line of defence of "one line, not a traceback": a SyncdError is printed
-as one clean line (control characters and escape sequences of server text removed, secrets
-masked) with its exit code; so are the failures the world causes rather than syncd, even
+as one clean line (a configuration's problems: a line each; control characters and escape
+sequences of server text removed, secrets masked) with its exit code; so are the failures the world causes rather than syncd, even
 when they arrive raw or inside an exception group: a file system that is full (exit 1) or
 read-only / not writable (exit 2), a damaged state file (exit 2), a PostgreSQL state that fails
 mid-command (exit 1), input nested too deeply to parse (exit 1). Anything else is a bug and
@@ -23,6 +23,7 @@ import typer
 from syncd.commands.typer_compat import flags_read_as_flags
 from syncd.errors import SyncdError
 from syncd.files import private_umask, storage_error
+from syncd.one_shot import ONE_SHOT_WINDOW, window
 
 app = typer.Typer(
     name="syncd",
@@ -187,12 +188,14 @@ def _interrupted(exc: BaseException) -> bool:
     return isinstance(exc, BaseExceptionGroup) and any(isinstance(leaf, KeyboardInterrupt) for leaf in _leaves(exc))
 
 
-def error_line(exc: BaseException) -> str:
-    """`syncd: error: ...` on one line: no control characters, no secrets."""
+def error_lines(exc: BaseException) -> str:
+    """`syncd: error: ...`, one line per problem (a configuration may have several, most
+    errors are one): no control characters, no secrets."""
     from syncd.logging import redact_text
     from syncd.safe_text import one_line
 
-    return f"syncd: error: {redact_text(one_line(str(exc)))}"
+    said = exc.lines() if isinstance(exc, SyncdError) else [str(exc)]
+    return "\n".join(f"syncd: error: {redact_text(one_line(line))}" for line in said)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     try:
-        code = app(args=argv, prog_name="syncd", standalone_mode=False)  # one name, so completion's _SYNCD_COMPLETE
+        with window(ONE_SHOT_WINDOW):  # a server nothing answers at is given up on soon (`serve` waits longer)
+            code = app(args=argv, prog_name="syncd", standalone_mode=False)  # one name, so completion's _SYNCD_COMPLETE
         if code == 130:  # typer turns Ctrl-C into this status
             raise KeyboardInterrupt
         if isinstance(code, int):
@@ -214,7 +218,7 @@ def _main(argv: list[str] | None) -> int:
         from syncd.interrupt import Interrupted
 
         # Stopped by SIGINT/SIGTERM (exit 130/143) is what the user asked for, not an error.
-        print(error_line(exc).replace("error: ", "", 1) if isinstance(exc, Interrupted) else error_line(exc), file=sys.stderr)
+        print(error_lines(exc).replace("error: ", "", 1) if isinstance(exc, Interrupted) else error_lines(exc), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("syncd: interrupted", file=sys.stderr)
@@ -232,7 +236,7 @@ def _main(argv: list[str] | None) -> int:
         failure = known_failure(exc)
         if failure is not None:
             _log_cause(exc)
-            print(error_line(failure), file=sys.stderr)
+            print(error_lines(failure), file=sys.stderr)
             return failure.exit_code
         for module in _click_modules():
             if isinstance(exc, module.ClickException):

@@ -91,9 +91,9 @@ def check_secret(value: str, where: str | None = None) -> str:
     message = "must not contain control characters (a line break, a tab, an escape): check how it was copied"
     if where is None:
         raise ValueError(message)
-    from syncd.errors import ConfigError
+    from syncd.errors import ConfigError, ConfigProblem
 
-    raise ConfigError(f"{where}: the token {message}")
+    raise ConfigError(problems=[ConfigProblem(None, where, f"the token {message}")])
 
 
 def console(*, stderr: bool = False, soft_wrap: bool = False) -> Console:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 import threading
 import time
 import urllib.error
@@ -36,6 +37,13 @@ def http(method: str, url: str, token: str | None = None, timeout: float = 10.0,
     if "json" in ctype:
         return status, json.loads(raw)
     return status, raw.decode()
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float, interval: float = 0.2) -> Any:

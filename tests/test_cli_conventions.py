@@ -120,15 +120,17 @@ def test_flags_read_as_flags_in_every_help(capsys: pytest.CaptureFixture[str], m
     assert "<path>" in line  # options that take a value keep their type
 
 
-def _render(table_of: Any, width: int) -> str:
+def _render(table_of: Any, width: int, terminal: bool = True) -> str:
+    """The table as printed on a terminal `width` columns wide (fitted to it), or, `terminal`
+    False, into a pipe while COLUMNS says `width` (every value whole, however wide)."""
     from io import StringIO
 
     from rich.console import Console
 
-    console = Console(width=width, file=StringIO(), color_system=None)
-    console.print(table_of(console))
+    console = Console(width=width, file=StringIO(), color_system=None, force_terminal=terminal)
+    console.print(table_of(console), crop=False)
     text = console.file.getvalue()  # type: ignore[attr-defined]
-    assert max(len(line) for line in text.splitlines()) <= width
+    assert max(len(line) for line in text.splitlines()) <= width or not terminal
     return text
 
 
@@ -178,6 +180,35 @@ def test_jobs_table_fits_80_columns_without_cutting_times_or_outcomes() -> None:
         assert "…" not in text, text
         words = text.split()
         assert {"succeeded", "failed", "cancelled", "running", "in", "4m30s", "#1233", "(123.4s)"} <= set(words), (width, text)
+
+
+def test_tables_into_a_pipe_keep_every_id_and_name_whole() -> None:
+    """Not a terminal (`syncd status | cat`, `syncd jobs > file`): no width to fit, so no id,
+    name or reason is cut or folded, and each row is one line, whatever COLUMNS says."""
+    from datetime import UTC, datetime
+
+    from syncd.commands.daemon_cmds import jobs_table
+    from syncd.commands.read_cmds import runs_table
+
+    runs = [
+        {"id": 12, "job": "nightly-backup-of-the-handbook", "scope_ref": "demo:6nGisiWgNZq6ITZM5jtg", "started_at": "2026-11-26T10:00:32+00:00",
+         "status": "cancelled", "reason": "the crawl was interrupted or failed", "stats": {"objects": {"space": 21700}, "requests": 15200}},
+        {"id": 13, "job": "sync", "scope_ref": "demo:aJGuxLObZi4zjlGeiWnY", "started_at": "2026-11-27T23:59:01+00:00", "status": "complete",
+         "reason": None, "stats": None},
+    ]  # fmt: skip
+    text = _render(lambda console: runs_table(console, runs, Path("/var/lib/syncd/state/syncd.db")), 40, terminal=False)
+    rows = {line.split()[0]: line.split() for line in text.splitlines() if line.split() and line.split()[0] in ("12", "13")}
+    assert rows["12"][1:5] == ["nightly-backup-of-the-handbook", "demo:6nGisiWgNZq6ITZM5jtg", "2026-11-26", "10:00"], text
+    assert " ".join(rows["12"][5:11]) == "cancelled (the crawl was interrupted or", text
+    assert rows["13"][1:3] == ["sync", "demo:aJGuxLObZi4zjlGeiWnY"] and "requests" in text and "errors" in text, text  # every column
+
+    now = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)
+    error = "GET http://127.0.0.1:8787/v1/orgs/6nGisiWgNZq6ITZM5jtg/spaces: 503 Service Unavailable"
+    jobs = [{"name": "mirror-prod-to-staging-every-night", "kind": "mirror", "schedule": "every 15m", "state": "idle", "current_run": None,
+             "next_run_at": None, "last_run": {"id": 17, "outcome": "failed", "seconds": 2.0, "error": error}, "last_success_at": None}]  # fmt: skip
+    text = _render(lambda console: jobs_table(console, jobs, "http://127.0.0.1:8790", now), 40, terminal=False)
+    row = next(line for line in text.splitlines() if "mirror-prod-to-staging-every-night" in line)
+    assert f"#17 failed (2.0s): {error}" in row and "mirror " in row and row.rstrip().endswith("never"), text
 
 
 @pytest.mark.parametrize("args", [["check", "{url}"], ["export", "{url}", "{dir}"], ["restore", "{url}", "local:o1"]])

@@ -285,7 +285,7 @@ BAD_INPUTS = [
     ),
     pytest.param(
         "colour = true\n" + SRC,
-        "colour: unknown field",
+        "colour: unknown key",
         id="typo-top-level",
     ),
 ]
@@ -552,3 +552,90 @@ def test_cli_check_says_where_the_state_is(tmp_path: Path, monkeypatch: pytest.M
     assert document["state_url"] == "postgresql://other@db2.example/fleet" and "SYNCD_STATE_URL" in document["environment"]
     assert document["fleet"] == {"replica": "syncd-1", "lease": 45.0, "poll": 1.0, "max_runs": 3}
     assert "pg-secret-4711" not in out
+
+
+# --------------------------------------------------------------------------- every problem at once
+
+
+def test_config_check_lists_two_typos_each_with_its_suggestion(tmp_path: Path) -> None:
+    """The installed `syncd`, as a newcomer runs it: both typos, a line each, each with the key
+    meant; the key the typo stands for is not said to be missing as well."""
+    from tests.console_script import run_installed
+    from tests.hostile.cli_support import clean_env
+    from tests.schema_support import assert_valid
+
+    path = write(tmp_path, '[tenants.emu]\nbase_ulr = "http://127.0.0.1:8787"\ntoken = "t0123"\n\n[daemon]\nprot = 8790\n')
+    ran = run_installed("config", "check", "--config", path.name, env=clean_env(), cwd=tmp_path)
+    ran.assert_clean()
+    assert ran.code == 2 and ran.stdout == "", ran.show()
+    assert ran.stderr.splitlines() == [
+        "syncd: error: syncd.toml: tenants.emu.base_ulr: unknown key; did you mean base_url?",
+        "syncd: error: syncd.toml: daemon.prot: unknown key; did you mean port?",
+    ], ran.show()
+
+    ran = run_installed("config", "check", "--config", path.name, "--json", env=clean_env(), cwd=tmp_path)
+    assert ran.code == 2, ran.show()
+    document = json.loads(ran.stdout)
+    assert_valid("config-check", document)
+    assert document == {
+        "config_file": "syncd.toml",
+        "environment": [],
+        "problems": [
+            {"source": "syncd.toml", "field": "tenants.emu.base_ulr", "message": "unknown key; did you mean base_url?"},
+            {"source": "syncd.toml", "field": "daemon.prot", "message": "unknown key; did you mean port?"},
+        ],
+    }
+    assert len(ran.stderr.splitlines()) == 2  # said on stderr too
+
+
+def test_every_problem_is_said_at_once_where_it_was_given(tmp_path: Path) -> None:
+    """Typos anywhere (a top-level key, a job's key of its kind, a variable), another kind's
+    options, and what a job's own settings get wrong: all in one error, one problem each."""
+    path = write(
+        tmp_path,
+        "concurency = 4\n" + SRC
+        + '[[jobs]]\nname = "a"\nkind = "sync"\nsource = "src"\ntarget = "src:o2"\nretention = 3\nschedule = { every = "15 minutes" }\n'
+        + '[[jobs]]\nname = "b"\nkind = "backup"\nsource = "src"\nkeep_dayly = 7\n'
+        + '[[jobs]]\nname = "c"\nkind = "copy"\nsource = "src"\nretension = 3\n',
+    )  # fmt: skip
+    with pytest.raises(ConfigError) as info:
+        load_settings(path, {"SYNCD_TENANTS__SRC__TOKN": "t0123"})
+    assert sorted(info.value.lines()) == sorted([
+        f"{path}: concurency: unknown key; did you mean concurrency?",
+        "SYNCD_TENANTS__SRC__TOKN: tenants.src.tokn: unknown key; did you mean token?",
+        f"{path}: jobs[0].schedule.every: invalid duration '15 minutes' (use e.g. 0.5s, 30s, 15m, 2h, 1d or 1h30m)",
+        f"{path}: jobs[0].target: only allowed on mirror jobs, not on a sync job",
+        f"{path}: jobs[0].retention: only allowed on backup jobs, not on a sync job",
+        f"{path}: jobs[1].keep_dayly: unknown key; did you mean keep_daily?",
+        f"{path}: jobs[2].kind: must be 'sync', 'backup' or 'mirror', got 'copy'",
+        f"{path}: jobs[2].retension: unknown key; did you mean retention?",  # a job of no known kind: any kind's key
+    ])  # fmt: skip
+    assert "\n" not in str(info.value) and "did you mean keep_daily?" in str(info.value)  # a log event: one line
+
+    checks = write(tmp_path, SRC + '[[jobs]]\nname = "a"\nkind = "sync"\nsource = "nope"\n'
+                   '[[jobs]]\nname = "a"\nkind = "mirror"\nsource = "src:o1"\ntarget = "other:o2"\n', "checks.toml")  # fmt: skip
+    with pytest.raises(ConfigError) as info:
+        load_settings(checks, {})
+    assert info.value.lines() == [
+        f"{checks}: jobs[0].source: unknown tenant 'nope' (configured: src)",
+        f"{checks}: jobs[1].name: duplicate job name 'a' (also jobs[0])",
+        f"{checks}: jobs[1].target: unknown tenant 'other' (configured: src)",
+    ]
+
+
+def test_an_unknown_key_without_a_close_one_is_said_plainly(tmp_path: Path) -> None:
+    message = load_error(write(tmp_path, SRC + "[fleet]\nxyz = 1\n"))
+    assert message == f"{tmp_path / 'syncd.toml'}: fleet.xyz: unknown key"
+
+
+def test_cli_lists_every_token_that_cannot_be_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(
+        tmp_path,
+        '[tenants.a]\nbase_url = "http://a"\ntoken_env = "UNSET_TOKEN_A_XYZ"\n'
+        f'[tenants.b]\nbase_url = "http://b"\ntoken_file = "{tmp_path / "absent.token"}"\n',
+    )
+    assert main(["config", "check", "--config", str(path)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "syncd: error: tenants.a.token_env: environment variable UNSET_TOKEN_A_XYZ is not set or empty",
+        f"syncd: error: tenants.b.token_file: {tmp_path / 'absent.token'} does not exist",
+    ]

@@ -7,13 +7,13 @@ backends."""
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from syncd.cli import main
+from tests.loopback import closed_port
 from tests.schema_support import assert_valid
 from tests.state_support import use_backend
 from tests.thread_emulator import TOKEN, ThreadEmulator, thread_emulator
@@ -26,13 +26,6 @@ UNREACHABLE_TOKEN = "a-token-for-nowhere-5678"
 def emulator() -> Iterator[ThreadEmulator]:
     with thread_emulator("orgs=1,spaces=1") as running:
         yield running
-
-
-def closed_port() -> int:
-    """A loopback port nothing listens on (bound, then closed)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture

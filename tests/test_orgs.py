@@ -103,3 +103,17 @@ def test_mirror_sides_are_addressed_by_title(env: Path, emulator: ThreadEmulator
     assert json.loads(out)
     code, _, err = run(capsys, "mirror", "plan", "src:Organization 1", f"src:{first}")
     assert code == 2 and "the source and the target are the same organization" in err
+
+
+def test_orgs_into_a_narrow_pipe_prints_every_id_whole(env: Path, emulator: ThreadEmulator) -> None:
+    """`syncd orgs src | cat` with COLUMNS=30 (a process of its own, not on a terminal): each
+    organization a line, its id and title whole, where a terminal that narrow folds them."""
+    from tests.hostile.cli_support import clean_env, run_cli
+    from tests.thread_emulator import TOKEN
+
+    tenant = {"SYNCD_TENANTS__SRC__BASE_URL": emulator.url, "SYNCD_TENANTS__SRC__TOKEN": TOKEN, "SYNCD_LOG_LEVEL": "warning"}
+    ran = run_cli("orgs", "src", env=clean_env(COLUMNS="30", **tenant), cwd=env)
+    assert ran.code == 0, ran.show()
+    rows = [line.split() for line in ran.stdout.splitlines() if line.split() and line.split()[0] in emulator.org_ids]
+    first, second, empty = emulator.org_ids
+    assert rows == [[first, "Organization", "1", "2"], [second, "Organization", "2", "2"], [empty, "Organization", "3", "0"]], ran.show()

@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
+import shutil
 import signal
+import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,10 +121,19 @@ def test_demo_runs_the_main_job(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main(["demo", "--generate", "orgs=1,empty_orgs=2,collections=2,spaces=4,pages=3,files=1,sites=1", "--out", str(out)]) == 0
     raw = capsys.readouterr().out
     printed = " ".join(raw.split())  # as read, whatever the terminal width wrapped
-    # Its last lines point at a command that shows its rename, and that command does.
-    shown = next(line.split() for line in raw.splitlines() if line.strip().startswith("syncd diff"))
+    # Its last lines are commands to paste: each names a program this shell finds (the running
+    # syncd by its path, `.venv/bin/syncd`, unless PATH has it), and the one that shows its
+    # rename does.
+    hints = [shlex.split(line.split("(", 1)[0]) for line in raw.split("Look around:", 1)[1].splitlines() if line.strip()]
+    assert [hint[1] for hint in hints] == ["status", "diff", str(out / "export")], raw
+    for program, *_ in hints:
+        found = shutil.which(program)
+        assert found is not None and os.access(found, os.X_OK), (program, raw)
+    syncd = shutil.which(hints[0][0])
+    assert syncd is not None and Path(syncd).resolve() == Path(sys.executable).with_name("syncd").resolve(), raw  # this syncd
+    shown = hints[1]
     renamed = re.search(r"after renaming space '([^']+)'", printed)
-    assert shown[:3] == ["syncd", "diff", "--db"] and shown[4] == "--run" and renamed, raw
+    assert shown[1:3] == ["diff", "--db"] and shown[4] == "--run" and renamed, raw
     assert main(shown[1:6]) == 0
     diff_out = capsys.readouterr().out
     assert f'title: "{renamed[1]}" → "Renamed by the demo"' in diff_out, diff_out

@@ -18,11 +18,12 @@ from syncd.api.client import retry_notice
 from syncd.cli import main
 from syncd.state import StateStore
 from tests.hostile.cli_support import HOSTILE_TEXT, Server
-from tests.loopback import wait_for
+from tests.loopback import closed_port, wait_for
 from tests.state_support import use_backend
 from tests.thread_emulator import TOKEN, thread_emulator
 
 RETRY = re.compile(r"retry (\d+)/(\d+) in (\d+\.\d) s: (.*?)(?: \[syncd\.api\].*)?$")
+UNTIL = re.compile(r"; retrying until \d\d:\d\d:\d\d\b")
 
 
 @pytest.fixture
@@ -57,32 +58,53 @@ def _answers(url: str) -> bool:
         return False
 
 
-def test_a_server_that_is_down_shows_each_retry_then_the_run_goes_on(
+def test_a_server_that_is_down_is_said_once_with_until_when_then_the_run_goes_on(
     on_backend: Path | str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """A one-shot command says at the first refused connection that it retries and until when
+    (not a line per retry); a server back within that time lets the run go on."""
     with thread_emulator("orgs=1,collections=1,spaces=2,pages=1,files=0,sites=0") as emulator:
         _env(monkeypatch, tmp_path, emulator.url)
-        emulator.admin("POST", "/outage", {"seconds": 600})  # ended below, once retries were said
+        emulator.admin("POST", "/outage", {"seconds": 600})  # ended below, once the retry was said
         wait_for("the emulator to go down", lambda: not _answers(emulator.url), timeout=10, interval=0.02)
         said: list[str] = []
 
-        def retried_twice() -> bool:
+        def retrying() -> bool:
             said.append(capsys.readouterr().err)
-            return len(_retries("".join(said))) >= 2
+            return bool(UNTIL.search("".join(said)))
 
         with ThreadPoolExecutor(1) as pool:
             sync = pool.submit(main, ["sync", "src"])
-            wait_for("two retry lines on stderr", retried_twice, timeout=120, interval=0.05)
+            wait_for("the retrying line on stderr", retrying, timeout=120, interval=0.02)
             emulator.end_outage()
             assert sync.result(timeout=300) == 0
     err = "".join(said) + capsys.readouterr().err
-    retries = _retries(err)
     port = emulator.url.rsplit(":", 1)[1]
-    assert retries, err
-    assert [number for number, _, _ in retries] == list(range(1, len(retries) + 1)) and {of for _, of, _ in retries} == {7}
-    assert all(what == f"GET /v1/orgs: connection refused by 127.0.0.1:{port}" for _, _, what in retries), err
+    notices = [line for line in err.splitlines() if UNTIL.search(line)]
+    assert len(notices) == 1 and "[warning" in notices[0] and "tenant=src" in notices[0], err
+    assert f"cannot connect to {emulator.url} (GET /v1/orgs: connection refused by 127.0.0.1:{port}); retrying until " in notices[0]
+    assert not _retries(err), err  # the retries of a refused connection are not said one by one
     with StateStore(on_backend, readonly=True) as mirror:
         assert [run["status"] for run in mirror.runs()] == ["complete"]
+
+
+def test_a_one_shot_command_gives_up_on_a_server_nothing_listens_at(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`syncd sync` on a port where nothing listens: one line saying it retries until when (a
+    clock time), then, within the one-shot window (`syncd.one_shot`, 10 s), one error line that
+    names the URL and what to check; exit 1, no run left open."""
+    url = f"http://127.0.0.1:{closed_port()}"
+    _env(monkeypatch, tmp_path, url)
+    monkeypatch.setenv("SYNCD_STATE_DIR", str(tmp_path / "state"))
+    assert main(["sync", "src"]) == 1
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert len(lines) == 2, err
+    port = url.rsplit(":", 1)[1]
+    assert UNTIL.search(lines[0]) and "[warning" in lines[0] and "tenant=src" in lines[0], err
+    assert f"cannot connect to {url} (GET /v1/orgs: connection refused by 127.0.0.1:{port}); retrying until " in lines[0], err
+    error = re.fullmatch(r"syncd: error: src: GET /v1/orgs: connection refused by 127\.0\.0\.1:(\d+) \(gave up after (\d+) attempts\); (.*)", lines[1])
+    assert error and error[1] == port and int(error[2]) > 1, err
+    assert error[3] == f"check that the server at {url} is running and that tenants.src.base_url is right", err
 
 
 def test_server_text_in_a_retry_is_one_safe_line_without_the_token(

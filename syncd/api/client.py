@@ -12,7 +12,8 @@ DELETE by default) or when the request certainly never left (connection refused)
 non-idempotent POST that may have taken effect is raised at once with
 `may_have_applied=True`, for the write side to reconcile. The wait is the larger of the
 jittered exponential backoff and the server's hint (`Retry-After`, `X-RateLimit-Reset`),
-clamped to `retry.max_wait`.
+clamped to `retry.max_wait`. A server that cannot be connected to is tried, in a one-shot
+command, only until its window ends (`syncd.one_shot`): said once, at the first failed connect.
 
 Redirects are followed (at most 5); aiohttp drops the Authorization header when a redirect
 leaves the base URL's origin (scheme, host, port), and the tests check it.
@@ -81,10 +82,12 @@ from syncd.api.answers import read_capped as _read_capped
 from syncd.api.retry_notice import retry_notice
 from syncd.api.stats import ClientStats
 from syncd.api.telemetry import current_observer
+from syncd.api.unreachable import Unreachable, cannot_connect, notice
 from syncd.api.urls import QUERY_SAFE, query_string, query_values, quoted, safe_path
 from syncd.config import RetryConfig
 from syncd.fencing import require_lease
 from syncd.logging import get_logger, redact_text, register_secret
+from syncd.one_shot import current_window
 
 if TYPE_CHECKING:
     from syncd.config import Settings
@@ -213,6 +216,8 @@ class TenantClient:
         self._global_limiter = global_limiter
         self._sleep = sleep
         self._random = random.Random()
+        self._unreachable = Unreachable(current_window())
+        """A one-shot command's window for a server that cannot be connected to (`syncd.one_shot`)."""
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
 
@@ -341,7 +346,7 @@ class TenantClient:
             first: ApiError | None = error
         attempts = 0
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.retry.max_attempts),
+            stop=stop_after_attempt(self.retry.max_attempts) | self._unreachable_too_long,
             wait=self._wait,
             retry=retry_if_exception(lambda exc: self._should_retry(exc, idempotent)),
             sleep=self._sleep,
@@ -451,6 +456,8 @@ class TenantClient:
                         self._observer.on_response(self.name, method, "error", None)
                     raise self._transport_error(exc, method, path) from None
             rate = slot.observe(status, headers if same_origin else {})
+        if self._unreachable.until is not None:
+            self._unreachable.answered()  # something listens again
         if self._observer is not None:
             self._observer.on_response(self.name, method, status, rate.remaining)
         self.stats.responses[status] += 1
@@ -486,9 +493,15 @@ class TenantClient:
         return redact_text(text.replace(self._token.get_secret_value(), "********"))
 
     def _transport_error(self, exc: BaseException, method: str, path: str) -> ApiError:
-        error = transport_error(exc, method=method, path=path, tenant=self.name, timeout=self.timeout, scrub=self._scrub)
+        error = transport_error(
+            exc, method=method, path=path, tenant=self.name, timeout=self.timeout, scrub=self._scrub, base_url=self.base_url
+        )
         if isinstance(error, TransportError):
             self.stats.transport_errors += 1
+        if cannot_connect(error) and self.retry.max_attempts > 1:
+            until = self._unreachable.opened()
+            if until is not None:  # the first failed connect of a one-shot command: say how long it is tried
+                get_logger("syncd.api").warning(notice(error, self.base_url, until), tenant=self.name)
         return error
 
     def _decode(self, raw: bytes | bytearray, status: int, method: str, path: str, validate: Validator | None) -> Any:
@@ -534,8 +547,13 @@ class TenantClient:
             return True
         return idempotent or not exc.may_have_applied
 
+    def _unreachable_too_long(self, state: RetryCallState) -> bool:
+        """Stop: a connect failed after a one-shot command's window ended (`syncd.one_shot`)."""
+        return self._unreachable.over(state.outcome.exception() if state.outcome is not None else None)
+
     def _wait(self, state: RetryCallState) -> float:
-        """max(jittered exponential backoff, jittered server hint), clamped to max_wait."""
+        """max(jittered exponential backoff, jittered server hint), clamped to max_wait; a
+        failed connect's retry no later than the end of the window it is tried in."""
         cfg = self.retry
         backoff = min(cfg.max_wait, cfg.initial_wait * 2 ** (state.attempt_number - 1))
         wait = self._random.uniform(backoff / 2, backoff)
@@ -543,7 +561,8 @@ class TenantClient:
         hint = getattr(error, "retry_after", None)
         if hint:
             wait = max(wait, hint * self._random.uniform(1.0, 1.2))
-        return min(cfg.max_wait, wait)
+        left = self._unreachable.left() if cannot_connect(error) else None
+        return min(cfg.max_wait, wait, *(() if left is None else (left,)))
 
     async def _before_sleep(self, state: RetryCallState) -> None:
         """Count the retry, and say it on stderr (a warning: seen at the default level), so a
@@ -552,7 +571,7 @@ class TenantClient:
         if self._observer is not None:
             self._observer.on_retry(self.name)
         error = state.outcome.exception() if state.outcome is not None else None
-        get_logger("syncd.api").warning(
-            retry_notice(state.attempt_number, self.retry.max_attempts - 1, state.upcoming_sleep, error),
-            tenant=self.name,
-        )
+        # A failed connect in a one-shot command's window: its one line said until when.
+        quiet = cannot_connect(error) and self._unreachable.until is not None
+        say = get_logger("syncd.api").debug if quiet else get_logger("syncd.api").warning
+        say(retry_notice(state.attempt_number, self.retry.max_attempts - 1, state.upcoming_sleep, error), tenant=self.name)

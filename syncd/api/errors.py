@@ -217,10 +217,18 @@ class TransportError(ApiError):
 
     retryable = True
 
-    def __init__(self, message: str, *, sent: bool = True, **kwargs: object) -> None:
+    def __init__(self, message: str, *, sent: bool = True, base_url: str | None = None, **kwargs: object) -> None:
         super().__init__(message, **kwargs)  # type: ignore[arg-type]
         self.sent = sent
         """False when the request certainly never reached the server (connect failed)."""
+        self.base_url = base_url
+        """The server's URL, when known: what to check when nothing answers there."""
+
+    def hint(self) -> str:
+        if self.sent or not self.base_url:
+            return ""
+        setting = f" and that tenants.{self.tenant}.base_url is right" if self.tenant else ""
+        return f"check that the server at {self.base_url} is running{setting}"
 
 
 class MalformedResponse(ApiError):

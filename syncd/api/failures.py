@@ -35,9 +35,12 @@ _STATUS_ERRORS: dict[int, type[ApiError]] = {401: AuthError, 403: AuthError, 404
 Scrub = Callable[[str], str]
 
 
-def transport_error(exc: BaseException, *, method: str, path: str, tenant: str, timeout: float, scrub: Scrub) -> ApiError:
+def transport_error(
+    exc: BaseException, *, method: str, path: str, tenant: str, timeout: float, scrub: Scrub, base_url: str | None = None
+) -> ApiError:
     """The error of an aiohttp or timeout exception; the original is dropped (it may hold
-    headers). A TransportError unless the redirects were wrong (an ApiError, not retried)."""
+    headers). A TransportError unless the redirects were wrong (an ApiError, not retried);
+    `base_url`, the server's, is what to check when it could not be connected to."""
     detail = scrub(str(exc).strip())
     if isinstance(exc, aiohttp.TooManyRedirects):
         return ApiError(f"more than {MAX_REDIRECTS} redirects", method=method, path=path, tenant=tenant)
@@ -55,7 +58,7 @@ def transport_error(exc: BaseException, *, method: str, path: str, tenant: str, 
     else:
         what = f"connection failed: {type(exc).__name__}" + (f": {detail}" if detail else "")
     return TransportError(
-        what, sent=sent, method=method, path=path, tenant=tenant, may_have_applied=sent and method not in READ_METHODS
+        what, sent=sent, base_url=base_url, method=method, path=path, tenant=tenant, may_have_applied=sent and method not in READ_METHODS
     )
 
 

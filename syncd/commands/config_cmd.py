@@ -16,7 +16,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from syncd.commands.tables import whole_values
 from syncd.config import (
+    DEFAULT_CONFIG_PATH,
     ENV_PREFIX,
     TOKEN_MASK,
     Settings,
@@ -24,6 +26,7 @@ from syncd.config import (
     load_settings,
     shown_url,
 )
+from syncd.errors import ConfigError, ConfigProblem
 from syncd.logging import redact, redact_text
 from syncd.read.whoami import TokenCheck, check_tokens
 from syncd.safe_text import cell, markup
@@ -152,7 +155,7 @@ def _print_pretty(settings: Settings, env: Mapping[str, str] | None) -> None:
         )
     if not settings.tenants:
         tenants.add_row("(none)", "", "", "", "")
-    console.print(tenants)
+    console.print(whole_values(console, tenants), crop=False)  # names and URLs whole when piped
     console.print()
 
     jobs = Table(title="jobs", title_justify="left")
@@ -179,7 +182,7 @@ def _print_pretty(settings: Settings, env: Mapping[str, str] | None) -> None:
         )
     if not settings.jobs:
         jobs.add_row("(none)", "", "", "", "", "")
-    console.print(jobs)
+    console.print(whole_values(console, jobs), crop=False)
     console.print()
 
     daemon = settings.daemon
@@ -224,16 +227,20 @@ def check(
 ) -> None:
     """Validate the configuration, resolve every token, and print it with secrets masked.
 
-    Exit 0 when everything is usable; 2 with one line naming the field otherwise; with
-    --online, 1 when a tenant's token was refused or its server could not be reached.
+    Exit 0 when everything is usable; 2 otherwise, with a line per problem naming the field
+    (--json: the document lists them); with --online, 1 when a tenant's token was refused or
+    its server could not be reached.
     """
-    settings = load_settings(config)
-    # A check that passes must mean the tokens can be read: resolve them all now.
-    for name in sorted(settings.tenants):
-        settings.tenants[name].resolved_token()
+    try:
+        settings = load_settings(config)
+        _resolve_tokens(settings)
+    except ConfigError as exc:
+        if as_json:
+            typer.echo(json.dumps(_problems_document(config, exc), indent=2))
+        raise
     checks = anyio.run(check_tokens, settings) if online else None
     if as_json:
-        document = effective_config(settings)
+        document = {**effective_config(settings), "problems": []}
         if checks is not None:
             document["online"] = {found.tenant: found.as_json() for found in checks}
         typer.echo(json.dumps(document, indent=2))
@@ -243,6 +250,31 @@ def check(
             _print_online(checks)
     if checks is not None and not all(found.ok for found in checks):
         raise typer.Exit(1)
+
+
+def _resolve_tokens(settings: Settings) -> None:
+    """A check that passes must mean the tokens can be read: every one is read now, and
+    every one that cannot be is a problem (all of them in one ConfigError)."""
+    problems: list[ConfigProblem] = []
+    for name in sorted(settings.tenants):
+        try:
+            settings.tenants[name].resolved_token()
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise ConfigError(problems=problems)
+
+
+def _problems_document(config: Path | None, error: ConfigError) -> dict[str, Any]:
+    """`config check --json` of a configuration that cannot be used: its problems, no settings."""
+    if config is None and DEFAULT_CONFIG_PATH.is_file():
+        config = DEFAULT_CONFIG_PATH
+    document = {
+        "config_file": str(config) if config is not None else None,
+        "environment": _env_names(os.environ),
+        "problems": [problem.as_json() for problem in error.problems],
+    }
+    return redact(document)  # type: ignore[no-any-return]
 
 
 def _print_online(checks: list[TokenCheck]) -> None:

@@ -23,6 +23,7 @@ from syncd.commands.progress import StepDisplay, show_run
 from syncd.commands.read_cmds import ConfigOption
 from syncd.commands.tables import Col, fitted_table
 from syncd.config import format_duration, load_settings
+from syncd.one_shot import window
 from syncd.safe_text import cell, markup
 from syncd.safe_text import console as make_console
 
@@ -40,7 +41,8 @@ def serve(config: Path | None = ConfigOption) -> None:
     configure_logging(LOG_OPTIONS.get("format", settings.log_format), LOG_OPTIONS.get("level", settings.log_level))  # type: ignore[arg-type]
     if not settings.jobs:
         console.print("[yellow]no jobs configured: the daemon only serves its control API[/yellow]", highlight=False)
-    event_loop.run(daemon_for(settings).serve)
+    with window(None):  # the daemon rides out a server's restart: its runs keep the whole retry budget
+        event_loop.run(daemon_for(settings).serve)
 
 
 def _relative(iso: str | None, now: datetime) -> str:
@@ -67,7 +69,7 @@ def jobs(
     if as_json:
         emit(answer)
         return
-    console.print(jobs_table(console, answer["jobs"], client.url, datetime.now(UTC)))
+    console.print(jobs_table(console, answer["jobs"], client.url, datetime.now(UTC)), crop=False)
 
 
 JOB_COLUMNS = (

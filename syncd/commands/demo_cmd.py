@@ -15,6 +15,7 @@ is printed through `syncd.safe_text`.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import time
 from pathlib import Path
@@ -25,6 +26,7 @@ import anyio
 import typer
 from rich.console import Console
 
+from syncd.commands.invocation import syncd_command
 from syncd.errors import UsageError
 from syncd.files import private_dir, write_private
 from syncd.safe_text import markup
@@ -157,10 +159,11 @@ async def _run(generate: str, seed: int, out: Path, console: Console) -> None:
         if params["empty_orgs"] >= 2:
             await _restore(settings, out / "backup.db", generated.org_ids[-2], db, row)
     console.print(f"done in {time.perf_counter() - started:.1f}s. Look around:")
-    console.print(f"   syncd status --db {markup(db)}", highlight=False, soft_wrap=True)
+    syncd, shown_db = markup(syncd_command()), markup(shlex.quote(str(db)))  # as pasted into this shell
+    console.print(f"   {syncd} status --db {shown_db}", highlight=False, soft_wrap=True)
     if rename_run is not None:  # the sync that found the rename, against the re-sync before it
-        console.print(f"   syncd diff --db {markup(db)} --run {rename_run}      (the rename, old title → new)", highlight=False, soft_wrap=True)
-    console.print(f"   ls {markup(out / 'export')}", highlight=False, soft_wrap=True)
+        console.print(f"   {syncd} diff --db {shown_db} --run {rename_run}      (the rename, old title → new)", highlight=False, soft_wrap=True)
+    console.print(f"   ls {markup(shlex.quote(str(out / 'export')))}", highlight=False, soft_wrap=True)
 
 
 def demo(

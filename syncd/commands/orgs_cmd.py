@@ -49,7 +49,7 @@ def orgs(
         emit({"tenant": name, "organizations": [summary.as_json() for summary in found]})
     else:
         rows = [(cell(s.id), cell(s.title), "?" if s.spaces is None else str(s.spaces)) for s in found]
-        shown.print(fitted_table(shown, cell(f"organizations the token of {name} sees"), ORG_COLUMNS, rows))
+        shown.print(fitted_table(shown, cell(f"organizations the token of {name} sees"), ORG_COLUMNS, rows), crop=False)
         shown.print(f"{len(found)} organization(s); address one as {markup(name)}:ORG_ID, or by its exact title", highlight=False)
     failed = [s for s in found if s.error is not None]
     for summary in failed:

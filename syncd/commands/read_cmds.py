@@ -252,7 +252,7 @@ def status(
     if not runs:
         console.print(f"no runs yet in {markup(db_path)}")
         return
-    console.print(runs_table(console, runs, db_path))
+    console.print(runs_table(console, runs, db_path), crop=False)
     for tenant, kinds in counts.items():
         console.print(f"{markup(tenant)}: {sum(kinds.values())} current objects in {len(kinds)} kinds")
 

@@ -58,7 +58,7 @@ def migrate(
             part_of=DaemonHistoryCopy.of,  # the daemon's run history moves with the mirror
         )
     rows = [(cell(t.table), cell(t.source), str(t.rows), str(t.copied)) for t in report.tables]
-    shown.print(fitted_table(shown, cell(f"{report.source} -> {report.target}"), COLUMNS, rows))
+    shown.print(fitted_table(shown, cell(f"{report.source} -> {report.target}"), COLUMNS, rows), crop=False)
     objects = sum(sum(kinds.values()) for kinds in report.objects.values())
     shown.print(
         f"[green]verified[/green]: {sum(t.copied for t in report.tables)} rows in {len(report.tables)} tables, "

@@ -6,7 +6,8 @@ status `comple…`. A `Col` says how its cells may give way: `no_wrap` for value
 only useful whole (a date), `min_width` for the longest word that must stay whole (an
 outcome), `fold_at` for long ids that may fold onto a second line, and `drop` for columns
 the table can do without on a narrow terminal (lowest first). `fitted_table` leaves out
-droppable columns until the rest fits by wrapping alone; `--json` keeps every field.
+droppable columns until the rest fits by wrapping alone; `--json` keeps every field. Output
+that is not a terminal gets every value whole instead, a row a line (`whole_values`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["Col", "fitted_table"]
+__all__ = ["Col", "fitted_table", "whole_values"]
 
 UNBOUNDED = 100_000
 
@@ -57,10 +58,26 @@ def _build(
     return table
 
 
+def whole_values(console: Console, table: Table) -> Table:
+    """`table` for output that is not a terminal (a pipe, a file): there is no width to fit,
+    so every value is whole (no cell wraps, folds or is cut) and a row is a line, as wide as
+    that takes; print it with `crop=False`. So `syncd orgs src | grep` finds whole ids. On a
+    terminal, `table` as it is."""
+    if console.is_terminal:
+        return table
+    for column in table.columns:
+        column.no_wrap, column.max_width = True, None
+    table.width = Measurement.get(console, console.options.update(width=UNBOUNDED), table).maximum
+    return table
+
+
 def fitted_table(console: Console, title: Text | str | None, cols: Sequence[Col], rows: Sequence[Sequence[RenderableType]]) -> Table:
     """A table of `rows` (one renderable per column of `cols`) that fits `console`'s width by
-    wrapping, without its droppable columns (lowest `drop` first) as far as that takes."""
+    wrapping, without its droppable columns (lowest `drop` first) as far as that takes; for
+    output that is not a terminal, every column with its values whole (`whole_values`)."""
     keep = list(range(len(cols)))
+    if not console.is_terminal:
+        return whole_values(console, _build(title, cols, rows, keep))
     droppable = sorted((i for i, col in enumerate(cols) if col.drop is not None), key=lambda i: cols[i].drop or 0)
     least = [_least_width(console, col, [Text(col.header), *(row[i] for row in rows)]) for i, col in enumerate(cols)]
     while True:

@@ -8,7 +8,7 @@ The modules, lowest first (each imports only those above it):
 - `daemon`: the control API; `fleet`: replicas sharing a PostgreSQL state; `content`: the
   content source a target service imports from.
 - `settings`: `Settings`, all of the above together, and the checks across them.
-- `loading`: `load_settings`, the file and the environment over it, problems as one line.
+- `loading`: `load_settings`, the file and the environment over it, every problem a line.
 """
 
 from syncd.config.base import Host, Seconds, format_duration, parse_duration

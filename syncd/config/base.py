@@ -14,7 +14,10 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from syncd.safe_text import check_secret
 
-__all__ = ["NAME_RE", "Host", "Seconds", "StrictModel", "format_duration", "parse_duration", "raise_at", "trimmed_secret"]
+__all__ = [
+    "NAME_RE", "Host", "Problem", "Seconds", "StrictModel", "format_duration", "parse_duration", "raise_all", "raise_at",
+    "trimmed_secret",
+]  # fmt: skip
 
 # `\A...\Z`, not `^...$`: `$` also matches before a final newline, so "sync\n" passed as a name.
 NAME_RE = re.compile(r"\A[a-z0-9][a-z0-9_-]*\Z")
@@ -27,22 +30,37 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
 
 
-def raise_at(loc: tuple[str | int, ...], message: str, value: object) -> None:
-    """Raise a validation error located at `loc` below the model being validated.
+Problem = tuple[tuple[str | int, ...], str, object]
+"""A problem found by a check across fields: where (below the model), what, the value."""
+
+
+def _syncd_error(loc: tuple[str | int, ...], message: str, value: object) -> InitErrorDetails:
+    return InitErrorDetails(type=PydanticCustomError("syncd", "{message}", {"message": message}), loc=loc, input=value)
+
+
+def raise_all(problems: list[Problem], found: ValidationError | None = None) -> None:
+    """Raise one validation error holding every problem (and those of `found`, a validation
+    that failed first), each located at its field below the model being validated.
 
     Cross-field checks live on the parent model but belong to one field; pointing at
-    `jobs[1].target` instead of `jobs[1]` is the whole point of the error message.
+    `jobs[1].target` instead of `jobs[1]` is the whole point of the error message, and
+    saying every problem at once spares the user one run per typo. Nothing to say: no error.
     """
-    raise ValidationError.from_exception_data(
-        "syncd",
-        [
-            InitErrorDetails(
-                type=PydanticCustomError("syncd", "{message}", {"message": message}),
-                loc=loc,
-                input=value,
-            )
-        ],
-    )
+    details: list[InitErrorDetails] = []
+    for error in found.errors(include_url=False) if found is not None else ():
+        if error["type"] == "syncd":  # ours: rebuilt (pydantic knows no error type "syncd")
+            details.append(_syncd_error(tuple(error["loc"]), error["msg"], error["input"]))
+        else:
+            ctx = {"ctx": error["ctx"]} if "ctx" in error else {}
+            details.append(InitErrorDetails(type=error["type"], loc=tuple(error["loc"]), input=error["input"], **ctx))  # type: ignore[typeddict-item]
+    details.extend(_syncd_error(loc, message, value) for loc, message, value in problems)
+    if details:
+        raise ValidationError.from_exception_data(found.title if found is not None else "syncd", details)
+
+
+def raise_at(loc: tuple[str | int, ...], message: str, value: object) -> None:
+    """Raise a validation error located at `loc` below the model being validated (`raise_all`)."""
+    raise_all([(loc, message, value)])
 
 
 # --------------------------------------------------------------------------- durations

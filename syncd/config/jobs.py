@@ -27,7 +27,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticKnownError
 
-from syncd.config.base import NAME_RE, Seconds, StrictModel, format_duration, raise_at
+from syncd.config.base import NAME_RE, Problem, Seconds, StrictModel, format_duration, raise_all, raise_at
 from syncd.config.tenants import Ref
 from syncd.cron import validate_cron, validate_timezone
 from syncd.scope import Pattern, Scope, ScopeError
@@ -146,16 +146,24 @@ class JobBase(StrictModel):
     @model_validator(mode="wrap")
     @classmethod
     def _own_options_only(cls, data: Any, handler: ModelWrapValidatorHandler[JobBase]) -> JobBase:
-        """Refuse another kind's option (the first in `SHOWN_KEYS` order), once the job's own
-        settings are valid. An option given as null (JSON in `SYNCD_JOBS`) is one not given."""
+        """Refuse every option of another kind (in `SHOWN_KEYS` order), after the problems of
+        the job's own settings. Without a known kind (`JobBase`) no option is another kind's:
+        the kind is the problem. An option given as null (JSON in `SYNCD_JOBS`) is one not given."""
         if not isinstance(data, Mapping):
             return handler(data)
         given = {key: value for key, value in data.items() if not (value is None and key in OPTION_OWNERS)}
         foreign = [key for key in SHOWN_KEYS if key in given and key in OPTION_OWNERS and key not in cls.model_fields]
-        job = handler({key: value for key, value in given.items() if key not in foreign})
-        for key in foreign[:1]:
-            owners = " and ".join(OPTION_OWNERS[key])
-            raise_at((key,), cls.refused.get(key) or f"only allowed on {owners} jobs, not on a {job.kind} job", given[key])
+        refused: list[Problem] = [
+            ((key,), cls.refused.get(key) or f"only allowed on {' and '.join(OPTION_OWNERS[key])} jobs, not on a {given.get('kind')} job", given[key])
+            for key in foreign
+            if cls is not JobBase
+        ]  # fmt: skip
+        try:
+            job = handler({key: value for key, value in given.items() if key not in foreign})
+        except ValidationError as found:
+            raise_all(refused, found)
+            raise
+        raise_all(refused)
         return job
 
     @model_validator(mode="after")

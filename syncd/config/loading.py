@@ -1,31 +1,34 @@
-"""Reading the settings: the TOML file, the `SYNCD_*` environment over it, and the first
-problem as ONE line.
+"""Reading the settings: the TOML file, the `SYNCD_*` environment over it, and every
+problem, ONE line each.
 
 Why up front: a daemon that finds a typo in its third job at 3 a.m. is worse than a
 command that refuses to start. `load_settings` reads the file, overlays the environment
-(per field, environment wins), validates everything with pydantic and turns the first
-problem into ONE line that names the source and the field path, e.g.::
+(per field, environment wins), validates everything with pydantic and turns each problem
+into ONE line that names the source and the field path, e.g.::
 
     config/syncd.toml: tenants.src.base_url: must be an http(s) URL, got 'ftp://x'
+    config/syncd.toml: tenants.src.tokne: unknown key; did you mean token?
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic_settings import BaseSettings, EnvSettingsSource
 from pydantic_settings.exceptions import SettingsError
 from pydantic_settings.sources.utils import parse_env_vars
 
 from syncd.config.settings import ENV_NESTED_DELIMITER, ENV_PREFIX, Settings
 from syncd.config.tenants import TOKEN_KEYS
-from syncd.errors import ConfigError
+from syncd.errors import ConfigError, ConfigProblem
 from syncd.logging import register_secret
 
 __all__ = ["DEFAULT_CONFIG_PATH", "load_settings"]
@@ -48,19 +51,23 @@ class _MappingEnvSource(EnvSettingsSource):
 
 def _read_toml(path: Path) -> dict[str, Any]:
     """Read the file, turning every failure into one line (with the line number for syntax)."""
+
+    def problem(message: str) -> ConfigError:
+        return ConfigError(problems=[ConfigProblem(str(path), None, message)])
+
     try:
         with path.open("rb") as handle:
             return tomllib.load(handle)
     except FileNotFoundError:
-        raise ConfigError(f"{path}: config file does not exist") from None
+        raise problem("config file does not exist") from None
     except IsADirectoryError:
-        raise ConfigError(f"{path}: is a directory, not a config file") from None
+        raise problem("is a directory, not a config file") from None
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from None
+        raise problem(f"cannot read config file: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+        raise problem(f"invalid TOML: {exc}") from None
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: not UTF-8 ({exc.reason})") from None
+        raise problem(f"invalid TOML: not UTF-8 ({exc.reason})") from None
 
 
 def _lower_tenants(data: dict[str, Any], origin: str) -> dict[str, Any]:
@@ -147,52 +154,111 @@ def _is_secret_loc(loc: tuple[str | int, ...]) -> bool:
     return any(isinstance(part, str) and part == "token" for part in loc)
 
 
-def _error_line(
-    exc: ValidationError,
-    file_data: dict[str, Any],
-    env_data: dict[str, Any],
-    config_path: Path | None,
-) -> str:
-    """The first validation error as `SOURCE: field.path: problem[, got VALUE]`."""
-    errors = exc.errors(include_url=False)
-    error = errors[0]
-    loc = tuple(error["loc"])
+def _narrowed(annotation: Any, data: Any) -> Any:
+    """The type a value given as `data` is read as: `Annotated` and `None` peeled off, and of
+    a union of models (a job's kinds) the one its `kind` names, or all of them when none."""
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if get_origin(annotation) in (Union, UnionType):
+        options = [option for option in get_args(annotation) if option is not type(None)]
+        if len(options) == 1:
+            return _narrowed(options[0], data)
+        kind = data.get("kind") if isinstance(data, Mapping) else None
+        for option in options:
+            tags = get_args(option.model_fields["kind"].annotation) if _is_model(option) and "kind" in option.model_fields else ()
+            if kind in tags:
+                return option
+        return tuple(option for option in options if _is_model(option))
+    return annotation
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def _keys_at(loc: tuple[str | int, ...], data: Any) -> list[str]:
+    """The keys valid in the table at `loc` of the merged settings `data`: what an unknown
+    key there may be a typo of (a job's: those of its kind)."""
+    annotation: Any = Settings
+    for part in loc:
+        annotation = _narrowed(annotation, data)
+        if _is_model(annotation):
+            field = annotation.model_fields.get(part) if isinstance(part, str) else None
+            if field is None:
+                return []
+            annotation = field.annotation
+        elif get_origin(annotation) in (list, dict) and get_args(annotation):
+            annotation = get_args(annotation)[-1]  # an item of a list, a value of a table
+        else:
+            return []
+        present = isinstance(data, Mapping) and part in data
+        present = present or (isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data))
+        data = data[part] if present else None
+    found = _narrowed(annotation, data)
+    models = found if isinstance(found, tuple) else (found,)
+    return list(dict.fromkeys(key for model in models if _is_model(model) for key in model.model_fields))
+
+
+def _message(error: Mapping[str, Any], loc: tuple[str | int, ...]) -> str:
+    """What is wrong, in words: pydantic's sentence made to read as syncd's."""
     kind = error["type"]
     if kind == "value_error":
-        message = str(error.get("ctx", {}).get("error", error["msg"]))
-    elif kind == "syncd":
-        message = error["msg"]
-    elif kind == "missing":
-        message = "is required"
-    elif kind == "extra_forbidden":
-        message = "unknown field"
-    else:
-        message = error["msg"]
-        if message.startswith("Input should be "):
-            message = "must be " + message[len("Input should be ") :]
-        message = message[:1].lower() + message[1:]
-        value = error.get("input")
-        if (
-            not _is_secret_loc(loc)
-            and isinstance(value, str | int | float | bool)
-            and kind not in ("model_type", "dict_type")
-        ):
-            message += f", got {value!r}"
+        return str(error.get("ctx", {}).get("error", error["msg"]))
+    if kind == "syncd":
+        return str(error["msg"])
+    if kind == "missing":
+        return "is required"
+    message = str(error["msg"])
+    if message.startswith("Input should be "):
+        message = "must be " + message[len("Input should be ") :]
+    message = message[:1].lower() + message[1:]
+    value = error.get("input")
+    if not _is_secret_loc(loc) and isinstance(value, str | int | float | bool) and kind not in ("model_type", "dict_type"):
+        message += f", got {value!r}"
+    return message
+
+
+def _origin(
+    error: Mapping[str, Any], loc: tuple[str | int, ...], file_data: dict[str, Any], env_data: dict[str, Any], config_path: Path | None
+) -> str:
+    """Where the value at fault was given: the environment variable, the file, or neither."""
     in_env, env_keys = _lookup(env_data, loc)
     in_file, _ = _lookup(file_data, loc)
     leaf = not isinstance(error.get("input"), Mapping)
     if in_env and (leaf or not in_file) and env_keys:
-        origin = ENV_PREFIX + ENV_NESTED_DELIMITER.join(str(k).upper() for k in env_keys)
-    elif config_path is not None:
-        origin = str(config_path)
-    else:
-        origin = "configuration"
-    where = _format_loc(loc)
-    line = f"{origin}: {where}: {message}" if where else f"{origin}: {message}"
-    if len(errors) > 1:
-        more = len(errors) - 1
-        line += f" (and {more} more problem{'s' if more > 1 else ''})"
-    return " ".join(line.split())
+        return ENV_PREFIX + ENV_NESTED_DELIMITER.join(str(k).upper() for k in env_keys)
+    return str(config_path) if config_path is not None else "configuration"
+
+
+def _problems(
+    exc: ValidationError,
+    file_data: dict[str, Any],
+    env_data: dict[str, Any],
+    config_path: Path | None,
+) -> list[ConfigProblem]:
+    """Every validation error as `SOURCE`, `field.path`, problem: an unknown key with the
+    valid key it is closest to (`did you mean base_url?`), and the "is required" of that key
+    folded into it (a typo is one problem, not two)."""
+    merged = _overlay(file_data, env_data)
+    errors = exc.errors(include_url=False)
+    meant: set[tuple[str | int, ...]] = set()
+    messages: list[str] = []
+    for error in errors:
+        loc = tuple(error["loc"])
+        if error["type"] != "extra_forbidden":
+            messages.append(_message(error, loc))
+            continue
+        close = difflib.get_close_matches(str(loc[-1]), _keys_at(loc[:-1], merged), n=1)
+        messages.append("unknown key" + (f"; did you mean {close[0]}?" if close else ""))
+        meant.update((*loc[:-1], key) for key in close)
+    problems = []
+    for error, message in zip(errors, messages, strict=True):
+        loc = tuple(error["loc"])
+        if error["type"] == "missing" and loc in meant:
+            continue
+        where = _format_loc(loc)
+        problems.append(ConfigProblem(_origin(error, loc, file_data, env_data, config_path), where or None, " ".join(message.split())))
+    return problems
 
 
 def load_settings(
@@ -201,8 +267,8 @@ def load_settings(
     """Read the TOML file and the `SYNCD_*` environment into validated Settings.
 
     `config_path` None means `config/syncd.toml` if it exists, else no file; a path given
-    explicitly must exist. `env` defaults to `os.environ` (tests pass a dict). Any problem
-    is a ConfigError with one line naming the source and the field.
+    explicitly must exist. `env` defaults to `os.environ` (tests pass a dict). Problems are
+    one ConfigError with every problem found, each naming its source and field.
     """
     if config_path is None and DEFAULT_CONFIG_PATH.is_file():
         config_path = DEFAULT_CONFIG_PATH
@@ -226,7 +292,7 @@ def load_settings(
     try:
         settings = Settings.model_validate(merged)
     except ValidationError as exc:
-        raise ConfigError(_error_line(exc, file_data, env_data, config_path)) from None
+        raise ConfigError(problems=_problems(exc, file_data, env_data, config_path)) from None
     settings._config_file = Path(config_path) if config_path is not None else None
     settings._env = env
     env_tenants = env_data.get("tenants")

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, ByteSize, Field, PrivateAttr, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from syncd.config.base import NAME_RE, Seconds, raise_at
+from syncd.config.base import NAME_RE, Problem, Seconds, raise_all
 from syncd.config.content import ContentSourceConfig
 from syncd.config.daemon import DaemonConfig
 from syncd.config.fleet import FleetConfig, check_state_url
@@ -101,13 +101,12 @@ class Settings(BaseSettings):
     @field_validator("tenants")
     @classmethod
     def _tenant_names(cls, value: dict[str, TenantConfig]) -> dict[str, TenantConfig]:
+        raise_all([
+            ((name,), f"invalid tenant name {name!r}: use lower case letters, digits, '_' and '-'", name)
+            for name in value
+            if not NAME_RE.match(name)
+        ])  # fmt: skip
         for name, tenant in value.items():
-            if not NAME_RE.match(name):
-                raise_at(
-                    (name,),
-                    f"invalid tenant name {name!r}: use lower case letters, digits, '_' and '-'",
-                    name,
-                )
             tenant._name = name
         return value
 
@@ -120,23 +119,18 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Settings:
+        """Job names are unique and jobs name configured tenants: every problem at once."""
+        problems: list[Problem] = []
         seen: dict[str, int] = {}
         for index, job in enumerate(self.jobs):
             if job.name in seen:
-                raise_at(
-                    ("jobs", index, "name"),
-                    f"duplicate job name {job.name!r} (also jobs[{seen[job.name]}])",
-                    job.name,
-                )
-            seen[job.name] = index
+                problems.append((("jobs", index, "name"), f"duplicate job name {job.name!r} (also jobs[{seen[job.name]}])", job.name))
+            seen.setdefault(job.name, index)
             for field in ("source", "target"):
                 ref: TargetRef | None = getattr(job, field)
                 if ref is not None and ref.tenant not in self.tenants:
-                    raise_at(
-                        ("jobs", index, field),
-                        f"unknown tenant {ref.tenant!r} ({self._configured()})",
-                        str(ref),
-                    )
+                    problems.append((("jobs", index, field), f"unknown tenant {ref.tenant!r} ({self._configured()})", str(ref)))
+        raise_all(problems)
         return self
 
     def _configured(self) -> str:

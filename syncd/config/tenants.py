@@ -29,7 +29,7 @@ from pydantic import (
 )
 
 from syncd.config.base import NAME_RE, Seconds, StrictModel, format_duration, trimmed_secret
-from syncd.errors import ConfigError
+from syncd.errors import ConfigError, ConfigProblem
 from syncd.logging import register_secret
 from syncd.safe_text import check_secret
 
@@ -189,27 +189,26 @@ class TenantConfig(StrictModel):
             env = self._env if self._env is not None else os.environ
             value = (env.get(self.token_env) or "").strip()
             if not value:
-                raise ConfigError(
-                    f"{where}.token_env: environment variable {self.token_env} is not set or empty"
-                )
+                raise _problem(f"{where}.token_env", f"environment variable {self.token_env} is not set or empty")
         else:
             assert self.token_file is not None
             try:
                 value = self.token_file.read_text(encoding="utf-8").strip()
             except FileNotFoundError:
-                raise ConfigError(
-                    f"{where}.token_file: {self.token_file} does not exist"
-                ) from None
+                raise _problem(f"{where}.token_file", f"{self.token_file} does not exist") from None
             except (OSError, UnicodeDecodeError) as exc:
                 reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-                raise ConfigError(
-                    f"{where}.token_file: cannot read {self.token_file}: {reason}"
-                ) from None
+                raise _problem(f"{where}.token_file", f"cannot read {self.token_file}: {reason}") from None
             if not value:
-                raise ConfigError(f"{where}.token_file: {self.token_file} is empty")
+                raise _problem(f"{where}.token_file", f"{self.token_file} is empty")
         check_secret(value, f"{where}.token_env" if self.token_env is not None else f"{where}.token_file")
         register_secret(value)
         return SecretStr(value)
+
+
+def _problem(field: str, message: str) -> ConfigError:
+    """A token that cannot be read, as a problem of its field (`tenants.NAME.token_file`)."""
+    return ConfigError(problems=[ConfigProblem(None, field, message)])
 
 
 class RetryConfig(StrictModel):

@@ -18,6 +18,7 @@ from syncd.api import ApiError, TenantClient, make_global_limiter
 from syncd.config import RetryConfig, Settings
 from syncd.errors import SyncdError
 from syncd.logging import redact_text
+from syncd.one_shot import window
 from syncd.safe_text import one_line
 
 __all__ = ["CHECK_RETRY", "CHECK_TIMEOUT", "USER_PATH", "TokenCheck", "check_tokens"]
@@ -61,7 +62,9 @@ async def _check(settings: Settings, name: str, limiter: anyio.CapacityLimiter) 
     tenant = settings.tenant(name)
     found = TokenCheck(name, tenant.base_url)
     try:
-        async with TenantClient.from_settings(settings, name, limiter) as client:
+        with window(None):  # its own two quick attempts: no one-shot window to announce (`syncd.one_shot`)
+            client = TenantClient.from_settings(settings, name, limiter)
+        async with client:
             found.user = _user(await client.get_json(USER_PATH))
     except (ApiError, SyncdError, ValueError) as exc:
         found.error = redact_text(one_line(str(exc)))
