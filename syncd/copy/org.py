@@ -35,6 +35,28 @@ def plan_organization(ctx: PlanContext) -> None:
     if ctx.with_access:
         others = tuple(name for name in RULES["organization"].fields if name not in ACCESS_FIELDS)
         ctx.patch_existing("organization", node, ctx.org, path, exclude=others, key=ACCESS_KEY)
+    else:
+        report_kept_access(ctx)
+
+
+def report_kept_access(ctx: PlanContext) -> None:
+    """One skip for the access settings the target keeps: the fields that differ from the
+    source's, and the SAML providers of both sides (verify compares them through the id map,
+    which a copy without access does not extend); it excuses every access field and every
+    SAML provider in verify."""
+    node = ctx.source.get("organization", ctx.source.org)
+    current = ctx.current("organization", ctx.org)
+    if node is None or current is None:
+        return
+    desired = ctx.desired("organization", node)
+    kept = [name for name in ACCESS_FIELDS if desired.get(name) != current.get(name)]
+    for kind, name in ACCESS_KINDS.items():
+        mine, theirs = len(ctx.source.of_kind(kind)), len(ctx.target.of_kind(kind))
+        if mine or theirs:
+            kept.append(f"{name} ({mine} in the source, {theirs} on the target)")
+    if kept:
+        excuses = (*ACCESS_FIELDS, *(WHOLE_KIND + kind for kind in ACCESS_KINDS))
+        ctx.skip("organization", node.id, "access settings", f"{', '.join(kept)} kept as the target has them: --with-access copies them", excuses)
 
 
 def plan_default_content(ctx: PlanContext) -> None:
@@ -67,41 +89,6 @@ def plan_flat(ctx: PlanContext) -> None:
             continue
         for node in created_order(ctx, kind):
             plan_flat_object(ctx, kind, node)
-    if not ctx.with_access:
-        report_kept_access(ctx)
-
-
-def report_kept_access(ctx: PlanContext) -> None:
-    """One skip for the access settings the target keeps (those that differ from the
-    source's), excusing every access field and every SAML provider in verify. After the teams
-    are planned: a provider's default team compares through their adoption."""
-    node = ctx.source.get("organization", ctx.source.org)
-    current = ctx.current("organization", ctx.org)
-    if node is None or current is None:
-        return
-    desired = ctx.desired("organization", node)
-    kept = [name for name in ACCESS_FIELDS if desired.get(name) != current.get(name)]
-    providers = sum(_differing(ctx, kind) for kind in ACCESS_KINDS)
-    if providers:
-        kept.append(f"{providers} SAML provider" + ("s" if providers != 1 else ""))
-    if kept:
-        excuses = (*ACCESS_FIELDS, *(WHOLE_KIND + kind for kind in ACCESS_KINDS))
-        ctx.skip("organization", node.id, "access settings", f"{', '.join(kept)} kept as the target has them: --with-access copies them", excuses)
-
-
-def _differing(ctx: PlanContext, kind: str) -> int:
-    """Objects of `kind` a copy with access would write: source ones not on the target as the
-    source has them, and target ones no source one matches."""
-    candidates = ctx.target.of_kind(kind)
-    matched: set[str] = set()
-    count = 0
-    for node in ctx.source.of_kind(kind):
-        target_id = ctx.tid(kind, node.id) or ctx.equivalent(kind, node, [c for c in candidates if c.id not in matched])
-        if target_id is None or ctx.current(kind, target_id) != ctx.desired(kind, node):
-            count += 1
-        if target_id is not None:
-            matched.add(target_id)
-    return count + sum(1 for c in candidates if c.id not in matched)
 
 
 def plan_flat_object(ctx: PlanContext, kind: str, node: Node) -> None:

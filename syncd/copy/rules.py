@@ -224,8 +224,9 @@ ORGANIZATION_IDENTITY: dict[str, str] = {
 ACCESS_FIELDS: tuple[str, ...] = ("emailDomains", "inviteLinks", "defaultRole", "sso")
 """Organization fields that decide who may join or sign in: the target's own, like its
 identity, unless a copy is asked `with_access` (the other organization fields are copied)."""
-ACCESS_KINDS: tuple[str, ...] = ("saml-provider",)
-"""Kinds that decide who may sign in (SSO): copied, updated and deleted only `with_access`."""
+ACCESS_KINDS: dict[str, str] = {"saml-provider": "SAML providers"}
+"""Kinds that decide who may sign in (SSO), with their name in a plan's skip: copied, updated
+and deleted only `with_access`."""
 ACCESS_KEY = "patch:organization:access"
 """The key of the op that writes ACCESS_FIELDS (its own op, listed under its own heading)."""
 
