@@ -31,6 +31,7 @@ from syncd.copy.rules import ACCESS_KEY
 from syncd.daemon.jobs import execute_job, save_mirror_plan
 from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.ui.plans import grouped, read_plan
+from syncd.daemon.ui.render import render
 from tests.cli_zygote import emulator_process
 from tests.copy_support import Blank, Org, blank, keys, rich_source  # noqa: F401 - `blank` is a fixture
 from tests.loopback import EmulatorClient
@@ -54,16 +55,18 @@ PROFILES = pytest.mark.parametrize(
 # ----- the copy, in-process ----------------------------------------------------------------------
 
 
-async def access_of(org: Org) -> dict[str, Any]:
-    """Who may join or sign in, as the API answers: the fields, and each SAML provider by its
+def access(organization: dict[str, Any], providers: list[dict[str, Any]]) -> dict[str, Any]:
+    """Who may join or sign in, from the API's answers: the fields, and each SAML provider by its
     values (its default team by title: ids differ between organizations)."""
-    data = await org.call("GET", f"/v1/orgs/{org.id}")
-    providers = await org.api.all_items(f"/v1/orgs/{org.id}/saml")
     saml = sorted(
         (p["label"], p["entityID"], p["ssoURL"], p["certificate"], p.get("defaultRole"), (p.get("defaultTeam") or {}).get("title"))
         for p in providers
     )
-    return {**{name: data.get(name) for name in ACCESS}, "saml": saml}
+    return {**{name: organization.get(name) for name in ACCESS}, "saml": saml}
+
+
+async def access_of(org: Org) -> dict[str, Any]:
+    return access(await org.call("GET", f"/v1/orgs/{org.id}"), await org.api.all_items(f"/v1/orgs/{org.id}/saml"))
 
 
 async def different_access(blank: Blank) -> None:
@@ -151,6 +154,10 @@ async def test_a_mirror_job_copies_access_only_with_with_access(blank: Blank, tm
     (access,) = [(heading, changes) for group, heading, changes in grouped(view.changes) if group == "access"]
     assert access[0] == "Access settings" and {c.kind for c in access[1]} == {"organization", "saml-provider"}
     assert all(c.section == "access" for c in access[1]) and not [c for c in view.changes if c.kind == "saml-provider" and not c.section]
+    html = render("plan.html", plan=view, groups=grouped(view.changes), shown=len(view.changes), kind="", action="", actions=list(view.counts),
+                  page_name="plans", session=None, fleet=False, now=datetime.now(UTC), title="Plan")  # fmt: skip
+    assert '<section class="group" id="group-access">\n<h2>Access settings <small>' in html, html
+    assert "<code>emailDomains</code>: [&#34;partner.example.net&#34;] → [&#34;internal.example.com&#34;]" in html, html
 
     first = await execute_job(blank.settings, plain, DaemonMetrics())
     assert first.outcome == "succeeded", first.summary
@@ -195,10 +202,7 @@ class Emulator(EmulatorClient):
         return [self.orgs[next(self.used)] for _ in range(n)]
 
     def access(self, org: str) -> dict[str, Any]:
-        data = self.api("GET", f"/v1/orgs/{org}")
-        providers = self.api("GET", f"/v1/orgs/{org}/saml?limit=1000")["items"]
-        saml = sorted((p["label"], p["entityID"], p["ssoURL"], p["certificate"], p.get("defaultRole"), (p.get("defaultTeam") or {}).get("title")) for p in providers)
-        return {**{name: data.get(name) for name in ACCESS}, "saml": saml}
+        return access(self.api("GET", f"/v1/orgs/{org}"), self.api("GET", f"/v1/orgs/{org}/saml?limit=1000")["items"])
 
     def source(self, org: str) -> None:
         team = self.api("PUT", f"/v1/orgs/{org}/teams", {"title": "Writers"})["id"]
