@@ -36,6 +36,7 @@ from tests.cli_zygote import emulator_process
 from tests.copy_support import Blank, Org, blank, keys, rich_source  # noqa: F401 - `blank` is a fixture
 from tests.loopback import EmulatorClient
 from tests.schema_support import check_output
+from tests.test_plan_review import run
 
 ACCESS = ("emailDomains", "inviteLinks", "defaultRole", "sso")
 SOURCE_ACCESS = {"emailDomains": ["internal.example.com"], "inviteLinks": False, "defaultRole": "edit", "sso": True}
@@ -233,13 +234,6 @@ def env(emulator: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         monkeypatch.setenv(f"SYNCD_TENANTS__{name}__BASE_URL", emulator.url)
         monkeypatch.setenv(f"SYNCD_TENANTS__{name}__TOKEN", TOKEN)
     return tmp_path
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_mirror_plan_says_what_it_keeps_and_lists_access_under_its_own_heading(emulator: Emulator, env: Path, capsys: pytest.CaptureFixture[str]) -> None:
