@@ -1,7 +1,8 @@
 """Independent oracles built on the emulator's canonical dump (`/_emulator/orgs/{id}/dump`).
 
 - `copied_view`: what a copy must reproduce, by path and writable data, so the target's view
-  equals the source's after a correct copy (ids differ, paths and content do not);
+  equals the source's after a correct copy (ids differ, paths and content do not); SAML
+  providers only for a copy `--with-access` (the target keeps its own otherwise);
 - `mirror_mismatches`: whether a syncd mirror holds exactly the objects of the dump.
 """
 
@@ -16,8 +17,10 @@ from syncd.state import StateStore
 
 COPIED = (
     "collection", "space", "page", "team", "custom-field", "space-custom-field-value", "translation-settings",
-    "openapi-spec", "saml-provider", "site", "site-section-group", "site-section", "site-space", "site-adaptive-schema",
+    "openapi-spec", "site", "site-section-group", "site-section", "site-space", "site-adaptive-schema",
 )
+ACCESS = ("saml-provider",)
+"""Kinds only a copy `--with-access` reproduces."""
 ORDERED = ("collection", "space", "page")
 NOT_WRITABLE = {
     "team": {"memberEmails", "members"},  # members must be invited on the target: reported as a skip
@@ -42,10 +45,11 @@ def _copyable(kind: str, data: Any) -> Any:
     return out
 
 
-def copied_view(dump: Mapping[str, Any]) -> dict[str, list[tuple[str, Any]]]:
+def copied_view(dump: Mapping[str, Any], *, with_access: bool = False) -> dict[str, list[tuple[str, Any]]]:
     """The copied kinds of a dump as (path, writable data) rows, in a copy-independent order."""
     kinds = dump["kinds"]
-    out = {kind: [(row["path"], _copyable(kind, row["data"])) for row in kinds.get(kind, [])] for kind in COPIED}
+    copied = COPIED + ACCESS if with_access else COPIED
+    out = {kind: [(row["path"], _copyable(kind, row["data"])) for row in kinds.get(kind, [])] for kind in copied}
 
     # Kinds without positions are listed in creation order, which concurrent creates do not
     # keep; site parts keep their order within their site, sites themselves have none.

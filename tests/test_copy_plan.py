@@ -13,7 +13,7 @@ from tests.copy_support import Blank, blank, keys, rich_source  # noqa: F401 - `
 
 async def test_a_copy_into_an_empty_organization(blank: Blank) -> None:
     ids = await rich_source(blank.source)
-    plan, _, _, _ = await blank.plan()
+    plan, _, _, _ = await blank.plan(with_access=True)  # SAML providers too
     deps = dependencies(plan)  # no repeated key, no cycle
     by_key = {op.key: op for op in plan.ops}
     creates = set(keys(plan, "create"))
@@ -129,12 +129,16 @@ async def test_content_by_import_when_the_tokens_differ(blank: Blank) -> None:
 
 async def test_organization_identity_and_unwritable_fields_are_announced(blank: Blank) -> None:
     await rich_source(blank.source)
-    await blank.source.call("PATCH", f"/v1/orgs/{blank.orgs[0]}", {"emailDomains": ["a.example.com"]})
+    await blank.source.call("PATCH", f"/v1/orgs/{blank.orgs[0]}", {"emailDomains": ["a.example.com"], "ai": True})
     plan = (await blank.plan())[0]
     skips = {(s.kind, s.reason.split(":")[0]) for s in plan.skips}
     assert ("organization", "title not copied") in skips
+    assert ("organization", "emailDomains, SAML providers (1 in the source, 0 on the target) kept as the target has them") in skips
     patch = next(op for op in plan.ops if op.key == "patch:organization:" + blank.orgs[0])
-    assert patch.body == {"emailDomains": ["a.example.com"]}
+    assert patch.body == {"ai": True}  # the access settings are the target's own
+    plan = (await blank.plan(with_access=True))[0]
+    access = next(op for op in plan.ops if op.key == "patch:organization:access")
+    assert access.body == {"emailDomains": ["a.example.com"]} and not any(s.title == "access settings" for s in plan.skips)
 
 
 def _row(kind: str, row_id: str, data: dict[str, object], parent: tuple[str, str] | None = None, position: int | None = None) -> dict[str, object]:
@@ -162,7 +166,7 @@ def test_odd_data_is_a_skip_with_its_reason_never_a_crash() -> None:
         _row("page", "S2/P", {"title": None}, ("space", "S2"), 0),
     ]
     source = Snapshot.from_rows("src", "SORG", rows)
-    plan = plan_copy(source, Snapshot("dst", "TORG"), IdMap(), "mirror", content=ContentStrategy(same_credentials=True))
+    plan = plan_copy(source, Snapshot("dst", "TORG"), IdMap(), "mirror", content=ContentStrategy(same_credentials=True), with_access=True)
     dependencies(plan)
     reasons = " / ".join(s.reason for s in plan.skips)
     for expected in (

@@ -11,7 +11,7 @@ from tests.copy_support import Blank, blank, rich_source  # noqa: F401 - `blank`
 
 async def copied(blank: Blank) -> dict[str, str]:
     ids = await rich_source(blank.source)
-    report = await blank.copy()
+    report = await blank.copy(with_access=True)  # the raw comparisons below: the access settings too
     assert report.equal, report.verification.counts()
     return ids
 
@@ -51,7 +51,7 @@ async def test_missing_extra_different_and_order(blank: Blank) -> None:
 async def test_order_counts(blank: Blank) -> None:
     ids = await rich_source(blank.source)
     epsilon = await blank.source.space("Epsilon", ids["guides"])
-    assert (await blank.copy()).equal
+    assert (await blank.copy(with_access=True)).equal
     _, _, _, idmap = await blank.plan()
     alpha = idmap.target("space", ids["Alpha"])
     await blank.target.move("space", idmap.target("space", epsilon) or "", before=alpha)  # now Epsilon stands before Alpha

@@ -155,6 +155,7 @@ planned operations
  total             1        2      1        1        1
   skip member '2 member': members cannot be created through the API: invite them to the target organization
   skip organization 'title': title not copied: the target organization keeps its own title
+  skip organization 'access settings': emailDomains kept as the target has them: --with-access copies them
 """
 
 
@@ -384,7 +385,7 @@ def test_references_custom_field_values_and_site_moves_read_as_titles() -> None:
     for kind, name in (("team", "T1"), ("team", "T2"), ("saml-provider", "P"), ("custom-field", "F"), ("space", "S"), ("site", "W"),
                        ("site-section", "Start"), ("site-section", "Reference")):
         idmap.put(kind, f"s{name}", f"t{name}", "created")
-    plan = plan_copy(source, target, idmap, content=ContentStrategy(same_credentials=True))
+    plan = plan_copy(source, target, idmap, content=ContentStrategy(same_credentials=True), with_access=True)
     shown = "\n".join(render(review(plan, source, target, idmap)))
     assert "~ update saml-provider 'Okta'" in shown and "      defaultTeam: 'Writers' (tT1) → 'Editors' (tT2)" in shown, shown
     assert "~ update space         'Handbook'" in shown and "      customFields.owner: 'nobody' → 'docs team'" in shown, shown

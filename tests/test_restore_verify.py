@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from syncd.commands.invocation import syncd_command
+
 from tests.cli_zygote import emulator_process
 from tests.loopback import EmulatorClient
 from tests.schema_support import check_output
@@ -75,7 +77,7 @@ def test_a_restore_is_verified_against_its_backup_with_the_command_it_printed(
     code, out, err = syncd(capsys, "restore", str(backup), target)
     assert code == 0, out + err
     hint = out.strip().splitlines()[-1]
-    command = shlex.join(["syncd", "mirror", "verify", str(backup), target])
+    command = f"{syncd_command()} " + shlex.join(["mirror", "verify", str(backup), target])  # syncd as this shell reaches it
     assert hint.endswith(f": {command}"), hint
     pasted = shlex.split(hint.split(": ", 1)[1])
 
@@ -115,12 +117,12 @@ def test_a_verify_of_a_backup_no_restore_wrote_says_what_to_run(
 
     code, _, err = syncd(capsys, "mirror", "verify", str(backup), f"emu:{other}")
     assert code == 2 and err.count("\n") == 1, err
-    assert "no restore of" in err and f"syncd restore {shlex.quote(str(backup))} emu:{other}" in err, err
+    assert "no restore of" in err and f"{syncd_command()} restore {shlex.quote(str(backup))} emu:{other}" in err, err
     assert is_pg(state) or not Path(state).exists()  # a verify that has nothing to compare makes no state file
 
     code, out, err = syncd(capsys, "restore", str(backup), f"emu:{restored}", "--json")
     assert code == 0 and check_output("restore", out)["equal"], err  # the hint goes to stderr, stdout is the document
-    assert err.strip().splitlines()[-1].endswith(f": syncd mirror verify {shlex.quote(str(backup))} emu:{restored}"), err
+    assert err.strip().splitlines()[-1].endswith(f": {syncd_command()} mirror verify {shlex.quote(str(backup))} emu:{restored}"), err
     assert syncd(capsys, "mirror", "verify", str(backup), f"emu:{restored}")[0] == 0
     for args in (
         [f"emu:{other}"],  # restored into another organization, not this one

@@ -170,6 +170,8 @@ def _print_pretty(settings: Settings, env: Mapping[str, str] | None) -> None:
             options.append(f"max_delete={job.max_delete}")
         if job.with_files:
             options.append("with_files")
+        if job.with_access:
+            options.append("with_access")
         if job.full_every is not None:
             options.append(f"full_every={format_duration(job.full_every) if job.full_every else 'never'}")
         jobs.add_row(

@@ -14,7 +14,11 @@ when a side changed since, when the file is malformed or an op breaks the run's 
 the plan made again from what was read is not the file's (exit 2, nothing written). Deletes
 are confirmed: on a terminal `apply --mode mirror` shows the plan and asks; elsewhere it needs
 `--yes`. A saved plan was reviewed when it was made, so applying it asks nothing (as
-`terraform apply PLANFILE`), but its deletes stay bounded by `--max-delete` (default 10).
+`terraform apply PLANFILE`), but its deletes stay bounded by `--max-delete` (default 10), and
+one that writes the target's access settings needs `--with-access` again.
+
+The target's access settings (who may join or sign in: emailDomains, inviteLinks,
+defaultRole, sso, SAML providers) are its own: only `--with-access` copies them.
 
 With `--json`, stdout carries exactly one JSON document (`syncd.copy.documents`, schemas in
 `syncd/schemas/`); progress, warnings and questions go to stderr. Titles, reasons and
@@ -68,6 +72,10 @@ MaxDeleteOption = typer.Option(
 NoAdoptOption = typer.Option(False, "--no-adopt", help="Create everything instead of adopting equivalent objects.")
 RoundsOption = typer.Option(3, "--max-rounds", min=1, max=10, help="Plan-apply-verify rounds at most.")
 JsonOption = typer.Option(False, "--json", help="Print one JSON document on stdout (progress and warnings go to stderr).")
+WithAccessOption = typer.Option(
+    False, "--with-access",
+    help="Also copy who may join or sign in (emailDomains, inviteLinks, defaultRole, sso, SAML providers); by default the target keeps its own.",
+)  # fmt: skip
 
 
 class NotConfirmed(SyncdError):
@@ -186,13 +194,14 @@ def print_report(report: CopyReport, out: Console) -> None:
 
 
 def _plan(
-    settings: Settings, source: Source, target: TargetRef, db: Path, mode: Any, max_delete: int, adopt: bool, scope: Scope = EVERYTHING
+    settings: Settings, source: Source, target: TargetRef, db: Path, mode: Any, max_delete: int, adopt: bool, scope: Scope = EVERYTHING,
+    with_access: bool = False,
 ) -> tuple[Reading, Plan, list[Item]]:
     from syncd.copy import plan_org
     from syncd.copy.review import review
 
     reading, the_plan = _with_progress(f"read {source} and {target}", lambda progress: plan_org(
-        settings, source, target, mode=mode, max_delete=max_delete, adopt=adopt, db=db, on_read=progress, scope=scope,
+        settings, source, target, mode=mode, max_delete=max_delete, adopt=adopt, db=db, on_read=progress, scope=scope, with_access=with_access,
     ))
     return reading, the_plan, review(the_plan, reading.source.snapshot, reading.target.snapshot, reading.idmap)
 
@@ -239,6 +248,7 @@ def confirm_deletes(items: list[Item], the_plan: Plan, target: TargetRef, yes: b
 def run_copy(
     settings: Settings, source: Source, target: TargetRef, db: Path, *, mode: Any = "copy", max_delete: int = 10, adopt: bool = True,
     max_rounds: int = 3, saved: SavedPlan | None = None, as_json: bool = False, plan_file: str | None = None, scope: Scope = EVERYTHING,
+    with_access: bool = False,
 ) -> int:
     """`copy_org` with progress on the terminal; the exit status."""
     from syncd.copy import copy_org
@@ -246,7 +256,7 @@ def run_copy(
     with CopyDisplay(f"copy {source} -> {target}") as display:  # SIGINT/SIGTERM: runs cancelled, exit 130/143
         report = interrupt.run(lambda: copy_org(
             settings, source, target, mode=mode, max_delete=max_delete, adopt=adopt, db=db, max_rounds=max_rounds,
-            on_read=display.reading, on_apply=display.applying, saved=saved, scope=scope,
+            on_read=display.reading, on_apply=display.applying, saved=saved, scope=scope, with_access=with_access,
         ))
     if as_json:
         from syncd.copy.documents import copy_document
@@ -261,17 +271,17 @@ def run_copy(
 
 def run_dry(
     settings: Settings, source: Source, target: TargetRef, db: Path, *, mode: Any, max_delete: int, adopt: bool, as_json: bool = False,
-    scope: Scope = EVERYTHING,
+    scope: Scope = EVERYTHING, with_access: bool = False,
 ) -> int:
     from syncd.copy import PlanRefused, dry_run_lines
     from syncd.copy.engine import saved_plan
-    from syncd.copy.planfile import plan_document
+    from syncd.copy.planfile import plan_document, plan_options
 
-    reading, the_plan, items = _plan(settings, source, target, db, mode, max_delete, adopt, scope)
+    reading, the_plan, items = _plan(settings, source, target, db, mode, max_delete, adopt, scope, with_access)
     out = _console(as_json)
     lines = dry_run_lines(the_plan, reading.idmap)
     if as_json:
-        document = plan_document(saved_plan(reading, the_plan, source, target, mode, {"max_delete": max_delete, "adopt": adopt, **scope.to_json()}), items)
+        document = plan_document(saved_plan(reading, the_plan, source, target, mode, plan_options(max_delete, adopt, with_access, scope)), items)
         _emit({**document, "calls": lines})
     else:
         print_plan(items, the_plan, out, listing=False)
@@ -318,6 +328,7 @@ def plan_cmd(
     no_adopt: bool = NoAdoptOption,
     out_file: Path | None = typer.Option(None, "--out", metavar="PLAN.json", help="Save the plan, to apply exactly it with `mirror apply --plan`."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as one JSON document (the same as --out writes)."),
+    with_access: bool = WithAccessOption,
     db: Path | None = DbOption,
     config: Path | None = ConfigOption,
     include: list[str] = IncludeOption,
@@ -325,14 +336,14 @@ def plan_cmd(
 ) -> None:
     """Read both organizations and list every operation that would make the target match."""
     from syncd.copy.engine import saved_plan
-    from syncd.copy.planfile import plan_document, save_plan
+    from syncd.copy.planfile import plan_document, plan_options, save_plan
 
     scope = scope_from(include, exclude)
     settings, src, dst = _refs(config, source, target)
     mode, limit, adopt = _check_mode(mode), DEFAULT_MAX_DELETE if max_delete is None else max_delete, not no_adopt
-    reading, the_plan, items = _plan(settings, src, dst, _db(settings, db), mode, limit, adopt, scope)
+    reading, the_plan, items = _plan(settings, src, dst, _db(settings, db), mode, limit, adopt, scope, with_access)
     out = _console(as_json)
-    saved = saved_plan(reading, the_plan, src, dst, mode, {"max_delete": limit, "adopt": adopt, **scope.to_json()})
+    saved = saved_plan(reading, the_plan, src, dst, mode, plan_options(limit, adopt, with_access, scope))
     if as_json:
         _emit(plan_document(saved, items))
         for warning in the_plan.warnings:
@@ -361,6 +372,7 @@ def apply_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the calls, send none."),
     max_rounds: int = RoundsOption,
     as_json: bool = JsonOption,
+    with_access: bool = WithAccessOption,
     db: Path | None = DbOption,
     config: Path | None = ConfigOption,
     include: list[str] = IncludeOption,
@@ -380,18 +392,22 @@ def apply_cmd(
         saved = load_plan(plan_file)
         src, dst = _plan_refs(settings, saved, source, target)
         limit = DEFAULT_MAX_DELETE if max_delete is None else max_delete  # never the file's: it may have been edited
-        check_intent(saved, Bounds(target_org=saved.pair.target_org, mode=saved.mode, max_delete=limit))
+        _check_access(saved, plan_file, with_access)  # the command line's, as the limit
+        check_intent(saved, Bounds(target_org=saved.pair.target_org, mode=saved.mode, max_delete=limit, with_access=with_access))
         saved_scope = scope_from(saved.options.get("include"), saved.options.get("exclude"))
         if dry_run:
             raise typer.Exit(dry_run_saved(saved, plan_file, state, as_json))
         raise typer.Exit(run_copy(
             settings, src, dst, state, mode=saved.mode, max_delete=limit, adopt=bool(saved.options.get("adopt", True)),
-            max_rounds=max_rounds, saved=saved, as_json=as_json, plan_file=str(plan_file), scope=saved_scope,
+            max_rounds=max_rounds, saved=saved, as_json=as_json, plan_file=str(plan_file), scope=saved_scope, with_access=with_access,
         ))
     if source is None or target is None:
         raise UsageError("mirror apply needs SRC_TENANT:ORG and DST_TENANT:ORG, or --plan PLAN.json")
     src, dst = parse_target_ref(source, settings), parse_target_ref(target, settings)
-    options = {"mode": _check_mode(mode), "max_delete": DEFAULT_MAX_DELETE if max_delete is None else max_delete, "adopt": not no_adopt, "scope": scope}
+    options = {
+        "mode": _check_mode(mode), "max_delete": DEFAULT_MAX_DELETE if max_delete is None else max_delete, "adopt": not no_adopt, "scope": scope,
+        "with_access": with_access,
+    }  # fmt: skip
     if dry_run:
         raise typer.Exit(run_dry(settings, src, dst, state, as_json=as_json, **options))
     saved = None
@@ -400,19 +416,31 @@ def apply_cmd(
     raise typer.Exit(run_copy(settings, src, dst, state, max_rounds=max_rounds, saved=saved, as_json=as_json, **options))
 
 
+def _check_access(saved: SavedPlan, plan_file: Path, with_access: bool) -> None:
+    """A saved plan writes the target's access settings only when `--with-access` is given
+    again (a file may have been edited); UsageError (nothing written) when the two differ."""
+    if bool(saved.options.get("with_access", False)) == with_access:
+        return
+    if with_access:
+        raise UsageError(f"{plan_file} was made without --with-access (it keeps the target's access settings): make a new plan with --with-access")
+    raise UsageError(
+        f"{plan_file} was made with --with-access (it writes the target's access settings): give --with-access to apply it, or make a plan without it"
+    )
+
+
 def _reviewed(settings: Settings, source: TargetRef, target: TargetRef, db: Path, options: dict[str, Any], as_json: bool) -> SavedPlan:
     """A mirror apply without --yes: plan first, have its deletes confirmed, then apply
     exactly that plan (later rounds add no delete that was not confirmed)."""
     from syncd.copy import PlanRefused
     from syncd.copy.engine import saved_plan
+    from syncd.copy.planfile import plan_options
 
-    reading, the_plan, items = _plan(settings, source, target, db, options["mode"], options["max_delete"], options["adopt"], options["scope"])
+    mode, limit, adopt, scope, with_access = (options[name] for name in ("mode", "max_delete", "adopt", "scope", "with_access"))
+    reading, the_plan, items = _plan(settings, source, target, db, mode, limit, adopt, scope, with_access)
     if the_plan.refused:
         raise PlanRefused(f"the plan must not be applied: {the_plan.refused}")
     confirm_deletes(items, the_plan, target, False, _console(as_json))
-    saved = saved_plan(
-        reading, the_plan, source, target, options["mode"], {"max_delete": options["max_delete"], "adopt": options["adopt"], **options["scope"].to_json()}
-    )
+    saved = saved_plan(reading, the_plan, source, target, mode, plan_options(limit, adopt, with_access, scope))
     saved.binds = "deletes"
     return saved
 
@@ -425,6 +453,7 @@ def verify_cmd(
     target: str = typer.Argument(..., metavar="DST_TENANT:ORG"),
     org: str | None = typer.Option(None, "--org", help="With FILE.db: the backed-up organization (when the file holds several), as given to restore."),
     as_json: bool = JsonOption,
+    with_access: bool = typer.Option(False, "--with-access", help="Compare the access settings too (a copy made --with-access); else the target's own."),
     db: Path | None = DbOption,
     config: Path | None = ConfigOption,
     include: list[str] = IncludeOption,
@@ -440,10 +469,11 @@ def verify_cmd(
     src, dst = verify_source(source, org, settings), parse_target_ref(target, settings)
     try:
         verification, residue = _with_progress(
-            f"read {src} and {dst}", lambda progress: verify_org(settings, src, dst, db=_db(settings, db), on_read=progress, scope=scope)
+            f"read {src} and {dst}",
+            lambda progress: verify_org(settings, src, dst, db=_db(settings, db), on_read=progress, scope=scope, with_access=with_access),
         )
     except NotRestored as exc:
-        again = backup_command("restore", source, target, org=org, db=db, config=config, include=include, exclude=exclude)
+        again = backup_command("restore", source, target, org=org, db=db, config=config, include=include, exclude=exclude, with_access=with_access)
         raise NotRestored(f"{exc}: restore it with `{again}` first, or give the --db and --config that restore used") from None
     if as_json:
         from syncd.copy.documents import verify_document
@@ -475,15 +505,18 @@ def verify_source(text: str, org: str | None, settings: Settings) -> Source:
 
 
 def backup_command(
-    command: str, backup: str, target: str, *, org: str | None, db: Path | None, config: Path | None, include: list[str], exclude: list[str]
+    command: str, backup: str, target: str, *, org: str | None, db: Path | None, config: Path | None, include: list[str], exclude: list[str],
+    with_access: bool = False,
 ) -> str:
     """`syncd COMMAND BACKUP TARGET` (`restore`, `mirror verify`) with the options that find the
     same organizations and recorded ids, all as the user gave them, quoted for a POSIX shell
-    where needed: a line to paste."""
-    words = ["syncd", *command.split(), backup, target]
+    where needed: a line to paste (syncd named as this shell reaches it: `syncd_command`)."""
+    from syncd.commands.invocation import syncd_command
+
+    words = [*command.split(), backup, target]
     for option, values in (("--org", [org]), ("--db", [db]), ("--config", [config]), ("--include", include), ("--exclude", exclude)):
         words += [part for value in values if value is not None for part in (option, str(value))]
-    return shlex.join(words)
+    return " ".join([syncd_command(), shlex.join(words + (["--with-access"] if with_access else []))])
 
 
 def restore(
@@ -493,12 +526,14 @@ def restore(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the calls, send none."),
     max_rounds: int = RoundsOption,
     as_json: bool = JsonOption,
+    with_access: bool = WithAccessOption,
     db: Path | None = DbOption,
     config: Path | None = ConfigOption,
     include: list[str] = IncludeOption,
     exclude: list[str] = ExcludeOption,
 ) -> None:
-    """Restore a backup into an organization with the same engine as `mirror apply` (copy mode)."""
+    """Restore a backup into an organization with the same engine as `mirror apply` (copy mode);
+    the organization keeps its own access settings unless --with-access."""
     from syncd.copy import BackupSource
 
     backup = backup_file(backup, "restore")
@@ -507,8 +542,10 @@ def restore(
     dst = parse_target_ref(target, settings)
     source = BackupSource(backup, org)
     if dry_run:
-        raise typer.Exit(run_dry(settings, source, dst, _db(settings, db), mode="copy", max_delete=0, adopt=True, as_json=as_json, scope=scope))
-    code = run_copy(settings, source, dst, _db(settings, db), max_rounds=max_rounds, as_json=as_json, scope=scope)
-    check = backup_command("mirror verify", str(backup), target, org=org, db=db, config=config, include=include, exclude=exclude)
+        raise typer.Exit(run_dry(
+            settings, source, dst, _db(settings, db), mode="copy", max_delete=0, adopt=True, as_json=as_json, scope=scope, with_access=with_access,
+        ))
+    code = run_copy(settings, source, dst, _db(settings, db), max_rounds=max_rounds, as_json=as_json, scope=scope, with_access=with_access)
+    check = backup_command("mirror verify", str(backup), target, org=org, db=db, config=config, include=include, exclude=exclude, with_access=with_access)
     _say(_console(as_json), f"verify this restore again later (the organization against the backup): {check}")
     raise typer.Exit(code)

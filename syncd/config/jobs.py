@@ -238,6 +238,8 @@ class MirrorJob(JobBase):
     mode: Literal["copy", "mirror"] = "copy"
     max_delete: int = Field(default=100, ge=0)
     full_every: FullEvery = DEFAULT_FULL_EVERY
+    with_access: bool = False
+    """Also copy who may join or sign in (`--with-access`); by default the target keeps its own."""
 
     @model_validator(mode="after")
     def _target_elsewhere(self) -> MirrorJob:

@@ -81,9 +81,13 @@ class ContentStrategy:
 class PlanContext:
     """The planner's shared state (see the module docstring)."""
 
-    def __init__(self, source: Snapshot, target: Snapshot, idmap: IdMap, *, mode: Mode, adopt: bool, content: ContentStrategy) -> None:
+    def __init__(
+        self, source: Snapshot, target: Snapshot, idmap: IdMap, *, mode: Mode, adopt: bool, content: ContentStrategy, with_access: bool = False
+    ) -> None:
         self.source, self.target, self.idmap = source, target, idmap
         self.mode, self.adopt, self.content = mode, adopt, content
+        self.with_access = with_access
+        """Whether the target's access settings (`rules.ACCESS_FIELDS`, `ACCESS_KINDS`) are copied."""
         self.org = target.org
         self.plan = Plan()
         self.keys: dict[str, Op] = {}
@@ -249,9 +253,12 @@ class PlanContext:
                 out[name] = written
         return out
 
-    def patch_existing(self, kind: str, node: Node, target_id: str, path: str, *, exclude: Iterable[str] = (), always: Iterable[str] = ()) -> None:
+    def patch_existing(
+        self, kind: str, node: Node, target_id: str, path: str, *, exclude: Iterable[str] = (), always: Iterable[str] = (), key: str | None = None
+    ) -> None:
         """Patch the writable fields of an object on the target that differ from the source;
-        report the others (not writable, not removable) as skips."""
+        report the others (not writable, not removable) as skips. `key`: the op's own key
+        (a second patch of one object, of other fields)."""
         rule = RULES[kind]
         desired = self.desired(kind, node)
         current = self.current(kind, target_id)
@@ -280,7 +287,7 @@ class PlanContext:
         for name in always:
             body.setdefault(rule.body_name(name), desired.get(name))
         self.emit(Op(
-            key=f"patch:{kind}:{node.id}", action="patch", kind=kind, source_id=node.id, target_id=target_id, title=title,
+            key=key or f"patch:{kind}:{node.id}", action="patch", kind=kind, source_id=node.id, target_id=target_id, title=title,
             method=write_call(kind, "patch").method, path=path, body=body,
         ))
 

@@ -10,7 +10,7 @@ from syncd.catalog import BY_NAME
 from syncd.copy.context import PlanContext, seg
 from syncd.copy.model import Node
 from syncd.copy.ops import Op
-from syncd.copy.rules import ref_id, title_of, tree_parent
+from syncd.copy.rules import ACCESS_KINDS, ref_id, title_of, tree_parent
 
 DELETE_ORDER: tuple[str, ...] = (
     "site-space",
@@ -29,6 +29,8 @@ DELETE_ORDER: tuple[str, ...] = (
 
 
 def plan_deletes(ctx: PlanContext, max_delete: int) -> None:
+    """The deletes of a mirror (module docstring); the target's SAML providers only when
+    access settings are copied (`PlanContext.with_access`)."""
     if not ctx.source.of_kind("collection") and not ctx.source.of_kind("space"):
         copied = sum(1 for (kind, _), m in ctx.idmap.entries.items() if kind in ("collection", "space"))
         if copied:
@@ -37,8 +39,9 @@ def plan_deletes(ctx: PlanContext, max_delete: int) -> None:
                 "refusing to delete anything; check the source's token and organization"
             )
     doomed: dict[str, list[tuple[str, str]]] = {kind: [] for kind in DELETE_ORDER}
+    kept = () if ctx.with_access else ACCESS_KINDS
     for (kind, source_id), entry in ctx.idmap.entries.items():
-        if kind in doomed and entry.origin == "created" and ctx.source.get(kind, source_id) is None and ctx.target.get(kind, entry.target_id) is not None:
+        if kind in doomed and kind not in kept and entry.origin == "created" and ctx.source.get(kind, source_id) is None and ctx.target.get(kind, entry.target_id) is not None:
             doomed[kind].append((source_id, entry.target_id))
     doomed_ids = {(kind, t) for kind, items in doomed.items() for _, t in items}
     for kind in ("collection", "space"):

@@ -298,23 +298,26 @@ async def _settle(ends: Endpoints, pair: Pair) -> list[str]:
             journal.finish(store, run, status, {"settled": True})
 
 
-def _plan(reading: Reading, mode: Mode, max_delete: int, adopt: bool) -> Plan:
+def _plan(reading: Reading, mode: Mode, max_delete: int, adopt: bool, with_access: bool = False) -> Plan:
     effective: Mode = mode if reading.complete else "copy"
-    plan = plan_copy(reading.source.snapshot, reading.target.snapshot, reading.idmap, effective, max_delete=max_delete, adopt=adopt, content=reading.content)
+    plan = plan_copy(
+        reading.source.snapshot, reading.target.snapshot, reading.idmap, effective, max_delete=max_delete, adopt=adopt, content=reading.content,
+        with_access=with_access,
+    )  # fmt: skip
     if effective != mode:
         plan.warnings.append("a side could not be read completely: no deletes are planned this time")
     plan.warnings += reading.scope_warnings + [d.line() for d in reading.dependencies]
     return plan
 
 
-def bounds_of(reading: Reading, mode: Mode, max_delete: int) -> Bounds:
+def bounds_of(reading: Reading, mode: Mode, max_delete: int, with_access: bool = False) -> Bounds:
     """The rules every op of a run is held to (`invariants`), from what the run read: the
     target's objects and id map, the source's spaces (a same-token duplicate), the spaces the
-    run may bring back."""
+    run may bring back; whether it may write the target's access settings."""
     spaces = reading.source.snapshot.of_kind("space")
     restorable = reading.content.restorable
     return Bounds(
-        target_org=reading.pair.target_org, mode=mode, max_delete=max_delete,
+        target_org=reading.pair.target_org, mode=mode, max_delete=max_delete, with_access=with_access,
         target_ids=known_target_ids(reading.target.snapshot, reading.idmap),
         source_spaces=frozenset(n.api_id for n in spaces) | frozenset(n.id for n in spaces),
         restorable=frozenset(restorable) | frozenset(n.api_id for n in spaces if n.id in restorable),
@@ -376,6 +379,7 @@ async def copy_org(
     on_round: Callable[[RoundReport], Any] | None = None,
     saved: SavedPlan | None = None,
     scope: Scope = EVERYTHING,
+    with_access: bool = False,
 ) -> CopyReport:
     """Make `target` equal to `source` (see the module docstring). Raises PlanRefused
     (nothing written), UnsettledError, StateBusyError, UsageError, ContentSourceError, ApiError
@@ -387,9 +391,10 @@ async def copy_org(
     again from what was read holds exactly the saved ops. Round 1 then applies that plan, and
     later rounds only ops the saved plan holds (by key): the others are reported in
     `outside_plan`, not applied. Every plan, saved or not, is held to the run's rules before
-    it is applied: one that breaks them is refused (nothing of it is written)."""
+    it is applied: one that breaks them is refused (nothing of it is written). The target's
+    access settings are kept unless `with_access` (`syncd.copy.org`)."""
     db = db or default_db(settings)
-    options = _Options(mode, max_delete, adopt, max_rounds, full, on_read, on_apply, on_round, saved, scope)
+    options = _Options(mode, max_delete, adopt, max_rounds, full, on_read, on_apply, on_round, saved, scope, with_access)
     async with connect(settings, db, source, target, clients) as ends:
         pair, backup = await _pair(ends)
         settled = await _settle(ends, pair)
@@ -423,6 +428,7 @@ class _Options:
     on_round: Callable[[RoundReport], Any] | None
     saved: SavedPlan | None = None
     scope: Scope = EVERYTHING
+    with_access: bool = False
 
 
 @dataclass
@@ -455,12 +461,13 @@ class _Copy:
 
     async def violations(self, plan: Plan, reading: Reading) -> list[str]:
         """`check_ops` of the plan against this run's rules, off the event loop (as planning)."""
-        return await anyio.to_thread.run_sync(lambda: check_ops(plan.ops, bounds_of(reading, self.options.mode, self.options.max_delete)))
+        return await anyio.to_thread.run_sync(lambda: check_ops(plan.ops, bounds_of(reading, self.options.mode, self.options.max_delete, self.options.with_access)))
 
     async def plan(self, reading: Reading) -> Plan:
         # Planning takes a while on a large organization: off the event loop, so a daemon's
         # control API keeps answering.
-        return await anyio.to_thread.run_sync(_plan, reading, self.options.mode, self.options.max_delete, self.options.adopt)
+        options = self.options
+        return await anyio.to_thread.run_sync(_plan, reading, options.mode, options.max_delete, options.adopt, options.with_access)
 
     async def run(self) -> CopyReport:
         report = CopyReport(str(self.ends.source_ref), str(self.ends.target_ref), self.options.mode)
@@ -535,12 +542,13 @@ class _Copy:
 
 async def plan_org(
     settings: Settings, source: Source, target: TargetRef, *, mode: Mode = "copy", max_delete: int = 10, adopt: bool = True,
-    db: StateLocation | None = None, on_read: Progress | None = None, scope: Scope = EVERYTHING,
+    db: StateLocation | None = None, on_read: Progress | None = None, scope: Scope = EVERYTHING, with_access: bool = False,
 ) -> tuple[Reading, Plan]:
     """Read both sides and plan; nothing is written (leftovers of earlier runs are not
-    settled: the plan's warnings say so, and a real apply settles them first)."""
+    settled: the plan's warnings say so, and a real apply settles them first). The target's
+    access settings are kept unless `with_access`."""
     reading = await _read_alone(settings, source, target, db or default_db(settings), on_read, scope)
-    plan = _plan(reading, mode, max_delete, adopt)
+    plan = _plan(reading, mode, max_delete, adopt, with_access)
     if reading.pending:
         plan.warnings.append(f"{reading.pending} call(s) of an earlier run have an unknown effect: a real apply settles them first")
     return reading, plan
@@ -570,14 +578,16 @@ def _recorded(db: StateLocation, pair: Pair) -> bool:
 
 
 async def verify_org(
-    settings: Settings, source: Source, target: TargetRef, *, db: StateLocation | None = None, on_read: Progress | None = None, scope: Scope = EVERYTHING
+    settings: Settings, source: Source, target: TargetRef, *, db: StateLocation | None = None, on_read: Progress | None = None,
+    scope: Scope = EVERYTHING, with_access: bool = False,
 ) -> tuple[Verification, list[Entry]]:
     """Read both sides and compare them through the pair's id map (differences a plan would
-    announce as skips are excused); and what copies of this pair left in the source. A backup
-    source is compared through the ids its restore recorded: NotRestored when none did."""
+    announce as skips are excused: the target's access settings unless `with_access`); and what
+    copies of this pair left in the source. A backup source is compared through the ids its
+    restore recorded: NotRestored when none did."""
     db = db or default_db(settings)
     reading = await _read_alone(settings, source, target, db, on_read, scope, restored=True)
-    plan = _plan(reading, "copy", max_delete=10, adopt=True)  # its skips excuse what a copy cannot write
+    plan = _plan(reading, "copy", max_delete=10, adopt=True, with_access=with_access)  # its skips excuse what a copy cannot write
     with StateStore(db) as store:
         made = journal.made_in_source(store, reading.pair)
     return _verify(reading, plan), residue(reading.source_as_read, made)

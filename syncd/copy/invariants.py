@@ -14,7 +14,9 @@ line each), and a plan with any violation is not applied at all:
 - settle steps and sections name the target organization (`spec.org`), a duplicate transfers
   into it (`spec.organization`); listings a create is looked for in are the target's;
 - mode `copy` never deletes; a mirror deletes at most `max_delete` objects, the limit of the
-  command line or the configuration (never a plan file's).
+  command line or the configuration (never a plan file's);
+- the target's access settings (`rules.ACCESS_FIELDS` of the organization, SAML providers)
+  are written only by a run asked `with_access`.
 
 Without `target_ids` (a plan file checked before anything is read) the ids are not checked;
 everything else is.
@@ -32,6 +34,7 @@ from syncd.catalog import BY_NAME, KINDS, Call
 from syncd.copy.model import BOOKKEEPING, IdMap, Snapshot
 from syncd.copy.ops import PATH_REF, Op, refs_in
 from syncd.copy.plancheck import show
+from syncd.copy.rules import ACCESS_FIELDS, ACCESS_KINDS
 
 __all__ = ["Bounds", "check_ops", "known_target_ids", "violations_line"]
 
@@ -80,6 +83,8 @@ class Bounds:
     """Spaces of the source as read: what a same-token copy may duplicate."""
     restorable: frozenset[str] = frozenset()
     """Spaces deleted in the target organization itself that the run may bring back."""
+    with_access: bool = False
+    """Whether the run may write the target's access settings (`--with-access`)."""
 
 
 def known_target_ids(target: Snapshot, idmap: IdMap) -> frozenset[str]:
@@ -127,6 +132,8 @@ def _op_problems(op: Op, bounds: Bounds) -> Iterator[str]:
         yield from _call_problems(op, wanted, bounds)
     if op.side != "target" and op.recipe != "duplicate-transfer":
         yield f"writes the {op.side} side: only the target is written"
+    if not bounds.with_access:
+        yield from _access_problems(op)
     if op.target_id is not None and bounds.target_ids is not None and op.target_id not in bounds.target_ids:
         yield f"its target_id {show(op.target_id)} is not an object of the target organization"
     yield from _spec_problems(op, bounds)
@@ -138,6 +145,16 @@ def _op_problems(op: Op, bounds: Bounds) -> Iterator[str]:
     for ref in _refs(op):
         if ref.kind in BOOKKEEPING:
             yield f"names a {ref.kind} ({ref.source_id}): syncd's bookkeeping, not an object of the target"
+
+
+def _access_problems(op: Op) -> Iterator[str]:
+    """An op that writes the target's access settings in a run that keeps them."""
+    if op.kind in ACCESS_KINDS:
+        yield f"a {op.action} of a {op.kind}: the run keeps the target's access settings (--with-access copies them)"
+    elif op.kind == "organization":
+        written = [name for part in (op.body, op.want) if isinstance(part, Mapping) for name in ACCESS_FIELDS if name in part]
+        if written:
+            yield f"writes the organization's {', '.join(dict.fromkeys(written))}: the run keeps the target's access settings (--with-access copies them)"
 
 
 def _refs(op: Op) -> Iterable[Any]:

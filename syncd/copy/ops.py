@@ -113,13 +113,19 @@ class Op:
 @dataclass(frozen=True)
 class Skip:
     """Something the plan will not copy, and why (never a crash). `excuses` names what verify
-    may find different because of it: `missing`, or fields such as `pages` and `files`."""
+    may find different because of it: `missing`, or fields such as `pages` and `files`; or
+    `kind:KIND`, every difference of every object of that kind (a kind the plan leaves as the
+    target has it: the SAML providers of a copy without access settings)."""
 
     kind: str
     source_id: str | None
     title: str
     reason: str
     excuses: tuple[str, ...] = ()
+
+
+WHOLE_KIND = "kind:"
+"""The prefix of an excuse that covers a whole kind (`Skip.excuses`)."""
 
 
 @dataclass
@@ -242,6 +248,7 @@ __all__ = [
     "Ref",
     "Side",
     "Skip",
+    "WHOLE_KIND",
     "consumed",
     "decode",
     "encode",

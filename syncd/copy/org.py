@@ -3,7 +3,10 @@ translations, OpenAPI specs and SAML providers (one listing each, no order, no n
 
 Each is adopted (same name on the target), created, or patched field by field; a create's
 answer is checked against what the source says and what differs is patched in the same run.
-The organization itself keeps its identity: its title and logo are never copied.
+The organization itself keeps its identity: its title and logo are never copied. Its access
+settings (who may join or sign in: `rules.ACCESS_FIELDS` and the SAML providers) are copied
+only when the plan is made `with_access`, in an op of their own; otherwise one skip says that
+the target kept them, and excuses what verify finds different there.
 """
 
 from __future__ import annotations
@@ -11,8 +14,8 @@ from __future__ import annotations
 from syncd.catalog import BY_NAME, dotted
 from syncd.copy.context import PlanContext, seg
 from syncd.copy.model import Node
-from syncd.copy.ops import Expect, Op
-from syncd.copy.rules import ORGANIZATION_IDENTITY, RULES, TEAM_MEMBERS_REASON, text
+from syncd.copy.ops import WHOLE_KIND, Expect, Op
+from syncd.copy.rules import ACCESS_FIELDS, ACCESS_KEY, ACCESS_KINDS, ORGANIZATION_IDENTITY, RULES, TEAM_MEMBERS_REASON, text
 
 FLAT_KINDS: tuple[str, ...] = ("team", "custom-field", "translation", "openapi-spec", "saml-provider")
 """In copy order: SAML providers name teams."""
@@ -27,7 +30,33 @@ def plan_organization(ctx: PlanContext) -> None:
     for field, reason in ORGANIZATION_IDENTITY.items():
         if target is not None and dotted(node.data, field) != dotted(target.data, field):
             ctx.skip("organization", node.id, field, f"{field} not copied: {reason}", (field,))
-    ctx.patch_existing("organization", node, ctx.org, ctx.path("organization", "patch"), exclude=("defaultContent",))
+    path = ctx.path("organization", "patch")
+    ctx.patch_existing("organization", node, ctx.org, path, exclude=("defaultContent", *ACCESS_FIELDS))
+    if ctx.with_access:
+        others = tuple(name for name in RULES["organization"].fields if name not in ACCESS_FIELDS)
+        ctx.patch_existing("organization", node, ctx.org, path, exclude=others, key=ACCESS_KEY)
+    else:
+        report_kept_access(ctx)
+
+
+def report_kept_access(ctx: PlanContext) -> None:
+    """One skip for the access settings the target keeps: the fields that differ from the
+    source's, and the SAML providers of both sides (verify compares them through the id map,
+    which a copy without access does not extend); it excuses every access field and every
+    SAML provider in verify."""
+    node = ctx.source.get("organization", ctx.source.org)
+    current = ctx.current("organization", ctx.org)
+    if node is None or current is None:
+        return
+    desired = ctx.desired("organization", node)
+    kept = [name for name in ACCESS_FIELDS if desired.get(name) != current.get(name)]
+    for kind, name in ACCESS_KINDS.items():
+        mine, theirs = len(ctx.source.of_kind(kind)), len(ctx.target.of_kind(kind))
+        if mine or theirs:
+            kept.append(f"{name} ({mine} in the source, {theirs} on the target)")
+    if kept:
+        excuses = (*ACCESS_FIELDS, *(WHOLE_KIND + kind for kind in ACCESS_KINDS))
+        ctx.skip("organization", node.id, "access settings", f"{', '.join(kept)} kept as the target has them: --with-access copies them", excuses)
 
 
 def plan_default_content(ctx: PlanContext) -> None:
@@ -56,6 +85,8 @@ def created_order(ctx: PlanContext, kind: str) -> list[Node]:
 
 def plan_flat(ctx: PlanContext) -> None:
     for kind in FLAT_KINDS:
+        if kind in ACCESS_KINDS and not ctx.with_access:
+            continue
         for node in created_order(ctx, kind):
             plan_flat_object(ctx, kind, node)
 
@@ -104,4 +135,4 @@ def plan_flat_object(ctx: PlanContext, kind: str, node: Node) -> None:
         ctx.skip(kind, node.id, title, TEAM_MEMBERS_REASON, ("members",))
 
 
-__all__ = ["FLAT_KINDS", "plan_default_content", "plan_flat", "plan_organization"]
+__all__ = ["FLAT_KINDS", "plan_default_content", "plan_flat", "plan_organization", "report_kept_access"]

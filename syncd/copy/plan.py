@@ -7,7 +7,8 @@ sites with their groups, sections, site-spaces and adaptive schemas (`sites`), t
 organization's default content, then, in mirror mode, deletes (`deletes`); the settle steps
 that put the tree's and each site's layout right run once what they order is made (the tree's
 before the deletes of collections and spaces, which must not take along what moves out of
-them; a site's after the deletes of its children, which free paths).
+them; a site's after the deletes of its children, which free paths). The target's access settings
+(who may join or sign in, SAML providers) are its own unless the plan is made `with_access`.
 """
 
 from __future__ import annotations
@@ -32,9 +33,11 @@ def plan_copy(
     max_delete: int = 10,
     adopt: bool = True,
     content: ContentStrategy | None = None,
+    with_access: bool = False,
 ) -> Plan:
-    """The ops that make `target` match `source` (see the module docstring)."""
-    ctx = PlanContext(source, target, idmap, mode=mode, adopt=adopt, content=content or ContentStrategy())
+    """The ops that make `target` match `source` (see the module docstring); the target's
+    access settings are kept unless `with_access` (`syncd.copy.org`)."""
+    ctx = PlanContext(source, target, idmap, mode=mode, adopt=adopt, content=content or ContentStrategy(), with_access=with_access)
     report_uncopied(ctx)
     plan_organization(ctx)
     plan_flat(ctx)

@@ -29,7 +29,7 @@ FINGERPRINT = re.compile(r"sha256:[0-9a-f]{64}")
 _PATH = re.compile(r"/v1/[^\s?#]*")
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 """An HTTP method is a token (RFC 9110)."""
-OPTIONS = ("max_delete", "adopt", "include", "exclude")
+OPTIONS = ("max_delete", "adopt", "with_access", "include", "exclude")
 
 
 class BadField(ValueError):
@@ -89,8 +89,9 @@ def _check_options(options: Any) -> None:
     if "max_delete" in options:
         value = options["max_delete"]
         _expect(isinstance(value, int) and not isinstance(value, bool) and value >= 0, f"options.max_delete {show(value)} is not a whole number >= 0")
-    if "adopt" in options:
-        _expect(isinstance(options["adopt"], bool), f"options.adopt {show(options['adopt'])} is not true or false")
+    for name in ("adopt", "with_access"):
+        if name in options:
+            _expect(isinstance(options[name], bool), f"options.{name} {show(options[name])} is not true or false")
     for name in ("include", "exclude"):
         if name in options:
             _texts(options[name], f"options.{name}")

@@ -44,6 +44,7 @@ from syncd.copy.review import Item, counts
 from syncd.copy.rules import COPIED_KINDS
 from syncd.errors import SyncdError, UsageError
 from syncd.files import write_private
+from syncd.scope import Scope
 
 __all__ = [
     "FINGERPRINTED_KINDS",
@@ -62,6 +63,7 @@ __all__ = [
     "now_text",
     "plan_data",
     "plan_document",
+    "plan_options",
     "refuse_violations",
     "restrict",
     "save_plan",
@@ -193,6 +195,11 @@ def plan_document(saved: SavedPlan, items: list[Item]) -> dict[str, Any]:
         "ops": [op_to_json(op) for op in saved.plan.ops],
         "skips": [skip_json(skip) for skip in saved.plan.skips],
     }
+
+
+def plan_options(max_delete: int, adopt: bool, with_access: bool, scope: Scope) -> dict[str, Any]:
+    """What a plan records it was made with (its document's `options`)."""
+    return {"max_delete": max_delete, "adopt": adopt, "with_access": with_access, **scope.to_json()}
 
 
 def skip_json(skip: Skip) -> dict[str, Any]:

@@ -12,8 +12,10 @@ collections above it and its own (`Guides/Inner/Beta`), a site's section or site
 the site's title first (`Docs site/Start`), anything else by its title. Creates are shown
 where the source has them, everything else where the target has it now. Values are shown as
 text (`'title'`, numbers, JSON) shortened to `VALUE_WIDTH` characters; a reference shows the
-referenced object's title and its target id (`new` while this plan makes it). Nothing here is
-safe for a terminal by itself: print the lines through `syncd.safe_text`.
+referenced object's title and its target id (`new` while this plan makes it). What writes the
+target's access settings (a plan made `with_access`) comes last, under its own heading
+(`SECTIONS`). Nothing here is safe for a terminal by itself: print the lines through
+`syncd.safe_text`.
 """
 
 from __future__ import annotations
@@ -26,9 +28,9 @@ from typing import Any
 
 from syncd.copy.model import IdMap, Node, Snapshot
 from syncd.copy.ops import Op, Plan, Ref
-from syncd.copy.rules import RULES, canonical, custom_field_values, page_paths, ref_id, site_of, space_content, title_of, tree_parent
+from syncd.copy.rules import ACCESS_KEY, ACCESS_KINDS, RULES, canonical, custom_field_values, page_paths, ref_id, site_of, space_content, title_of, tree_parent
 
-__all__ = ["ACTIONS", "SYMBOLS", "VALUE_WIDTH", "FieldChange", "Item", "counts", "object_path", "render", "review", "shorten"]
+__all__ = ["ACCESS", "ACTIONS", "SECTIONS", "SYMBOLS", "VALUE_WIDTH", "FieldChange", "Item", "counts", "object_path", "render", "review", "section_of", "shorten"]
 
 SYMBOLS: dict[str, str] = {
     "create": "+",
@@ -45,6 +47,9 @@ the listing groups them."""
 ACTIONS: tuple[str, ...] = tuple(SYMBOLS)
 VALUE_WIDTH = 60
 """Longest value shown in a `before → after` (longer ones end with `…`)."""
+ACCESS = "access"
+SECTIONS: dict[str, str] = {ACCESS: "Access settings"}
+"""Sections of the listing after the main one, with their heading: `Item.section`."""
 _SHOWN_ACTION = {"patch": "update"}
 _OBJECT_KIND = {"space-custom-field-value": "space"}
 """Ops on a part of an object, shown as the object (a space's custom field values)."""
@@ -80,6 +85,8 @@ class Item:
     detail: str = ""
     to_path: str | None = None
     """For a move: where the object goes (`path` is where it is now)."""
+    section: str = ""
+    """The heading it is listed under (`SECTIONS`); "": the main listing."""
 
     @property
     def symbol(self) -> str:
@@ -95,6 +102,8 @@ class Item:
             data["fields"] = [change.to_json() for change in self.fields]
         if self.detail:
             data["detail"] = self.detail
+        if self.section:
+            data["section"] = self.section
         return data
 
 
@@ -211,7 +220,7 @@ class _Reviewer:
             detail = op.note  # brought back, or replaces an object gone from the target
         elif op.action == "delete":
             detail = "syncd created it; the source no longer has it"
-        return Item(action, kind, title, path, op.key, fields, detail)
+        return Item(action, kind, title, path, op.key, fields, detail, section=section_of(op))
 
     def located(self, op: Op) -> tuple[Node | None, Snapshot]:
         """The object an op is about, and the side it is read from (module docstring)."""
@@ -294,10 +303,15 @@ class _Reviewer:
         return Item("move", kind, title, here, op.key, to_path=there)
 
 
+def section_of(op: Op) -> str:
+    """The section an op is listed under: `ACCESS` for what writes the target's access settings."""
+    return ACCESS if op.kind in ACCESS_KINDS or op.key == ACCESS_KEY else ""
+
+
 def _listing_order(item: Item) -> tuple[Any, ...]:
-    """Grouped by action, then by path: the same plan lists the same way whatever order the
-    service's listings came in (the ops keep the order they run in)."""
-    return (ACTIONS.index(item.action), item.path, item.kind, item.title, item.to_path or "", item.key)
+    """By section, grouped by action, then by path: the same plan lists the same way whatever
+    order the service's listings came in (the ops keep the order they run in)."""
+    return (item.section, ACTIONS.index(item.action), item.path, item.kind, item.title, item.to_path or "", item.key)
 
 
 _SAME: Any = object()
@@ -341,7 +355,8 @@ def counts(items: Sequence[Item]) -> dict[str, dict[str, int]]:
 
 def render(items: Sequence[Item], *, title_width: int = 40) -> list[str]:
     """Text lines: `SYMBOL ACTION KIND 'TITLE' PATH`, columns aligned, a move's `from → to`,
-    an update's fields below it (`    name: before → after`), details after ` — `."""
+    an update's fields below it (`    name: before → after`), details after ` — `; each
+    section after the main listing under its heading (`SECTIONS`)."""
     if not items:
         return []
     kind_width = max(len(item.kind) for item in items)
@@ -349,7 +364,11 @@ def render(items: Sequence[Item], *, title_width: int = 40) -> list[str]:
     titles = [shorten(repr(item.title), title_width) for item in items]
     width = max(len(title) for title in titles)
     lines: list[str] = []
+    section = ""
     for item, title in zip(items, titles, strict=True):
+        if item.section != section:
+            section = item.section
+            lines.append(f"{SECTIONS.get(section, section)}:")
         where = item.path if item.to_path is None else f"{item.path} → {item.to_path}"
         line = f"{item.symbol} {item.action:<{action_width}} {item.kind:<{kind_width}} {title:<{width}} {where}".rstrip()
         if item.detail:

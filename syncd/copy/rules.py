@@ -221,6 +221,15 @@ ORGANIZATION_IDENTITY: dict[str, str] = {
 }
 """What a copy leaves alone on purpose: the target keeps its identity (reported as skips)."""
 
+ACCESS_FIELDS: tuple[str, ...] = ("emailDomains", "inviteLinks", "defaultRole", "sso")
+"""Organization fields that decide who may join or sign in: the target's own, like its
+identity, unless a copy is asked `with_access` (the other organization fields are copied)."""
+ACCESS_KINDS: dict[str, str] = {"saml-provider": "SAML providers"}
+"""Kinds that decide who may sign in (SSO), with their name in a plan's skip: copied, updated
+and deleted only `with_access`."""
+ACCESS_KEY = "patch:organization:access"
+"""The key of the op that writes ACCESS_FIELDS (its own op, listed under its own heading)."""
+
 
 # ----- reading objects ----------------------------------------------------------------------
 
@@ -469,6 +478,9 @@ def content_difference(source: tuple[PageTree, Any], target: tuple[PageTree, Any
 
 
 __all__ = [
+    "ACCESS_FIELDS",
+    "ACCESS_KEY",
+    "ACCESS_KINDS",
     "COPIED_KINDS",
     "COVERED",
     "DEFAULT_ADAPTIVE_SCHEMA",

@@ -25,7 +25,7 @@ from typing import Any
 from syncd.ordering import moved_items
 from syncd.safe_text import clean
 from syncd.copy.model import BOOKKEEPING, IdMap, Node, Snapshot
-from syncd.copy.ops import Skip
+from syncd.copy.ops import WHOLE_KIND, Skip
 from syncd.copy.rules import (
     COPIED_KINDS,
     RULES,
@@ -92,17 +92,23 @@ def compare(source: Snapshot, target: Snapshot, idmap: IdMap, kinds: Iterable[st
 def excuse(verification: Verification, skips: Iterable[Skip]) -> Verification:
     """The verification with the differences the plan announced (skips with `excuses`)
     moved to `excused`: a missing object whose skip excuses `missing`, an extra one whose
-    skip excuses `extra`, the fields of a different one that its skips excuse."""
+    skip excuses `extra`, the fields of a different one that its skips excuse; any difference
+    of an object of a kind a skip excuses whole (`kind:KIND`)."""
     allowed: dict[tuple[str, str], set[str]] = defaultdict(set)
+    whole: set[str] = set()
     for skip in skips:
+        whole.update(name.removeprefix(WHOLE_KIND) for name in skip.excuses if name.startswith(WHOLE_KIND))
         if skip.source_id is not None:
             allowed[(skip.kind, skip.source_id)].update(skip.excuses)
     out = Verification(identical=list(verification.identical), errors=list(verification.errors), formatting=list(verification.formatting))
     for bucket in ("missing", "extra"):
         for entry in getattr(verification, bucket):
-            excused = entry.source_id is not None and bucket in allowed.get((entry.kind, entry.source_id), set())
+            excused = entry.kind in whole or (entry.source_id is not None and bucket in allowed.get((entry.kind, entry.source_id), set()))
             (out.excused if excused else getattr(out, bucket)).append(entry)
     for entry in verification.different:
+        if entry.kind in whole:
+            out.excused.append(entry)
+            continue
         names = allowed.get((entry.kind, entry.source_id or ""), set())
         left = {name: values for name, values in entry.fields.items() if name not in names}
         if not left:

@@ -261,7 +261,7 @@ async def _run_mirror(settings: Settings, job: MirrorJob, metrics: DaemonMetrics
     # A refused plan (deletes beyond the job's max_delete) raises PlanRefused: the run fails.
     report = await copy_org(
         settings, job.source, job.target, mode=job.mode, max_delete=job.max_delete, db=db, full=full, scope=job.scope,
-        on_read=run_progress().reading, on_apply=run_progress().applying,
+        with_access=job.with_access, on_read=run_progress().reading, on_apply=run_progress().applying,
     )
     summary: dict[str, Any] = {"full": full, **report.summary(), "warnings": report.warnings[:20]}
     _record_objects(metrics, db, settings.tenant(job.source.tenant).name, settings.tenant(job.target.tenant).name)
@@ -274,16 +274,16 @@ async def save_mirror_plan(settings: Settings, job: MirrorJob, folder: Path, now
     state mirror, as `mirror plan` does; writes to neither organization."""
     from syncd.copy import plan_org
     from syncd.copy.engine import saved_plan
-    from syncd.copy.planfile import plan_document, save_plan
+    from syncd.copy.planfile import plan_document, plan_options, save_plan
     from syncd.copy.review import review
 
     assert job.target is not None
     reading, plan = await plan_org(
         settings, job.source, job.target, mode=job.mode, max_delete=job.max_delete, db=default_db(settings), scope=job.scope,
-        on_read=run_progress().reading,
+        with_access=job.with_access, on_read=run_progress().reading,
     )  # fmt: skip
     items = review(plan, reading.source.snapshot, reading.target.snapshot, reading.idmap)
-    saved = saved_plan(reading, plan, job.source, job.target, job.mode, {"max_delete": job.max_delete, "adopt": True, **job.scope.to_json()})
+    saved = saved_plan(reading, plan, job.source, job.target, job.mode, plan_options(job.max_delete, True, job.with_access, job.scope))
     private_dir(folder)
     path = folder / f"{job.name}-{now.astimezone(UTC):%Y%m%dT%H%M%SZ}.json"
     save_plan(path, plan_document(saved, items))

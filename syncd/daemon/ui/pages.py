@@ -23,7 +23,7 @@ from syncd.copy.review import ACTIONS
 from syncd.daemon.run_history import RunRecord
 from syncd.daemon.ui.chart import history_chart
 from syncd.daemon.ui.guard import COOKIE, DAEMON, LOGIN_COOKIE, guard, session_of
-from syncd.daemon.ui.plans import filtered, plan_files, read_plan
+from syncd.daemon.ui.plans import filtered, grouped, plan_files, read_plan
 from syncd.daemon.ui.render import page
 from syncd.daemon.ui.session import (
     SESSION_SECONDS,
@@ -264,9 +264,8 @@ async def plan_page(request: web.Request) -> web.Response:
         raise web.HTTPUnprocessableEntity(text=str(exc)) from None
     kind, action = request.query.get("kind") or "", request.query.get("action") or ""
     shown = filtered(view.changes, kind, action)
-    groups = [(a, [c for c in shown if c.action == a]) for a in ACTIONS]
     values = _common(
-        request, plan=view, groups=[(a, cs) for a, cs in groups if cs], shown=len(shown), kind=kind, action=action,
+        request, plan=view, groups=grouped(shown), shown=len(shown), kind=kind, action=action,
         actions=[a for a in ACTIONS if a in view.counts], page_name="plans",
     )  # fmt: skip
     return page("plan.html", title=f"Plan {name}", **values)

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from syncd.copy.planfile import PlanFileError, plan_data, saved_from
-from syncd.copy.review import ACTIONS, SYMBOLS
+from syncd.copy.review import ACTIONS, SECTIONS, SYMBOLS
 
-__all__ = ["MAX_PLAN_BYTES", "Change", "PlanFile", "PlanView", "filtered", "plan_files", "plan_name", "read_plan"]
+__all__ = ["MAX_PLAN_BYTES", "Change", "PlanFile", "PlanView", "filtered", "grouped", "plan_files", "plan_name", "read_plan"]
 
 MAX_PLAN_BYTES = 64 * 1024 * 1024
 """A plan larger than this is not read (a million operations are about 400 MB: use the CLI)."""
@@ -55,6 +55,8 @@ class Change:
     detail: str = ""
     fields: tuple[tuple[str, str, str], ...] = ()
     """(field, before, after) as text."""
+    section: str = ""
+    """The heading it is listed under (`syncd.copy.review.SECTIONS`); "": by action."""
 
 
 @dataclass
@@ -113,10 +115,10 @@ def _change(entry: Any) -> Change | None:
     for item in entry.get("fields") or ():
         if isinstance(item, dict) and isinstance(item.get("field"), str):
             fields.append((item["field"], _text(item.get("before_text")), _text(item.get("after_text"))))
-    to_path = entry.get("to_path")
+    to_path, section = entry.get("to_path"), entry.get("section")
     return Change(
         SYMBOLS[action], action, kind, _text(entry.get("title")), entry.get("path") or "",
-        to_path if isinstance(to_path, str) else None, _text(entry.get("detail")), tuple(fields),
+        to_path if isinstance(to_path, str) else None, _text(entry.get("detail")), tuple(fields), section if section in SECTIONS else "",
     )  # fmt: skip
 
 
@@ -170,3 +172,12 @@ def read_plan(folder: Path, name: str) -> PlanView:
 def filtered(changes: list[Change], kind: str | None, action: str | None) -> list[Change]:
     """The changes of one kind and/or one action (None or empty: any)."""
     return [c for c in changes if (not kind or c.kind == kind) and (not action or c.action == action)]
+
+
+def grouped(changes: list[Change]) -> list[tuple[str, str, list[Change]]]:
+    """(id, heading, changes) of each non-empty group the page shows: the main listing by
+    action (`+ create`...), then each section under its own heading (Access settings)."""
+    main = [c for c in changes if not c.section]
+    groups = [(action, f"{SYMBOLS[action]} {action}", [c for c in main if c.action == action]) for action in ACTIONS]
+    groups += [(section, heading, [c for c in changes if c.section == section]) for section, heading in SECTIONS.items()]
+    return [group for group in groups if group[2]]
