@@ -151,10 +151,22 @@ def print_plan(items: list[Item], the_plan: Plan, out: Console, *, listing: bool
         _say(out, f"  skip {skip.kind} {skip.title!r}: {skip.reason}")
     if len(the_plan.skips) > SHOWN_SKIPS:
         out.print(f"  ... and {len(the_plan.skips) - SHOWN_SKIPS} more skips (`mirror plan --json` lists them all)")
+    print_left(the_plan, out)
     for warning in the_plan.warnings:
         _say(out, f"warning: {warning}")
     if the_plan.refused:
         _say(out, f"refused: {the_plan.refused}")
+
+
+def print_left(the_plan: Plan, out: Console) -> None:
+    """The plan's own section for what it leaves on the target (the source has nothing for it)."""
+    if not the_plan.left:
+        return
+    out.print(f"left on the target: {len(the_plan.left)} object(s) the source does not have (kept: a copy never deletes them)")
+    for left in the_plan.left[:SHOWN_SKIPS]:
+        _say(out, f"  - {left.kind} {left.title!r}" + (f" at {left.path}" if left.path != left.title else ""))
+    if len(the_plan.left) > SHOWN_SKIPS:
+        out.print(f"  ... and {len(the_plan.left) - SHOWN_SKIPS} more (`mirror plan --json` lists them all)")
 
 
 def print_verification(result: Verification, residue: list[Any], out: Console) -> None:
@@ -419,6 +431,9 @@ def _reviewed(settings: Settings, source: TargetRef, target: TargetRef, db: Path
 def verify_cmd(
     source: str = typer.Argument(..., metavar="SRC_TENANT:ORG"),
     target: str = typer.Argument(..., metavar="DST_TENANT:ORG"),
+    mode: str | None = typer.Option(
+        None, "--mode", help="copy (the default: objects only on the target are left there, not a difference) or mirror (they are extra)."
+    ),
     as_json: bool = JsonOption,
     db: Path | None = DbOption,
     config: Path | None = ConfigOption,
@@ -428,10 +443,10 @@ def verify_cmd(
     """Re-read both organizations and compare them (ids mapped, order included)."""
     from syncd.copy import verify_org
 
-    scope = scope_from(include, exclude)
+    scope, checked = scope_from(include, exclude), _check_mode(mode)
     settings, src, dst = _refs(config, source, target)
     verification, residue = _with_progress(
-        f"read {src} and {dst}", lambda progress: verify_org(settings, src, dst, db=_db(settings, db), on_read=progress, scope=scope)
+        f"read {src} and {dst}", lambda progress: verify_org(settings, src, dst, db=_db(settings, db), on_read=progress, scope=scope, mode=checked)
     )
     if as_json:
         from syncd.copy.documents import verify_document

@@ -192,6 +192,7 @@ def plan_document(saved: SavedPlan, items: list[Item]) -> dict[str, Any]:
         "changes": [item.to_json() for item in items],
         "ops": [op_to_json(op) for op in saved.plan.ops],
         "skips": [skip_json(skip) for skip in saved.plan.skips],
+        "left_on_target": [leftover.to_json() for leftover in saved.plan.left],
     }
 
 
