@@ -204,6 +204,44 @@ def test_lines_of_a_listing_that_are_not_changes_are_counted_not_shown(tmp_path:
     assert view.changes[-1].title == '["x"]'  # shown as text, whatever it was
 
 
+# ----- a run's page -------------------------------------------------------------------------------
+
+
+def _part(run: RunRecord, expected: int | None = None) -> str:
+    from syncd.daemon.ui.pages import _run_view
+
+    return render("parts/run.html", run=_run_view(run, expected), zone="Europe/Berlin", now=datetime.now(UTC))
+
+
+def test_a_running_run_shows_a_total_and_the_time_left_once_an_earlier_run_gives_a_size() -> None:
+    run = RunRecord(7, "copy", "mirror", "schedule", datetime.now(UTC) - timedelta(seconds=30), datetime.now(UTC) - timedelta(seconds=20), outcome="running")
+    run.progress = {"step": "reading", "done": 40, "total": None, "detail": "40 objects, 12 requests"}
+    shown = _part(run, expected=120)
+    assert '<span id="progress-done">40</span> of about <span id="progress-total">120</span>' in shown
+    assert '<span id="progress-eta">about 40.' in shown or '<span id="progress-eta">about 39.' in shown  # 20 s for a third: 40 s left
+    first = _part(run)
+    assert "progress-total" not in first and "progress-eta" not in first  # nothing to compare with yet
+
+
+def test_a_finished_run_says_why_what_it_changed_and_what_it_left() -> None:
+    started = datetime(2026, 12, 7, 3, 5, 36, tzinfo=UTC)
+    sync = RunRecord(8, "sync", "sync", "schedule", started, started, started + timedelta(seconds=3), "succeeded")
+    sync.summary = {"mirror_run": 12, "db": "/srv/state dir/syncd.db", "changed": {"created": 2, "updated": 1, "moved": 0, "deleted": 1}}
+    shown = _part(sync)
+    assert '<p id="run-changes">2 created, 1 updated, 0 moved, 1 deleted' in shown
+    assert "<code id=\"run-diff\">syncd diff --db &#39;/srv/state dir/syncd.db&#39; --run 12</code>" in shown
+    assert "2026-12-07 03:05:36 UTC (2026-12-07 04:05:36 Europe/Berlin)" in shown  # the one format, with the job's zone
+    copy = RunRecord(9, "copy", "mirror", "schedule", started, started, started + timedelta(seconds=3), "succeeded")
+    left = [{"kind": "space", "title": "<Old>", "path": "Guides/<Old>"}]
+    copy.summary = {"reason": "1 object(s) the source no longer has were left on the target (copy mode keeps them): space '<Old>'",
+                    "left_on_target": left, "verify": {"left_on_target": 1}}  # fmt: skip
+    shown = _part(copy)
+    assert '<p id="run-reason" class="reason reason-succeeded">1 object(s) the source no longer has were left' in shown
+    assert "<td data-label=\"Title\">&lt;Old&gt;</td>" in shown and "<code>Guides/&lt;Old&gt;</code>" in shown
+    failed = RunRecord(10, "copy", "mirror", "schedule", started, started, started, "failed", error="tenant unreachable")
+    assert "run-reason" not in _part(failed) and 'id="run-error"' in _part(failed)  # its error says it, once
+
+
 # ----- templates ----------------------------------------------------------------------------------
 
 
