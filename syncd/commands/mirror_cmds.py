@@ -162,7 +162,7 @@ def print_left(the_plan: Plan, out: Console) -> None:
     """The plan's own section for what it leaves on the target (the source has nothing for it)."""
     if not the_plan.left:
         return
-    out.print(f"left on the target: {len(the_plan.left)} object(s) the source does not have (kept: a copy never deletes them)")
+    out.print(f"left on the target: {len(the_plan.left)} object(s) the source does not have (kept: the plan neither adopts nor deletes them)")
     for left in the_plan.left[:SHOWN_SKIPS]:
         _say(out, f"  - {left.kind} {left.title!r}" + (f" at {left.path}" if left.path != left.title else ""))
     if len(the_plan.left) > SHOWN_SKIPS:

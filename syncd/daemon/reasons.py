@@ -50,8 +50,9 @@ def backup_reason(outcome: str, summary: Mapping[str, Any]) -> str | None:
         return None
     if isinstance(summary.get("reason"), str) and summary["reason"]:
         return str(summary["reason"])  # the runner already said it (an emptier backup)
-    missing = [part for part in (_unread(summary),) if part]
-    failed = (summary.get("files") or {}).get("failed") if isinstance(summary.get("files"), Mapping) else 0
+    missing = [_unread(summary)] if summary.get("errors") else []
+    files = summary.get("files")
+    failed = files.get("failed") if isinstance(files, Mapping) else 0
     if failed:
         missing.append(f"{_count(int(failed), 'file')} could not be downloaded")
     what = "; ".join(missing) or "the backup is not whole"
