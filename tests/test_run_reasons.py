@@ -87,6 +87,8 @@ def test_reading_counts_every_crawl_of_the_run_so_it_never_goes_down() -> None:
         source.objects["space"], target.objects["space"] = s, t
         progress.reading(source, _Client())  # type: ignore[arg-type]
         progress.reading(target, _Client())  # type: ignore[arg-type]
+    target.objects["space"] = 20  # a listing started again from its first page took its rows back
+    progress.reading(target, _Client())  # type: ignore[arg-type]
     again = _stats(5)  # the read after a round
     progress.reading(again, _Client())  # type: ignore[arg-type]
     shown = [report["done"] for report in seen]

@@ -12,8 +12,10 @@ Shape: `{"step": "reading" | "files" | "applying", "done": int, "total": int | n
 `reading` counts the objects the whole run has read so far: a mirror run crawls its source
 and its target side by side, each crawl with counts of its own, and reads both again after
 each round. Shown one crawl at a time, the number jumped between the two crawls' counts and
-fell back at each new read (`reading: 73`, then `reading: 41`); summed over the run's crawls it
-only grows. `estimate` gives a total and an ETA from the size of the job's previous run.
+fell back at each new read (`reading: 73`, then `reading: 41`); and a listing that the
+server makes start again from its first page takes its rows back from its crawl's count
+(`syncd.read.crawl._Listing.restart`) until it has read them again. Summed over the run's
+crawls, each at the most it has shown, the number only grows. `estimate` gives a total and an ETA from the size of the job's previous run.
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ class RunProgress:
             self._sink({"step": step, "done": int(done), "total": None if total is None else int(total), "detail": detail})
 
     def reading(self, stats: CrawlStats, client: TenantClient) -> None:
-        self._read[id(stats)] = (stats, sum(stats.objects.values()))
+        shown = self._read.get(id(stats), (stats, 0))[1]
+        self._read[id(stats)] = (stats, max(shown, sum(stats.objects.values())))
         self._report("reading", self.objects_read, None, crawl_line(stats, client))
 
     def files(self, done: int, total: int, size: int) -> None:
