@@ -169,7 +169,7 @@ def restrict(plan: Plan, saved: SavedPlan) -> tuple[Plan, list[Op]]:
 
     kept = [op for op in plan.ops if allowed(op)]
     dropped = [op for op in plan.ops if not allowed(op)]
-    return Plan(kept, list(plan.skips), plan.refused, list(plan.warnings)), dropped
+    return Plan(kept, list(plan.skips), plan.refused, list(plan.warnings), list(plan.left)), dropped
 
 
 # ----- the document ------------------------------------------------------------------------------
