@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from syncd.copy import IdMap, Snapshot, compare, render
 from syncd.copy.ops import Skip
-from syncd.copy.verify import excuse, residue
+from syncd.copy.verify import excuse, leave_extras, residue
 from tests.copy_support import Blank, blank, rich_source  # noqa: F401 - `blank` is a fixture
 
 
@@ -46,6 +46,17 @@ async def test_missing_extra_different_and_order(blank: Blank) -> None:
     assert ids["Alpha"] not in fields  # an unmapped sibling in front changes no mapped order
     text = "\n".join(render(result))
     assert "+ space 'Delta'" in text and "- collection 'Foreign'" in text and "    title: source 'Beta', target 'Beta (renamed)'" in text
+    # Copy mode reads the same comparison with what is only on the target left there: not a difference.
+    kept = leave_extras(result)
+    assert kept.extra == [] and sorted((e.kind, e.target_id, e.path) for e in kept.left) == sorted([("collection", foreign, "Foreign"), ("space", other, "Guides/Other")])
+    assert kept.counts()["left_on_target"] == 2 and kept.missing == result.missing and kept.different == result.different
+    assert "- space 'Other' (" in "\n".join(render(kept)) and "2 left on target" in render(kept)[-1]
+    assert leave_extras(compare(*(await blank.plan())[1:])).equal is False  # Delta is still missing
+    # The plan announces the same two in its own list, with their paths.
+    plan = (await blank.plan())[0]
+    assert sorted((left.kind, left.target_id, left.path) for left in plan.left) == sorted([("collection", foreign, "Foreign"), ("space", other, "Guides/Other")])
+    mirror_plan = (await blank.plan(mode="mirror"))[0]
+    assert sorted(left.target_id for left in mirror_plan.left) == sorted([foreign, other])  # syncd did not make them: never deleted
 
 
 async def test_order_counts(blank: Blank) -> None:
@@ -102,3 +113,16 @@ def test_content_differences_name_the_pages_and_files() -> None:
     (entry,) = compare(org("src", "A", "S", "text", ["a.png"]), org("dst", "B", "T", "changed", ["a.png", "b.png"]), idmap).different
     assert entry.fields["pages"][0] == "1 pages differ (markdown): Intro/Child"
     assert entry.fields["files"] == (["a.png"], ["a.png", "b.png"])
+
+
+async def test_what_the_source_dropped_is_left_by_a_copy_and_deleted_by_a_mirror(blank: Blank) -> None:
+    ids = await copied(blank)
+    await blank.source.call("DELETE", f"/v1/spaces/{ids['Gamma']}")
+    plan, _, _, idmap = await blank.plan()
+    gamma = idmap.target("space", ids["Gamma"])
+    assert [(left.kind, left.target_id, left.title) for left in plan.left] == [("space", gamma, "Gamma")]
+    report = await blank.copy()
+    assert report.equal and [(left.kind, left.title, left.path) for left in report.left_on_target] == [("space", "Gamma", "Gamma")]
+    assert report.summary()["left_on_target"] == [{"kind": "space", "title": "Gamma", "path": "Gamma"}]
+    mirror = (await blank.plan(mode="mirror"))[0]
+    assert [op.target_id for op in mirror.ops if op.action == "delete"] == [gamma] and mirror.left == []  # syncd made it: deleted, not left

@@ -290,7 +290,9 @@ def test_scoped_backup_export_mirror_and_restore_on_the_command_line(served: Ser
     assert served.titles(1)["space"] == ["Alpha", "Beta", "Gamma 2", "Keep me", "Old"]
     code, document = _cli_json(capsys, "mirror", "verify", src, dst, "--exclude", "Archive", "--exclude", "/Theirs", "--json")
     assert code == 0 and document["equal"] and document["verification"]["counts"]["extra"] == 0
-    code, _ = _cli_json(capsys, "mirror", "verify", src, dst, "--json")
+    code, document = _cli_json(capsys, "mirror", "verify", src, dst, "--json")
+    assert code == 0 and document["verification"]["counts"]["left_on_target"] > 0  # copy mode: the target's own objects are left there
+    code, _ = _cli_json(capsys, "mirror", "verify", src, dst, "--mode", "mirror", "--json")
     assert code == 1  # unscoped, the copy of Old and the target's own objects are extra
     # With the Archive in scope, the mirror deletes Old's copy: syncd made it, the source lost it.
     assert main(["mirror", "apply", src, dst, "--mode", "mirror", "--yes", "--exclude", "/Theirs"]) == 0

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from syncd.copy.journal import Pair
-from syncd.copy.ops import Op, Plan, Skip
+from syncd.copy.ops import Leftover, Op, Plan, Skip
 from syncd.copy.planfile import PlanFileError, SavedPlan, plan_document, save_plan
 from syncd.copy.review import FieldChange, Item
 from syncd.daemon.run_history import RunRecord
 from syncd.daemon.ui import plans
-from syncd.daemon.ui.chart import history_chart
+from syncd.daemon.ui.chart import MIN_BAR, history_chart, runs_label
 from syncd.daemon.ui.plans import filtered, plan_files, plan_name, read_plan
 from syncd.daemon.ui.render import ago, duration, render, when
 from syncd.daemon.ui.session import (
@@ -73,12 +73,40 @@ def test_the_chart_shows_finished_runs_oldest_first_scaled_to_the_longest() -> N
     tall, half, instant = chart.bars
     assert tall.height == pytest.approx(99) and tall.y == pytest.approx(1)
     assert half.height == pytest.approx(49.5)
-    assert instant.height == 2.0 and instant.outcome == "failed"  # a failure is never invisible
+    assert instant.height == 6.0 and instant.outcome == "failed"  # a failure is never invisible
     assert [bar.x for bar in chart.bars] == [0, 15, 30] and all(bar.width == 13 for bar in chart.bars)  # a twentieth each
     many = history_chart([_run(i, "succeeded", i, 1.0) for i in range(1, 41)], width=400)
     assert [bar.x for bar in many.bars[:3]] == [0, 10, 20] and many.bars[-1].x == 390  # forty share the width
-    assert "run 3: failed, 0.0 s" in instant.label
+    assert "run 3: failed, 0.0 s, started 2026-11-28 12:30:00 UTC" in instant.label
     assert history_chart([]).bars == []
+
+
+def test_a_short_run_beside_a_long_one_is_a_visible_bar() -> None:
+    chart = history_chart([_run(1, "succeeded", 0, 600.0), _run(2, "succeeded", 20, 0.2)], height=120)
+    long, short = chart.bars
+    assert long.height == pytest.approx(119)
+    assert short.height == MIN_BAR and MIN_BAR >= 120 / 20  # a twentieth of the chart, not a sliver
+    assert short.y + short.height == 120  # standing on the axis
+
+
+def test_the_chart_counts_its_runs_in_words() -> None:
+    assert (runs_label(1), runs_label(2), runs_label(12)) == ("Last run", "Last 2 runs", "Last 12 runs")
+    assert history_chart([_run(1, "succeeded", 0, 1.0)]).caption == "Last run"
+    assert history_chart([_run(i, "succeeded", i, 1.0) for i in range(1, 13)]).caption == "Last 12 runs"
+
+
+def test_the_time_axis_marks_the_first_middle_and_last_runs_where_their_bars_are() -> None:
+    many = history_chart([_run(i, "succeeded", 10 * i, 1.0) for i in range(40)], width=400)
+    first, middle, last = many.ticks
+    assert first.label == "2026-11-28 12:00:00 UTC" and first.anchor == "start" and first.percent == pytest.approx(1.0)
+    assert middle.label == "2026-11-28 15:20:00 UTC" and middle.anchor == "middle" and middle.percent == pytest.approx(51.0)
+    assert last.label == "2026-11-28 18:30:00 UTC" and last.anchor == "end" and last.percent == pytest.approx(98.5)
+    # Bars crowded on the left (fewer runs than slots): marks never overlap, the latest run's wins.
+    few = history_chart([_run(1, "succeeded", 0, 1.0), _run(2, "failed", 5, 1.0), _run(3, "succeeded", 9, 1.0)])
+    assert [tick.label for tick in few.ticks] == ["2026-11-28 12:09:00 UTC"]
+    assert history_chart([]).ticks == ()
+    zoned = history_chart([_run(1, "succeeded", 0, 1.0)], zone="Asia/Tokyo")
+    assert zoned.bars[0].label.endswith("started 2026-11-28 12:00:00 UTC (2026-11-28 21:00:00 Asia/Tokyo)")
 
 
 # ----- saved plans --------------------------------------------------------------------------------
@@ -86,7 +114,8 @@ def test_the_chart_shows_finished_runs_oldest_first_scaled_to_the_longest() -> N
 
 def _plan_file(folder: Path, name: str = "p.json", title: str = "Guide") -> Path:
     op = Op(key="create:space:a", action="create", kind="space", source_id="a", method="POST", path="/v1/orgs/T/spaces", title=title, body={"title": title})
-    saved = SavedPlan(Pair("src", "S", "dst", "T"), "src:S", "dst:T", "copy", Plan([op], [Skip("comment", None, "c", "history")], None, ["careful"]),
+    left = [Leftover("space", "t9", "Old <notes>", "Archive/Old <notes>")]
+    saved = SavedPlan(Pair("src", "S", "dst", "T"), "src:S", "dst:T", "copy", Plan([op], [Skip("comment", None, "c", "history")], None, ["careful"], left),
                       {"source": "sha256:" + "a" * 64, "target": "sha256:" + "b" * 64}, {}, "2026-11-28T10:00:00+00:00")  # fmt: skip
     items = [
         Item("create", "space", title, "Docs/" + title, "create:space:a"),
@@ -139,6 +168,18 @@ def test_a_plan_reads_as_its_listing_and_filters_by_kind_and_action(tmp_path: Pa
     assert [c.kind for c in filtered(view.changes, None, "update")] == ["collection"]
     assert filtered(view.changes, "space", "update") == [] and len(filtered(view.changes, "", "")) == 3
     assert view.skips == [{"kind": "comment", "title": "c", "reason": "history"}]
+    assert view.left == [{"kind": "space", "title": "Old <notes>", "path": "Archive/Old <notes>"}]
+
+
+def test_the_plan_page_shows_what_the_plan_leaves_and_when_it_was_made_in_the_one_format(tmp_path: Path) -> None:
+    view = read_plan(tmp_path, _plan_file(tmp_path).name)
+    html = render(
+        "plan.html", title="Plan p.json", plan=view, groups=[("create", view.changes[:1])], shown=1, kind="", action="", actions=["create"],
+        session=None, fleet=False, now=datetime(2026, 11, 28, 12, tzinfo=UTC), page_name="plans",
+    )  # fmt: skip
+    assert '<section class="group" id="plan-left">' in html and "Left on the target <small>(1)</small>" in html
+    assert "<code>Archive/Old &lt;notes&gt;</code>" in html  # escaped like everything from a file
+    assert ">2026-11-28 10:00:00 UTC</time>" in html and "+00:00</dd>" not in html
 
 
 def test_a_file_that_is_not_a_plan_or_too_big_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -163,6 +204,44 @@ def test_lines_of_a_listing_that_are_not_changes_are_counted_not_shown(tmp_path:
     assert view.changes[-1].title == '["x"]'  # shown as text, whatever it was
 
 
+# ----- a run's page -------------------------------------------------------------------------------
+
+
+def _part(run: RunRecord, expected: int | None = None) -> str:
+    from syncd.daemon.ui.pages import _run_view
+
+    return render("parts/run.html", run=_run_view(run, expected), zone="Europe/Berlin", now=datetime.now(UTC))
+
+
+def test_a_running_run_shows_a_total_and_the_time_left_once_an_earlier_run_gives_a_size() -> None:
+    run = RunRecord(7, "copy", "mirror", "schedule", datetime.now(UTC) - timedelta(seconds=30), datetime.now(UTC) - timedelta(seconds=20), outcome="running")
+    run.progress = {"step": "reading", "done": 40, "total": None, "detail": "40 objects, 12 requests"}
+    shown = _part(run, expected=120)
+    assert '<span id="progress-done">40</span> of about <span id="progress-total">120</span>' in shown
+    assert '<span id="progress-eta">about 40.' in shown or '<span id="progress-eta">about 39.' in shown  # 20 s for a third: 40 s left
+    first = _part(run)
+    assert "progress-total" not in first and "progress-eta" not in first  # nothing to compare with yet
+
+
+def test_a_finished_run_says_why_what_it_changed_and_what_it_left() -> None:
+    started = datetime(2026, 12, 7, 3, 5, 36, tzinfo=UTC)
+    sync = RunRecord(8, "sync", "sync", "schedule", started, started, started + timedelta(seconds=3), "succeeded")
+    sync.summary = {"mirror_run": 12, "db": "/srv/state dir/syncd.db", "changed": {"created": 2, "updated": 1, "moved": 0, "deleted": 1}}
+    shown = _part(sync)
+    assert '<p id="run-changes">2 created, 1 updated, 0 moved, 1 deleted' in shown
+    assert "<code id=\"run-diff\">syncd diff --db &#39;/srv/state dir/syncd.db&#39; --run 12</code>" in shown
+    assert "2026-12-07 03:05:36 UTC (2026-12-07 04:05:36 Europe/Berlin)" in shown  # the one format, with the job's zone
+    copy = RunRecord(9, "copy", "mirror", "schedule", started, started, started + timedelta(seconds=3), "succeeded")
+    left = [{"kind": "space", "title": "<Old>", "path": "Guides/<Old>"}]
+    copy.summary = {"reason": "1 object(s) the source no longer has were left on the target (copy mode keeps them): space '<Old>'",
+                    "left_on_target": left, "verify": {"left_on_target": 1}}  # fmt: skip
+    shown = _part(copy)
+    assert '<p id="run-reason" class="reason reason-succeeded">1 object(s) the source no longer has were left' in shown
+    assert "<td data-label=\"Title\">&lt;Old&gt;</td>" in shown and "<code>Guides/&lt;Old&gt;</code>" in shown
+    failed = RunRecord(10, "copy", "mirror", "schedule", started, started, started, "failed", error="tenant unreachable")
+    assert "run-reason" not in _part(failed) and 'id="run-error"' in _part(failed)  # its error says it, once
+
+
 # ----- templates ----------------------------------------------------------------------------------
 
 
@@ -178,6 +257,9 @@ def test_times_and_durations_read_as_a_person_says_them() -> None:
     assert ago("2026-11-28T11:57:00.000Z", now) == "3 min ago"
     assert ago(now + timedelta(hours=2, minutes=5), now) == "in 2 h"
     assert ago(now - timedelta(seconds=4), now) == "4 s ago" and ago(None, now) == "" and ago("garbage", now) == ""
-    assert when("2026-11-28T12:00:00Z", "Europe/Berlin") == "2026-11-28 13:00:00 Europe/Berlin"
+    # One format everywhere: UTC, and the job's own time zone beside it where it has one.
+    assert when("2026-11-28T12:00:00Z", "Europe/Berlin") == "2026-11-28 12:00:00 UTC (2026-11-28 13:00:00 Europe/Berlin)"
     assert when("2026-11-28T12:00:00Z", "Not/AZone") == "2026-11-28 12:00:00 UTC"
+    assert when("2026-12-07T03:05:36+00:00") == when(datetime(2026, 12, 7, 3, 5, 36, tzinfo=UTC), "UTC") == "2026-12-07 03:05:36 UTC"
+    assert when("2026-12-07T04:05:36+01:00", None) == "2026-12-07 03:05:36 UTC" and when(None) == when("garbage") == ""
     assert (duration(None), duration(2.25), duration(125), duration(7300)) == ("", "2.2 s", "2 min 05 s", "2 h 01 min")

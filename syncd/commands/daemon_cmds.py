@@ -89,8 +89,9 @@ def jobs_table(console: Console, jobs: list[dict[str, Any]], url: str, now: date
     for job in jobs:
         last = job["last_run"]
         last_text = f"#{last['id']} {last['outcome']} ({last['seconds']:.1f}s)" if last else "-"
-        if last and last["outcome"] == "failed":
-            last_text += f": {last['error']}"
+        said = last and (last.get("reason") or (last["error"] if last["outcome"] == "failed" else None))
+        if said:
+            last_text += f": {said}"  # why it is not a plain success, in the run's own words
         state = job["state"] + (f" (run #{job['current_run']})" if job["current_run"] else "")
         success = _relative(job["last_success_at"], now) if job["last_success_at"] else "never"
         row = (job["name"], job["kind"], job["schedule"], state, _relative(job["next_run_at"], now), last_text, success)
@@ -128,16 +129,14 @@ def trigger(
         emit({"status": answer["status"], "run": run})  # the answer's shape, with the run as it ended
         raise typer.Exit(0 if run["outcome"] == "succeeded" else 1)
     line = f"run #{run['id']} of {job}: {run['outcome']} in {run['seconds']:.1f}s"
-    if run["error"]:
-        line += f": {run['error']}"
+    said = run.get("reason") or run["error"]  # one sentence: why it is not a plain success
+    if said:
+        line += f": {said}"
     console.print(markup(line), highlight=False)
     summary = run["summary"]
     if summary.get("file"):
         console.print(f"backup file: {markup(summary['file'])}", highlight=False)
     if run["outcome"] == "partial":
-        reasons = [*summary.get("errors", []), *summary.get("failures", []), *summary.get("warnings", [])]
-        if "verify" in summary and any(summary["verify"].get(k) for k in ("missing", "extra", "different")):
-            reasons.append(f"verify: {summary['verify']}")
-        for reason in reasons[:10]:
-            console.print(f"  [yellow]{markup(reason)}[/yellow]", highlight=False)
+        for warning in summary.get("warnings", [])[:10]:
+            console.print(f"  [yellow]warning: {markup(str(warning))}[/yellow]", highlight=False)
     raise typer.Exit(0 if run["outcome"] == "succeeded" else 1)

@@ -161,10 +161,22 @@ def print_plan(items: list[Item], the_plan: Plan, out: Console, *, listing: bool
         _say(out, f"  skip {skip.kind} {skip.title!r}: {skip.reason}")
     if len(the_plan.skips) > SHOWN_SKIPS:
         out.print(f"  ... and {len(the_plan.skips) - SHOWN_SKIPS} more skips (`mirror plan --json` lists them all)")
+    print_left(the_plan, out)
     for warning in the_plan.warnings:
         _say(out, f"warning: {warning}")
     if the_plan.refused:
         _say(out, f"refused: {the_plan.refused}")
+
+
+def print_left(the_plan: Plan, out: Console) -> None:
+    """The plan's own section for what it leaves on the target (the source has nothing for it)."""
+    if not the_plan.left:
+        return
+    out.print(f"left on the target: {len(the_plan.left)} object(s) the source does not have (kept: the plan neither adopts nor deletes them)")
+    for left in the_plan.left[:SHOWN_SKIPS]:
+        _say(out, f"  - {left.kind} {left.title!r}" + (f" at {left.path}" if left.path != left.title else ""))
+    if len(the_plan.left) > SHOWN_SKIPS:
+        out.print(f"  ... and {len(the_plan.left) - SHOWN_SKIPS} more (`mirror plan --json` lists them all)")
 
 
 def print_verification(result: Verification, residue: list[Any], out: Console) -> None:
@@ -452,6 +464,9 @@ def verify_cmd(
     ),
     target: str = typer.Argument(..., metavar="DST_TENANT:ORG"),
     org: str | None = typer.Option(None, "--org", help="With FILE.db: the backed-up organization (when the file holds several), as given to restore."),
+    mode: str | None = typer.Option(
+        None, "--mode", help="copy (the default: objects only on the target are left there, not a difference) or mirror (they are extra)."
+    ),
     as_json: bool = JsonOption,
     with_access: bool = typer.Option(False, "--with-access", help="Compare the access settings too (a copy made --with-access); else the target's own."),
     db: Path | None = DbOption,
@@ -464,13 +479,15 @@ def verify_cmd(
     recorded (give the same --db / --config as the restore)."""
     from syncd.copy import NotRestored, verify_org
 
-    scope = scope_from(include, exclude)
+    scope, checked = scope_from(include, exclude), _check_mode(mode)
     settings = load_settings(config)
     src, dst = verify_source(source, org, settings), parse_target_ref(target, settings)
     try:
         verification, residue = _with_progress(
             f"read {src} and {dst}",
-            lambda progress: verify_org(settings, src, dst, db=_db(settings, db), on_read=progress, scope=scope, with_access=with_access),
+            lambda progress: verify_org(
+                settings, src, dst, db=_db(settings, db), on_read=progress, scope=scope, with_access=with_access, mode=checked
+            ),
         )
     except NotRestored as exc:
         again = backup_command("restore", source, target, org=org, db=db, config=config, include=include, exclude=exclude, with_access=with_access)

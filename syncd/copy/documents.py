@@ -28,11 +28,14 @@ BUCKETS: tuple[str, ...] = ("missing", "extra", "different", "errors", "excused"
 
 
 def entry_json(entry: Entry) -> dict[str, Any]:
-    return {
+    data = {
         "kind": entry.kind, "source_id": entry.source_id, "target_id": entry.target_id, "title": entry.title,
         "fields": {name: {"source": source, "target": target} for name, (source, target) in entry.fields.items()},
         "note": entry.note,
     }
+    if entry.path:
+        data["path"] = entry.path
+    return data
 
 
 def verification_json(verification: Verification) -> dict[str, Any]:
@@ -40,6 +43,7 @@ def verification_json(verification: Verification) -> dict[str, Any]:
         "equal": verification.equal,
         "counts": verification.counts(),
         **{bucket: [entry_json(e) for e in getattr(verification, bucket)] for bucket in BUCKETS},
+        "left_on_target": [entry_json(e) for e in verification.left],
     }
 
 

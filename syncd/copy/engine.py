@@ -10,7 +10,9 @@ A controller loop, like Kubernetes' or `terraform plan` after a refresh:
    defaults settled from listings read at run time;
 5. read again and go back to 3, at most `max_rounds` applies: each round is reported (ops,
    writes, what was left). The copy is equal when verify finds nothing but what the plan
-   announced as skips, and nothing the copy made in the source is left there.
+   announced as skips, and nothing the copy made in the source is left there. In copy mode
+   what is only on the target (the source dropped it, or the target had it of its own) is
+   kept by design: it is `left_on_target`, not a difference (`verify.leave_extras`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from syncd.copy.context import ContentStrategy, Mode, seg
 from syncd.copy.invariants import Bounds, check_ops, known_target_ids, violations_line
 from syncd.copy.journal import Pair
 from syncd.copy.model import IdMap, Snapshot
-from syncd.copy.ops import PATH_REF, Op, Plan, Ref, Skip
+from syncd.copy.ops import PATH_REF, Leftover, Op, Plan, Ref, Skip
 from syncd.copy.plan import plan_copy
 from syncd.copy.planfile import SavedPlan, StalePlan, check_fresh, check_same, refuse_violations, restrict, sides_fingerprints
 from syncd.copy.recover import UnsettledError, settle_leftovers
@@ -42,7 +44,7 @@ from syncd.copy.review import SYMBOLS, Item, review
 from syncd.copy.scoping import scope_sides
 from syncd.copy.served import Publisher, held_blobs
 from syncd.copy.sides import BackupSource, ClientFactory, Endpoints, Side, Source, connect, read_backup, read_sides, target_reads_source
-from syncd.copy.verify import Entry, Verification, compare, excuse, residue
+from syncd.copy.verify import Entry, Verification, compare, excuse, leave_extras, leftovers, residue
 from syncd.copy.writer import Writer
 from syncd.errors import SyncdError
 from syncd.read.backup import blobs_dir
@@ -56,6 +58,8 @@ from syncd.state.errors import StateBusyError
 __all__ = ["CopyReport", "NotRestored", "PlanRefused", "Reading", "RoundReport", "bounds_of", "copy_org", "dry_run_lines", "fingerprints", "plan_org", "verify_org"]
 
 MAX_ROUNDS = 3
+NAMED = 20
+"""Objects a run summary names per list (what was left on the target, what differs)."""
 STALE = "another run wrote the target after this one read it: read again"
 
 
@@ -132,10 +136,12 @@ class RoundReport:
         failed = f", {len(self.apply.failed)} failed" if self.apply and self.apply.failed else ""
         left = ""
         if self.left is not None:
-            shown = {k: v for k, v in self.left.items() if v and k not in ("identical", "excused")}
+            shown = {k: v for k, v in self.left.items() if v and k not in ("identical", "excused", "formatting", "left_on_target")}
             left = "; left: " + (", ".join(f"{v} {k}" for k, v in shown.items()) if shown else "nothing")
             if self.left.get("excused"):
                 left += f" ({self.left['excused']} differences the plan announced)"
+            if self.left.get("left_on_target"):
+                left += f" ({self.left['left_on_target']} only on the target, kept by copy mode)"
         return f"round {self.number}: {self.ops} operations, {cost}{failed}{left}"
 
 
@@ -165,6 +171,11 @@ class CopyReport:
         return self.verification.equal and not self.residue
 
     @property
+    def left_on_target(self) -> list[Leftover]:
+        """What the copy left on the target that the source does not have (copy mode keeps it)."""
+        return leftovers(self.verification)
+
+    @property
     def writes(self) -> int:
         return sum(r.writes for r in self.rounds)
 
@@ -186,8 +197,19 @@ class CopyReport:
             "residue": len(self.residue),
             "skips": len(self.skips),
             "equal": self.equal,
+            "read_cleanly": self.read_cleanly,
             "failures": self.failed[:20],
+            "left_on_target": [{"kind": o.kind, "title": o.title, "path": o.path} for o in self.left_on_target[:NAMED]],
+            "differences": self.differences()[:NAMED],
         }
+
+    def differences(self) -> list[str]:
+        """What keeps the copy from being equal, object by object, in words (`missing space 'A'`)."""
+        v = self.verification
+        named = [(bucket, e) for bucket in ("missing", "different", "extra", "errors") for e in getattr(v, bucket)]
+        words = {"missing": "missing on the target", "different": "different", "extra": "only on the target", "errors": "in error"}
+        out = [f"{e.kind} {e.title!r} {words[bucket]}" + (f" ({', '.join(e.fields)})" if e.fields else "") for bucket, e in named]
+        return out + [f"{e.kind} {e.title!r} made in the source by a copy and still there" for e in self.residue]
 
 
 # ----- reading ----------------------------------------------------------------------------------
@@ -324,8 +346,10 @@ def bounds_of(reading: Reading, mode: Mode, max_delete: int, with_access: bool =
     )
 
 
-def _verify(reading: Reading, plan: Plan) -> Verification:
-    return excuse(compare(reading.source.snapshot, reading.target.snapshot, reading.idmap), plan.skips)
+def _verify(reading: Reading, plan: Plan, mode: Mode = "copy") -> Verification:
+    """Compare the sides as read; in copy mode what is only on the target is left there, not a difference."""
+    verification = excuse(compare(reading.source.snapshot, reading.target.snapshot, reading.idmap), plan.skips)
+    return leave_extras(verification) if mode == "copy" else verification
 
 
 # ----- applying ---------------------------------------------------------------------------------
@@ -495,7 +519,7 @@ class _Copy:
                 report.warnings.append(f"round {len(report.rounds) + 1} not applied: {plan.refused}")
                 break
             if report.rounds and report.rounds[-1].left is None:
-                report.rounds[-1].left = (await anyio.to_thread.run_sync(_verify, reading, plan)).counts()
+                report.rounds[-1].left = (await anyio.to_thread.run_sync(_verify, reading, plan, self.options.mode)).counts()
                 if self.options.on_round is not None:
                     self.options.on_round(report.rounds[-1])
             if not plan.ops or len(report.rounds) >= self.options.max_rounds:
@@ -523,7 +547,7 @@ class _Copy:
                 f"{len(report.outside_plan)} operation(s) the saved plan does not hold were not applied ({named}"
                 + (", ..." if len(report.outside_plan) > 5 else "") + "): make a new plan to review them"
             )
-        report.verification = await anyio.to_thread.run_sync(_verify, reading, plan)
+        report.verification = await anyio.to_thread.run_sync(_verify, reading, plan, self.options.mode)
         report.read_cleanly = reading.complete
         with StateStore(self.ends.db) as store:
             made = journal.made_in_source(store, self.pair)
@@ -579,18 +603,19 @@ def _recorded(db: StateLocation, pair: Pair) -> bool:
 
 async def verify_org(
     settings: Settings, source: Source, target: TargetRef, *, db: StateLocation | None = None, on_read: Progress | None = None,
-    scope: Scope = EVERYTHING, with_access: bool = False,
+    scope: Scope = EVERYTHING, with_access: bool = False, mode: Mode = "copy",
 ) -> tuple[Verification, list[Entry]]:
     """Read both sides and compare them through the pair's id map (differences a plan would
-    announce as skips are excused: the target's access settings unless `with_access`); and what
-    copies of this pair left in the source. A backup source is compared through the ids its
-    restore recorded: NotRestored when none did."""
+    announce as skips are excused: the target's access settings unless `with_access`; in copy
+    mode what is only on the target is left there); and what copies of this pair left in the
+    source. A backup source is compared through the ids its restore recorded: NotRestored when
+    none did."""
     db = db or default_db(settings)
     reading = await _read_alone(settings, source, target, db, on_read, scope, restored=True)
-    plan = _plan(reading, "copy", max_delete=10, adopt=True, with_access=with_access)  # its skips excuse what a copy cannot write
+    plan = _plan(reading, mode, max_delete=10, adopt=True, with_access=with_access)  # its skips excuse what a copy cannot write
     with StateStore(db) as store:
         made = journal.made_in_source(store, reading.pair)
-    return _verify(reading, plan), residue(reading.source_as_read, made)
+    return _verify(reading, plan, mode), residue(reading.source_as_read, made)
 
 
 def dry_run_lines(plan: Plan, idmap: IdMap) -> list[str]:

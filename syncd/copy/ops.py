@@ -128,6 +128,28 @@ WHOLE_KIND = "kind:"
 """The prefix of an excuse that covers a whole kind (`Skip.excuses`)."""
 
 
+def wholly_excused(skips: Iterable[Skip]) -> set[str]:
+    """The kinds whose every object a skip excuses (`kind:KIND`): the target keeps them as
+    they are (its SAML providers without --with-access), so they are neither differences nor
+    objects a copy leaves behind."""
+    return {name.removeprefix(WHOLE_KIND) for skip in skips for name in skip.excuses if name.startswith(WHOLE_KIND)}
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """An object the copy leaves on the target although no source object maps to it (the
+    source dropped it, or the target had it of its own): what copy mode keeps by design."""
+
+    kind: str
+    target_id: str
+    title: str
+    path: str
+    """Where it is on the target, by titles (`Collection/Space`), as the plan's review shows paths."""
+
+    def to_json(self) -> dict[str, str]:
+        return {"kind": self.kind, "target_id": self.target_id, "title": self.title, "path": self.path}
+
+
 @dataclass
 class Plan:
     ops: list[Op] = field(default_factory=list)
@@ -135,6 +157,8 @@ class Plan:
     refused: str | None = None
     """Why the plan must not be applied (e.g. deletes beyond --max-delete), or None."""
     warnings: list[str] = field(default_factory=list)
+    left: list[Leftover] = field(default_factory=list)
+    """Target objects the plan leaves although the source has nothing for them (`Leftover`)."""
 
     def counts(self) -> dict[str, Counter[str]]:
         """kind -> action -> number of ops (what `mirror plan` prints)."""
@@ -242,6 +266,7 @@ __all__ = [
     "PATH_REF",
     "Action",
     "Expect",
+    "Leftover",
     "Op",
     "Plan",
     "Recipe",
@@ -249,6 +274,7 @@ __all__ = [
     "Side",
     "Skip",
     "WHOLE_KIND",
+    "wholly_excused",
     "consumed",
     "decode",
     "encode",

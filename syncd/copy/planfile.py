@@ -171,7 +171,7 @@ def restrict(plan: Plan, saved: SavedPlan) -> tuple[Plan, list[Op]]:
 
     kept = [op for op in plan.ops if allowed(op)]
     dropped = [op for op in plan.ops if not allowed(op)]
-    return Plan(kept, list(plan.skips), plan.refused, list(plan.warnings)), dropped
+    return Plan(kept, list(plan.skips), plan.refused, list(plan.warnings), list(plan.left)), dropped
 
 
 # ----- the document ------------------------------------------------------------------------------
@@ -194,6 +194,7 @@ def plan_document(saved: SavedPlan, items: list[Item]) -> dict[str, Any]:
         "changes": [item.to_json() for item in items],
         "ops": [op_to_json(op) for op in saved.plan.ops],
         "skips": [skip_json(skip) for skip in saved.plan.skips],
+        "left_on_target": [leftover.to_json() for leftover in saved.plan.left],
     }
 
 

@@ -13,19 +13,24 @@ write (a space's visibility, a site's hostname) are reported by the plan as skip
 A difference the plan announced as a skip (a space whose content cannot be copied) is
 `excused` (`excuse`): a copy is equal apart from those. `residue` checks the other side:
 nothing a copy made in the SOURCE (a duplicate for a transfer) may still be there.
+
+Extra objects are what copy mode keeps by design (it never deletes): `leave_extras` moves
+them to `left` ("left on the target"), which does not make a copy unequal; in mirror mode
+(which deletes what syncd made) they stay `extra`, a difference.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from syncd.ordering import moved_items
 from syncd.safe_text import clean
 from syncd.copy.model import BOOKKEEPING, IdMap, Node, Snapshot
-from syncd.copy.ops import WHOLE_KIND, Skip
+from syncd.copy.ops import Leftover, Skip, wholly_excused
+from syncd.copy.review import object_path
 from syncd.copy.rules import (
     COPIED_KINDS,
     RULES,
@@ -52,6 +57,8 @@ class Entry:
     title: str
     fields: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     note: str = ""
+    path: str = ""
+    """Where it is, by titles (`review.object_path`): given for objects only on the target."""
 
 
 @dataclass
@@ -66,10 +73,13 @@ class Verification:
     formatting: list[Entry] = field(default_factory=list)
     """Spaces counted identical whose pages say the same in markdown written differently
     (an importer's own style): a count, not a difference."""
+    left: list[Entry] = field(default_factory=list)
+    """Objects only on the target that copy mode keeps (moved here by `leave_extras`): not a difference."""
 
     @property
     def equal(self) -> bool:
-        """Nothing missing, extra or different (errors are reported, and also make it unequal)."""
+        """Nothing missing, extra or different (errors are reported, and also make it unequal);
+        objects `left` on the target by copy mode are not a difference."""
         return not (self.missing or self.extra or self.different or self.errors)
 
     def counts(self) -> dict[str, int]:
@@ -81,6 +91,7 @@ class Verification:
             "errors": len(self.errors),
             "excused": len(self.excused),
             "formatting": len(self.formatting),
+            "left_on_target": len(self.left),
         }
 
 
@@ -89,18 +100,42 @@ def compare(source: Snapshot, target: Snapshot, idmap: IdMap, kinds: Iterable[st
     return _Comparer(source, target, idmap).run(tuple(kinds))
 
 
+def leave_extras(verification: Verification) -> Verification:
+    """The verification as copy mode reads it: what is only on the target (the source dropped
+    it, or the target had it of its own) is left there by design, not a difference."""
+    return replace(verification, extra=[], left=[*verification.left, *verification.extra])
+
+
+def leftovers(verification: Verification) -> list[Leftover]:
+    """What a copy left on the target, as a run record and a plan list it (kind, title, path)."""
+    return [Leftover(e.kind, e.target_id or "", e.title, e.path or e.title) for e in verification.left]
+
+
+def unmatched(kind: str, source: Snapshot, target: Snapshot, mapped: dict[str, str]) -> list[tuple[Node, str | None]]:
+    """Target objects of `kind` no source object maps to (any more), each with the source id
+    it was mapped from when that source object is gone (`mapped`: target id -> source id)."""
+    out = []
+    for other in target.of_kind(kind):
+        source_id = mapped.get(other.id)
+        if source_id is None or source.get(kind, source_id) is None:
+            out.append((other, source_id))
+    return out
+
+
 def excuse(verification: Verification, skips: Iterable[Skip]) -> Verification:
     """The verification with the differences the plan announced (skips with `excuses`)
     moved to `excused`: a missing object whose skip excuses `missing`, an extra one whose
     skip excuses `extra`, the fields of a different one that its skips excuse; any difference
     of an object of a kind a skip excuses whole (`kind:KIND`)."""
     allowed: dict[tuple[str, str], set[str]] = defaultdict(set)
-    whole: set[str] = set()
+    skips = list(skips)
+    whole = wholly_excused(skips)
     for skip in skips:
-        whole.update(name.removeprefix(WHOLE_KIND) for name in skip.excuses if name.startswith(WHOLE_KIND))
         if skip.source_id is not None:
             allowed[(skip.kind, skip.source_id)].update(skip.excuses)
-    out = Verification(identical=list(verification.identical), errors=list(verification.errors), formatting=list(verification.formatting))
+    out = Verification(
+        identical=list(verification.identical), errors=list(verification.errors), formatting=list(verification.formatting), left=list(verification.left)
+    )
     for bucket in ("missing", "extra"):
         for entry in getattr(verification, bucket):
             excused = entry.kind in whole or (entry.source_id is not None and bucket in allowed.get((entry.kind, entry.source_id), set()))
@@ -132,7 +167,7 @@ def residue(source_now: Snapshot, made_in_source: Iterable[str]) -> list[Entry]:
     ]
 
 
-SYMBOLS = {"identical": "=", "missing": "+", "extra": "-", "different": "*", "errors": "!", "excused": "~"}
+SYMBOLS = {"identical": "=", "missing": "+", "extra": "-", "different": "*", "errors": "!", "excused": "~", "left": "-"}
 """rclone check --combined: `+` only in the source, `-` only in the target."""
 
 
@@ -142,7 +177,7 @@ def render(verification: Verification, *, identical: bool = False, limit: int | 
     repr()s, other text from the organizations is cleaned of control characters
     (`syncd.safe_text`); print the lines with markup off."""
     lines: list[str] = []
-    for bucket in ("missing", "extra", "different", "errors", "excused", "identical"):
+    for bucket in ("missing", "extra", "different", "errors", "excused", "left", "identical"):
         if bucket == "identical" and not identical:
             continue
         entries: list[Entry] = getattr(verification, bucket)
@@ -159,6 +194,8 @@ def render(verification: Verification, *, identical: bool = False, limit: int | 
                 line += ": only on the target"
             elif bucket == "excused":
                 line += ": announced by the plan"
+            elif bucket == "left":
+                line += f": left on the target (copy mode keeps it){_at(entry)}"
             if entry.note:
                 line += f": {clean(entry.note)}"
             lines.append(line)
@@ -172,9 +209,14 @@ def render(verification: Verification, *, identical: bool = False, limit: int | 
         f"{c['different']} different, {c['errors']} errors"
         + (f", {c['excused']} announced by the plan" if c["excused"] else "")
         + (f", {c['formatting']} spaces whose pages differ in formatting only" if c["formatting"] else "")
+        + (f", {c['left_on_target']} left on target (the source does not have them; copy mode keeps them)" if c["left_on_target"] else "")
         + (": equal" if verification.equal else "")
     )
     return lines
+
+
+def _at(entry: Entry) -> str:
+    return f", at {clean(entry.path)}" if entry.path and entry.path != entry.title else ""
 
 
 def _short(value: Any, width: int = 120) -> str:
@@ -262,12 +304,10 @@ class _Comparer:
                 self.result.missing.append(Entry(kind, node.id, target_id, title_of(kind, node), note=note))
                 continue
             self.judge(kind, node, other)
-        mapped = self.rev.get(kind, {})
-        for other in self.tgt.of_kind(kind):
-            source_id = mapped.get(other.id)
-            if source_id is None or self.src.get(kind, source_id) is None:
-                note = f"its source {source_id} is gone" if source_id else ""
-                self.result.extra.append(Entry(kind, source_id, other.id, title_of(kind, other), note=note))
+        for other, source_id in unmatched(kind, self.src, self.tgt, self.rev.get(kind, {})):
+            note = f"its source {source_id} is gone" if source_id else ""
+            path = object_path(kind, other, self.tgt)
+            self.result.extra.append(Entry(kind, source_id, other.id, title_of(kind, other), note=note, path=path))
 
     def judge(self, kind: str, node: Node, other: Node, title: str | None = None) -> None:
         want = self.comparable(kind, node, self.src, "source")
@@ -341,5 +381,5 @@ class _Comparer:
             self.out_of_order[(kind, source_id)] = (source_ids.index(source_id), int(position[source_id]))
 
 
-__all__ = ["SYMBOLS", "Entry", "Verification", "compare", "excuse", "render", "residue"]
+__all__ = ["SYMBOLS", "Entry", "Verification", "compare", "excuse", "leave_extras", "leftovers", "render", "residue", "unmatched"]
 

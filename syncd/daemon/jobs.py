@@ -34,6 +34,7 @@ from syncd.copy import copy_org
 from syncd.cron import zone
 from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.progress import current as run_progress
+from syncd.daemon.reasons import backup_reason, mirror_reason, sync_reason
 from syncd.daemon.run_history import Outcome
 from syncd.files import private_dir
 from syncd.read.backup import backup, blobs_dir
@@ -185,25 +186,26 @@ async def _run_sync(settings: Settings, job: SyncJob, metrics: DaemonMetrics, fu
     )
     tenant = settings.tenant(job.source.tenant).name
     mirrored = _record_objects(metrics, db, tenant)
-    return JobOutcome(
-        "succeeded" if result.status == "complete" else "partial",
-        {
-            "full": full,
-            "mirror_run": result.run,
-            "status": result.status,
-            "changed": result.summary.by_op(),
-            "changes": result.summary.to_dict(),
-            "objects_read": sum(result.stats.objects.values()),
-            "objects_mirrored": mirrored,
-            "skipped_scopes": result.stats.skipped_scopes,
-            "lists_not_read": result.stats.lists_not_read,
-            "requests": client.stats.requests,
-            "retries": client.stats.retries,
-            "rate_limited": client.stats.rate_limited,
-            "errors": result.stats.errors[:20],
-            **_scoped(job, result.scope.dependencies),
-        },
-    )
+    outcome: Outcome = "succeeded" if result.status == "complete" else "partial"
+    summary: dict[str, Any] = {
+        "full": full,
+        "mirror_run": result.run,
+        "db": str(db) if isinstance(db, Path) else None,
+        "status": result.status,
+        "changed": result.summary.by_op(),
+        "changes": result.summary.to_dict(),
+        "objects_read": sum(result.stats.objects.values()),
+        "objects_mirrored": mirrored,
+        "skipped_scopes": result.stats.skipped_scopes,
+        "lists_not_read": result.stats.lists_not_read,
+        "requests": client.stats.requests,
+        "retries": client.stats.retries,
+        "rate_limited": client.stats.rate_limited,
+        "errors": result.stats.errors[:20],
+        **_scoped(job, result.scope.dependencies),
+    }
+    summary["reason"] = sync_reason(outcome, summary)
+    return JobOutcome(outcome, summary)
 
 
 async def _run_backup(settings: Settings, job: BackupJob, metrics: DaemonMetrics, full: bool) -> JobOutcome:
@@ -252,7 +254,9 @@ async def _run_backup(settings: Settings, job: BackupJob, metrics: DaemonMetrics
         delete_backups(pruning.doomed)
         summary["pruned"] = [path.name for path in pruning.doomed]
         summary["kept"] = {path.name: reasons for path, reasons in pruning.kept.items()}
-    return JobOutcome("succeeded" if complete else "partial", summary)
+    outcome: Outcome = "succeeded" if complete else "partial"
+    summary["reason"] = backup_reason(outcome, summary)
+    return JobOutcome(outcome, summary)
 
 
 async def _run_mirror(settings: Settings, job: MirrorJob, metrics: DaemonMetrics, full: bool) -> JobOutcome:
@@ -263,9 +267,13 @@ async def _run_mirror(settings: Settings, job: MirrorJob, metrics: DaemonMetrics
         settings, job.source, job.target, mode=job.mode, max_delete=job.max_delete, db=db, full=full, scope=job.scope,
         with_access=job.with_access, on_read=run_progress().reading, on_apply=run_progress().applying,
     )
-    summary: dict[str, Any] = {"full": full, **report.summary(), "warnings": report.warnings[:20]}
+    summary: dict[str, Any] = {"full": full, **report.summary(), "warnings": report.warnings[:20], "objects_read": run_progress().objects_read}
     _record_objects(metrics, db, settings.tenant(job.source.tenant).name, settings.tenant(job.target.tenant).name)
-    return JobOutcome("succeeded" if report.equal and report.read_cleanly else "partial", summary)
+    metrics.set_left_on_target(job.name, len(report.left_on_target))
+    outcome: Outcome = "succeeded" if report.equal and report.read_cleanly else "partial"
+    verify = f"syncd mirror verify {job.source} {job.target}" + (" --mode mirror" if job.mode == "mirror" else "")
+    summary["reason"] = mirror_reason(outcome, summary, verify)
+    return JobOutcome(outcome, summary)
 
 
 async def save_mirror_plan(settings: Settings, job: MirrorJob, folder: Path, now: datetime) -> Path:

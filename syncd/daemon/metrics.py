@@ -27,6 +27,8 @@ __all__ = ["CONTENT_TYPE", "DaemonMetrics"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 disable_created_metrics()  # `*_created` series only double the output; nobody alerts on them
+REASON_LABEL = 200
+"""Characters of a run's reason kept in a label (a label is not a log: enough to read what happened)."""
 _DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, float("inf"))
 
 
@@ -57,6 +59,17 @@ class DaemonMetrics:
             "syncd_job_last_success_timestamp_seconds", "Unix time at which the job's latest successful run ended.", ["job"], registry=r
         )
         self.running = Gauge("syncd_job_running", "1 while a run of the job is in progress.", ["job"], registry=r)
+        # An info-style series: one per job, its labels the latest outcome and its reason (the
+        # run's own sentence, cut to REASON_LABEL characters), replaced at each run: at most one
+        # series per job, whatever the reasons were. Alert on `outcome!="succeeded"`, read `reason`.
+        self.last_outcome = Gauge(
+            "syncd_job_last_outcome", "1 for the job's latest finished run: its outcome and why it is not a plain success (reason, '' for one).",
+            ["job", "outcome", "reason"], registry=r,
+        )
+        self.left_on_target = Gauge(
+            "syncd_job_left_on_target", "Objects a copy-mode mirror job's latest run left on the target that the source does not have.",
+            ["job"], registry=r,
+        )
         self.reloads = Counter("syncd_config_reloads", "Configuration reloads (SIGHUP) by outcome.", ["outcome"], registry=r)
         self.scheduler_passes = Counter(
             "syncd_scheduler_passes",
@@ -65,6 +78,7 @@ class DaemonMetrics:
             registry=r,
         )
         self._kinds: dict[str, set[str]] = {}
+        self._last: dict[str, tuple[str, str]] = {}
 
     # -- ApiObserver -------------------------------------------------------------------
 
@@ -87,16 +101,29 @@ class DaemonMetrics:
     def run_started(self, job: str) -> None:
         self.running.labels(job).set(1)
 
-    def run_finished(self, job: str, outcome: str, seconds: float, ended_at: float) -> None:
+    def run_finished(self, job: str, outcome: str, seconds: float, ended_at: float, reason: str | None = None) -> None:
         self.running.labels(job).set(0)
         self.runs.labels(job, outcome).inc()
         self.duration.labels(job).observe(seconds)
         if outcome == "succeeded":
             self.last_success.labels(job).set(ended_at)
+        self._drop_last(job)
+        self._last[job] = (outcome, _label(reason or ""))
+        self.last_outcome.labels(job, *self._last[job]).set(1)
+
+    def set_left_on_target(self, job: str, count: int) -> None:
+        self.left_on_target.labels(job).set(count)
+
+    def _drop_last(self, job: str) -> None:
+        last = self._last.pop(job, None)
+        if last is not None:
+            with contextlib.suppress(KeyError):
+                self.last_outcome.remove(job, *last)
 
     def forget_job(self, job: str) -> None:
         """A job removed from the configuration leaves no series behind."""
-        for metric in (self.running, self.duration, self.last_success):
+        self._drop_last(job)
+        for metric in (self.running, self.duration, self.last_success, self.left_on_target):
             with contextlib.suppress(KeyError):
                 metric.remove(job)
         for outcome in OUTCOMES:
@@ -113,3 +140,9 @@ class DaemonMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _label(text: str) -> str:
+    """A reason as a label value: one line, at most `REASON_LABEL` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= REASON_LABEL else flat[: REASON_LABEL - 1] + "…"

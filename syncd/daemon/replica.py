@@ -238,7 +238,7 @@ class FleetDaemon(Daemon):
         elif record.outcome == "failed":
             self._back_off(record.job)
         seconds = record.seconds or 0.0
-        self.metrics.run_finished(record.job, record.outcome, seconds, record.ended_at.timestamp())
+        self.metrics.run_finished(record.job, record.outcome, seconds, record.ended_at.timestamp(), record.explanation)
         log_run_end(record, seconds, replica=self.replica)
         state.current = None
         if state.removed:

@@ -482,7 +482,7 @@ class Daemon:
         record.ended_at = now
         self.runs.save(record)
         seconds = record.seconds or 0.0
-        self.metrics.run_finished(record.job, record.outcome, seconds, now.timestamp())
+        self.metrics.run_finished(record.job, record.outcome, seconds, now.timestamp(), record.explanation)
         log_run_end(record, seconds)
         state.timer.finish(now, ok=record.outcome in ("succeeded", "partial"), rng=self.rng)
         if record.outcome == "failed" and state.timer.next_due is not None:

@@ -9,6 +9,7 @@ after the control API's Host and Origin check; `syncd.daemon.ui.guard` checks th
 
 from __future__ import annotations
 
+import shlex
 import time
 from datetime import UTC, datetime
 from importlib.resources import files
@@ -20,6 +21,7 @@ from aiohttp import web
 
 from syncd.copy.planfile import PlanFileError
 from syncd.copy.review import ACTIONS
+from syncd.daemon.progress import estimate, previous_size
 from syncd.daemon.run_history import RunRecord
 from syncd.daemon.ui.chart import history_chart
 from syncd.daemon.ui.guard import COOKIE, DAEMON, LOGIN_COOKIE, guard, session_of
@@ -142,7 +144,8 @@ async def job_page(request: web.Request) -> web.Response:
     daemon, state = _daemon(request), _job_state(request)
     runs = daemon.runs.of_job(state.config.name, RUNS_SHOWN)
     view = _job_view(daemon, state)
-    values = _common(request, job=view, runs=[_run_view(r) for r in runs], chart=history_chart(runs), page_name="jobs")
+    chart = history_chart(runs, zone=state.config.timezone)
+    values = _common(request, job=view, runs=[_run_view(r) for r in runs], chart=chart, page_name="jobs")
     return _page(request, "job", f"Job {view['name']}", "runs", values)
 
 
@@ -179,8 +182,37 @@ def _texts(value: Any) -> list[str]:
     return [str(item) for item in value] if isinstance(value, list) else [str(value)]
 
 
-def _run_view(run: RunRecord) -> dict[str, Any]:
-    """A run as the JSON API shows it, with what the page picks out of its summary."""
+def _changes(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """A sync run's changes (created / updated / moved / deleted) and the command that lists them."""
+    changed, run = summary.get("changed"), summary.get("mirror_run")
+    if not isinstance(changed, dict) or not isinstance(run, int):
+        return None
+    db = summary.get("db")
+    where = f"--db {shlex.quote(db)} " if isinstance(db, str) and db else ""
+    counts = {op: n for op, n in changed.items() if isinstance(n, int)}
+    return {"counts": counts, "total": sum(counts.values()), "command": f"syncd diff {where}--run {run}"}
+
+
+def _left(summary: dict[str, Any]) -> list[dict[str, str]]:
+    items = summary.get("left_on_target")
+    if not isinstance(items, list):
+        return []
+    return [{key: str(item.get(key, "")) for key in ("kind", "title", "path")} for item in items if isinstance(item, dict)]
+
+
+def _expected(runs: Any, run: RunRecord) -> int | None:
+    """The size of the job's latest finished run before `run` (what its progress compares with)."""
+    for earlier in runs.of_job(run.job, 10):
+        if earlier.id < run.id and earlier.finished and isinstance(earlier.summary, dict):
+            size = previous_size(earlier.summary)
+            if size is not None:
+                return size
+    return None
+
+
+def _run_view(run: RunRecord, expected: int | None = None) -> dict[str, Any]:
+    """A run as the JSON API shows it, with what the page picks out of its summary (and its
+    progress with a total and an ETA from `expected`, the size of the job's previous run)."""
     view = run.as_dict()
     summary = run.summary if isinstance(run.summary, dict) else {}
     rounds = summary.get("rounds")
@@ -199,6 +231,12 @@ def _run_view(run: RunRecord) -> dict[str, Any]:
     view["problems"] = _texts(summary.get("errors") or summary.get("failures"))
     view["pruned"] = _texts(summary.get("pruned"))
     view["file"] = summary.get("file") if isinstance(summary.get("file"), str) else None
+    view["changes"] = _changes(summary)
+    view["left"] = _left(summary)
+    verify = summary.get("verify") if isinstance(summary.get("verify"), dict) else {}
+    view["left_count"] = verify.get("left_on_target", len(view["left"]))
+    if run.progress and run.started_at is not None and not run.finished:
+        view["progress"] = estimate(run.progress, expected, (datetime.now(UTC) - run.started_at).total_seconds())
     view["fleet"] = {"replica": getattr(run, "replica", None), "attempt": getattr(run, "attempt", None), "taken_from": getattr(run, "taken_from", None)}
     return view
 
@@ -212,10 +250,14 @@ async def runs_page(request: web.Request) -> web.Response:
 
 @routes.get(r"/runs/{id:[0-9]{1,18}}")
 async def run_page(request: web.Request) -> web.Response:
-    run = _daemon(request).runs.get(int(request.match_info["id"]))
+    runs = _daemon(request).runs
+    run = runs.get(int(request.match_info["id"]))
     if run is None:
         raise web.HTTPNotFound(text=f"no run {request.match_info['id']} (the history keeps the latest 10,000)")
-    values = _common(request, run=_run_view(run), page_name="runs")
+    expected = _expected(runs, run) if not run.finished else None
+    state = _daemon(request).jobs.get(run.job)
+    zone = state.config.timezone if state is not None else "UTC"
+    values = _common(request, run=_run_view(run, expected), zone=zone, page_name="runs")
     return _page(request, "run", f"Run {run.id} of {run.job}", "run", values)
 
 

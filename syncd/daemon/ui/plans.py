@@ -71,6 +71,8 @@ class PlanView:
     """Changes per action, in the listing's order of actions."""
     kinds: list[str]
     skips: list[dict[str, str]] = field(default_factory=list)
+    left: list[dict[str, str]] = field(default_factory=list)
+    """What the plan leaves on the target (kind, title, path): its own section."""
     warnings: list[str] = field(default_factory=list)
     refused: str | None = None
     unreadable: int = 0
@@ -160,11 +162,16 @@ def read_plan(folder: Path, name: str) -> PlanView:
         {"kind": _text(s.get("kind")), "title": _text(s.get("title")), "reason": _text(s.get("reason"))}
         for s in document.get("skips") or () if isinstance(s, dict)
     ]
+    raw_left = document.get("left_on_target")
+    left = [
+        {"kind": _text(item.get("kind")), "title": _text(item.get("title")), "path": _text(item.get("path"))}
+        for item in (raw_left if isinstance(raw_left, list) else ()) if isinstance(item, dict)
+    ]
     return PlanView(
         name=name, source=saved.source or str(saved.pair.source_org), target=saved.target or str(saved.pair.target_org),
         mode=saved.mode, created_at=saved.created_at, changes=changes,
         counts={action: tally[action] for action in ACTIONS if tally[action]},
-        kinds=sorted({change.kind for change in changes}), skips=skips, warnings=list(saved.plan.warnings),
+        kinds=sorted({change.kind for change in changes}), skips=skips, left=left, warnings=list(saved.plan.warnings),
         refused=saved.plan.refused, unreadable=len(entries) - len(changes),
     )  # fmt: skip
 

@@ -15,7 +15,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from aiohttp import web
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-__all__ = ["ago", "page", "render"]
+__all__ = ["ago", "duration", "page", "render", "when"]
+
+
+_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
 def _parse(value: str | datetime | None) -> datetime | None:
@@ -43,16 +46,23 @@ def ago(value: str | datetime | None, now: datetime | None = None) -> str:
     return f"in {amount}" if future else f"{amount} ago"
 
 
-def when(value: str | datetime | None, zone: str = "UTC") -> str:
-    """A time as `2026-11-28 14:05:09 UTC`, in `zone` when it is a known time zone."""
+def when(value: str | datetime | None, zone: str | None = "UTC") -> str:
+    """A time as every page shows one: `2026-11-28 12:05:09 UTC`, and where the job has a
+    time zone of its own the same moment there too: `2026-11-28 12:05:09 UTC (2026-11-28
+    13:05:09 Europe/Berlin)`. The one format of the page (an unknown zone is left out)."""
     moment = _parse(value)
     if moment is None:
         return ""
-    try:
-        tz = ZoneInfo(zone)
-    except (ZoneInfoNotFoundError, ValueError):
-        tz, zone = ZoneInfo("UTC"), "UTC"
-    return moment.astimezone(tz).strftime("%Y-%m-%d %H:%M:%S ") + zone
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)  # the daemon's times are UTC
+    text = moment.astimezone(UTC).strftime(_FORMAT) + " UTC"
+    if zone and zone != "UTC":
+        try:
+            local = moment.astimezone(ZoneInfo(zone)).strftime(_FORMAT)
+        except (ZoneInfoNotFoundError, ValueError):
+            return text
+        text += f" ({local} {zone})"
+    return text
 
 
 def duration(seconds: float | None) -> str:
