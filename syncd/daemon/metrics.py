@@ -57,6 +57,10 @@ class DaemonMetrics:
             "syncd_job_last_success_timestamp_seconds", "Unix time at which the job's latest successful run ended.", ["job"], registry=r
         )
         self.running = Gauge("syncd_job_running", "1 while a run of the job is in progress.", ["job"], registry=r)
+        self.paused = Gauge(
+            "syncd_job_paused", "1 while an operator has the job paused (its schedule does not fire, triggers are refused).",
+            ["job"], registry=r,
+        )
         self.reloads = Counter("syncd_config_reloads", "Configuration reloads (SIGHUP) by outcome.", ["outcome"], registry=r)
         self.scheduler_passes = Counter(
             "syncd_scheduler_passes",
@@ -84,6 +88,9 @@ class DaemonMetrics:
         """Make a configured job visible (at 0) before its first run."""
         self.running.labels(job).set(0)
 
+    def job_paused(self, job: str, paused: bool) -> None:
+        self.paused.labels(job).set(1 if paused else 0)
+
     def run_started(self, job: str) -> None:
         self.running.labels(job).set(1)
 
@@ -96,7 +103,7 @@ class DaemonMetrics:
 
     def forget_job(self, job: str) -> None:
         """A job removed from the configuration leaves no series behind."""
-        for metric in (self.running, self.duration, self.last_success):
+        for metric in (self.running, self.paused, self.duration, self.last_success):
             with contextlib.suppress(KeyError):
                 metric.remove(job)
         for outcome in OUTCOMES:
