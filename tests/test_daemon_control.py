@@ -142,6 +142,7 @@ def test_a_cancel_ends_a_long_mirror_run_cancelled_and_the_next_run_finishes_the
             run = ended["run"]
             assert run["id"] == run_id and run["outcome"] == "cancelled", run
             assert run["reason"].startswith("cancelled by the operator (") and "syncd command line" in run["reason"], run
+            assert run["summary"]["stopped_at"]["step"] and run["summary"]["stopped_at"]["done"] >= 0, run  # where it stopped
             print(f"\ncancel ({profile}): the run ended {took:.1f} s after `syncd cancel` was started")  # a figure, not an assertion
             assert daemon.get(f"/runs/{run_id}")[1]["reason"] == run["reason"]
             assert (metric_value(daemon.metrics(), "syncd_job_runs_total", job="copy", outcome="cancelled") or 0) == 1

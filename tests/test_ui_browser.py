@@ -232,7 +232,7 @@ def _pause_resume_and_cancel(driver: WebDriver, site: Site) -> None:
     assert "by the web page" in text_of(driver, "#paused-nightly")
     # A run in progress goes on (a pause holds the schedule); then the job shows as paused.
     wait_until(driver, lambda d: text_of(d, "#job-nightly .state").startswith("paused"), timeout=60, what="the job to show as paused")
-    screenshot(driver, f"{site.backend}-06-job-paused")
+    screenshot(driver, f"{site.backend}-05a-job-paused")
     driver.find_element(By.ID, "trigger-nightly").click()
     refusal = wait_until(driver, lambda d: "is paused" in text_of(d, "#error-message") and text_of(d, "#error-message"), what="the refusal")
     assert "syncd resume nightly" in refusal and "Resume" in refusal, refusal
@@ -252,7 +252,7 @@ def _pause_resume_and_cancel(driver: WebDriver, site: Site) -> None:
     wait_until(driver, lambda d: text_of(d, "#run-live .outcome") == "cancelled", timeout=30, what="the run to end cancelled")
     assert "cancelled by the operator (the web page" in text_of(driver, "#run-live"), text_of(driver, "#run-live")
     assert http("PUT", site.slow_url + "/_emulator/faults", body={"latency": 0})[0] == 200
-    screenshot(driver, f"{site.backend}-06-run-cancelled")
+    screenshot(driver, f"{site.backend}-05b-run-cancelled")
 
 
 def _read_a_failed_run(driver: WebDriver, site: Site) -> None:

@@ -548,6 +548,8 @@ class Daemon:
                     record.outcome = "cancelled"
                     by = state.cancelled_by
                     record.error = record.error or (cancelled_by(by) if by else "cancelled: the daemon stopped before the run ended")
+                if record.outcome == "cancelled" and not record.summary and record.progress:
+                    record.summary = {"stopped_at": dict(record.progress)}  # where it was: kept with the run
                 state.cancel_scope = state.cancelled_by = None
                 self._finish(state, record)
 
