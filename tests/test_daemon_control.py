@@ -62,6 +62,9 @@ def test_a_pause_holds_across_a_restart_refuses_triggers_and_a_resume_runs_the_j
         daemon = DaemonProcess.start(config, tmp_path / "state", token=CONTROL)
         try:
             wait_for("a scheduled run", lambda: any(r["outcome"] == "succeeded" for r in _runs(daemon, "tick")), 60)
+            for action in ("pause", "resume", "cancel"):  # bearer-authenticated like /run
+                assert http("POST", f"{daemon.url}/jobs/tick/{action}", body={})[0] == 401
+            assert daemon.job("tick")["paused"] is None
             paused = _cli(config, "pause", "tick", "--json")
             assert paused.returncode == 0, paused.stderr
             answer = json.loads(paused.stdout)

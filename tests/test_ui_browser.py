@@ -387,6 +387,9 @@ def _refused_from_elsewhere(driver: WebDriver, site: Site, cookie: str) -> None:
     assert _post(site, "jobs/backup/run", "csrf=x", Cookie=session, Origin="http://localhost:1") == 403  # another origin
     assert _post(site, "jobs/backup/run", "csrf=x", Cookie=session, **{"Sec-Fetch-Site": "cross-site"}) == 403
     assert _post(site, "jobs/backup/run", "csrf=x") == 401  # no session at all
+    for action in ("pause", "resume", "cancel"):  # every form of the page is checked alike
+        assert _post(site, f"jobs/backup/{action}", "csrf=" + "A" * 43, Cookie=session) == 403
+    assert site.daemon.job("backup")["paused"] is None
     with _other_site(site.url + "jobs/backup/run") as evil:
         driver.get(evil)
         wait_until(driver, lambda d: "/ui/jobs/backup/run" in d.current_url, what="the cross-site form to be sent")
