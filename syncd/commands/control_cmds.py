@@ -51,6 +51,15 @@ def _since(paused: dict[str, Any]) -> str:
     return f"since {_relative(paused['at'], datetime.now(UTC))}, by {paused['by']}"
 
 
+def _tell(as_json: bool, answer: Any, lines: list[str]) -> None:
+    """`lines` for a person (stderr with --json, each whole: a command in it stays one line), then the answer."""
+    shown = human_console(as_json, console)
+    for line in lines:
+        shown.print(markup(line), highlight=False, soft_wrap=True)
+    if as_json:
+        emit(answer)
+
+
 def pause(
     job: str = typer.Argument(..., help="The job to pause."),
     config: Path | None = ConfigOption,
@@ -60,16 +69,14 @@ def pause(
     """Pause a job of the running daemon: its schedule does not fire and triggers are refused
     until `syncd resume JOB` (a run in progress goes on: `syncd cancel JOB` ends it)."""
     _client, answer = _ask(config, url, job, "pause")
-    shown = human_console(as_json, console)
     view = answer["job"]
     if answer["status"] == "already paused":
-        shown.print(markup(f"{job} was already paused ({_since(view['paused'])})"), highlight=False, soft_wrap=True)
+        lines = [f"{job} was already paused ({_since(view['paused'])})"]
     else:
-        shown.print(markup(f"{job} paused: its schedule does not fire and triggers are refused until `syncd resume {job}`"), highlight=False, soft_wrap=True)
+        lines = [f"{job} paused: its schedule does not fire and triggers are refused until `syncd resume {job}`"]
     if view["current_run"]:
-        shown.print(markup(f"run #{view['current_run']} goes on: `syncd cancel {job}` ends it"), highlight=False, soft_wrap=True)
-    if as_json:
-        emit(answer)
+        lines.append(f"run #{view['current_run']} goes on: `syncd cancel {job}` ends it")
+    _tell(as_json, answer, lines)
 
 
 def resume(
@@ -81,15 +88,9 @@ def resume(
     """Resume a paused job: its schedule fires again from its next time (the times it missed
     while paused give no run), and triggers are taken again."""
     _client, answer = _ask(config, url, job, "resume")
-    shown = human_console(as_json, console)
     view = answer["job"]
-    if answer["status"] == "not paused":
-        shown.print(markup(f"{job} was not paused"), highlight=False, soft_wrap=True)
-    else:
-        when = _relative(view["next_run_at"], datetime.now(UTC)) if view["next_run_at"] else "on trigger only"
-        shown.print(markup(f"{job} resumed: next run {when}"), highlight=False, soft_wrap=True)
-    if as_json:
-        emit(answer)
+    when = _relative(view["next_run_at"], datetime.now(UTC)) if view["next_run_at"] else "on trigger only"
+    _tell(as_json, answer, [f"{job} was not paused" if answer["status"] == "not paused" else f"{job} resumed: next run {when}"])
 
 
 def cancel(
@@ -103,17 +104,12 @@ def cancel(
     """Cancel the running run of a job (on whichever replica of a fleet holds it): it ends
     `cancelled` within seconds, what it wrote kept for the next run to continue from."""
     client, answer = _ask(config, url, job, "cancel")
-    shown = human_console(as_json, console)
     run = answer["run"]
-    shown.print(markup(f"{job}: cancelling run #{run['id']}"), highlight=False, soft_wrap=True)
     if not wait:
-        if as_json:
-            emit(answer)
+        _tell(as_json, answer, [f"{job}: cancelling run #{run['id']}"])
         return
+    human_console(as_json, console).print(markup(f"{job}: cancelling run #{run['id']}"), highlight=False, soft_wrap=True)
     run = anyio.run(lambda: client.wait_run(run["id"], timeout))
-    if as_json:
-        emit({"status": answer["status"], "run": run})
-    else:
-        line = f"run #{run['id']} of {job}: {run['outcome']}"
-        console.print(markup(line + (f": {run['reason']}" if run["reason"] else "")), highlight=False, soft_wrap=True)
+    ended = f"run #{run['id']} of {job}: {run['outcome']}" + (f": {run['reason']}" if run["reason"] else "")
+    _tell(as_json, {"status": answer["status"], "run": run}, [ended])  # with --json the run as it ended
     raise typer.Exit(0 if run["outcome"] == "cancelled" else 1)
