@@ -13,6 +13,7 @@ from datetime import datetime
 
 from syncd.daemon.run_history import iso_utc
 from syncd.errors import SyncdError
+from syncd.safe_text import clean
 
 __all__ = ["OPERATOR", "JobPaused", "NothingToCancel", "Pause", "cancelled_by", "who"]
 
@@ -53,7 +54,7 @@ class NothingToCancel(SyncdError):
 
 def who(value: object) -> str:
     """Who asks, as a caller says it (one line, bounded: it is shown on pages and in tables)."""
-    text = " ".join(value.split()) if isinstance(value, str) else ""
+    text = " ".join(clean(value).split()) if isinstance(value, str) else ""  # no control character, one line
     return text[:_WHO_LENGTH] or OPERATOR
 
 
