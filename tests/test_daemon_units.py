@@ -373,3 +373,51 @@ def test_runlog_prune_keeps_the_latest_and_what_scheduling_reads(history: Histor
         assert log.last_full("sync") == T0 and log.last_success("sync") is not None
     finally:
         log.close()
+
+
+# --------------------------------------------------------------------------- paused jobs (issue 39)
+
+
+def test_a_pause_is_kept_across_reopen_once_and_a_resume_lifts_it(history: History) -> None:
+    """Both histories keep a pause (one daemon's daemon.db, the fleet's table), pausing twice
+    keeps the first, and a pause ends the job's queued runs unstarted in the fleet."""
+    log = history.open()
+    fleet = is_pg(history.where)
+    queued = log.offer_trigger("sync", "sync").run if fleet else None  # waiting for any replica
+    pause, new = log.pause("sync", "ops@host", T0 + timedelta(minutes=1))
+    assert new and (pause.job, pause.by) == ("sync", "ops@host")
+    again, new_again = log.pause("sync", "someone else", T0 + timedelta(minutes=2))
+    assert not new_again and again == pause
+    history.close(log)
+    reopened = history.open()
+    assert reopened.paused_jobs() == {"sync": pause}
+    if queued is not None:  # the fleet ends the job's waiting runs at once (one daemon: `Daemon.pause`)
+        assert reopened.get(queued.id).outcome == "cancelled"
+        assert "paused (by ops@host)" in reopened.get(queued.id).error
+    assert reopened.resume("sync", "ops@host", T0 + timedelta(minutes=3))
+    assert not reopened.resume("sync", "ops@host", T0 + timedelta(minutes=3))
+    assert reopened.paused_jobs() == {}
+
+
+def test_who_asks_is_one_clean_bounded_line_and_a_paused_job_shows_as_paused() -> None:
+    from syncd.daemon.pauses import OPERATOR, Pause, who
+    from syncd.daemon.views import paused_view
+
+    assert who("ops\x1b[31m@host\n(cli)") == "ops@host (cli)"
+    assert who(None) == who("  ") == OPERATOR and len(who("x" * 500)) == 100
+    pause = Pause("sync", T0, "ops")
+    idle = paused_view({"state": "idle", "next_run_at": "2026-03-01T12:00:00.000Z"}, pause)
+    assert idle == {"state": "paused", "next_run_at": None, "paused": {"at": "2026-03-01T12:00:00.000Z", "by": "ops"}}
+    running = paused_view({"state": "running", "next_run_at": None}, pause)
+    assert running["state"] == "running" and running["paused"]["by"] == "ops"  # its run goes on
+    assert paused_view({"state": "due", "next_run_at": None}, None)["paused"] is None
+
+
+def test_the_paused_gauge_follows_a_job_and_goes_with_it() -> None:
+    metrics = DaemonMetrics()
+    metrics.job_paused("sync", True)
+    assert metric_value(metrics.render().decode(), "syncd_job_paused", job="sync") == 1
+    metrics.job_paused("sync", False)
+    assert metric_value(metrics.render().decode(), "syncd_job_paused", job="sync") == 0
+    metrics.forget_job("sync")
+    assert metric_value(metrics.render().decode(), "syncd_job_paused", job="sync") is None

@@ -85,16 +85,18 @@ def test_a_state_upgraded_by_a_newer_syncd_is_refused(pg_url: str) -> None:
 
 
 def test_a_state_made_before_run_backends_gains_the_table_and_keeps_its_runs(pg_url: str) -> None:
-    """Issue 22: `0004-run-backends` comes to a running fleet's state like any migration."""
+    """Issue 22: `0004-run-backends` comes to a running fleet's state like any migration (and
+    issue 39's `0005-pause-cancel` after it)."""
     from syncd.daemon.fleet_tables import FLEET_MIGRATIONS
 
-    older = tuple(m for m in FLEET_MIGRATIONS if m.name != "0004-run-backends")
+    older = tuple(m for m in FLEET_MIGRATIONS if m.name not in ("0004-run-backends", "0005-pause-cancel"))
     with connect(pg_url) as conn:
         migrate(conn, older)
         conn.execute("INSERT INTO fleet_runs (job, kind, reason, queued_at) VALUES ('a', 'sync', 'trigger', now())")
-        assert migrate(conn, FLEET_MIGRATIONS) == ["0004-run-backends"]
-        assert conn.execute("SELECT count(*) FROM fleet_runs").fetchone() == (1,)
+        assert migrate(conn, FLEET_MIGRATIONS) == ["0004-run-backends", "0005-pause-cancel"]
+        assert conn.execute("SELECT count(*), count(cancel_requested) FROM fleet_runs").fetchone() == (1, 0)
         assert conn.execute("SELECT count(*) FROM fleet_run_backends").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM fleet_job_pauses").fetchone() == (0,)
 
 
 def test_the_ledger_names_each_owners_migrations_once_in_release_order() -> None:
@@ -118,9 +120,10 @@ def test_owners_handing_their_own_tables_share_one_server(pg_url: str) -> None:
 
     with connect(pg_url) as conn:
         assert migrate(conn, BUDGET_MIGRATIONS) == ["0002-token-budgets", "0003-budget-key-secret"]
-        assert migrate(conn, (*RUN_MIGRATIONS, *MIRROR_MIGRATIONS, *MIRROR_MIGRATIONS)) == ["0001-runs", "mirror-0001", "0004-run-backends"]
+        ours = ["0001-runs", "mirror-0001", "0004-run-backends", "0005-pause-cancel"]
+        assert migrate(conn, (*RUN_MIGRATIONS, *MIRROR_MIGRATIONS, *MIRROR_MIGRATIONS)) == ours
         assert migrate(conn, MIRROR_MIGRATIONS) == []
-        assert applied_migrations(conn) == ["0002-token-budgets", "0003-budget-key-secret", "0001-runs", "mirror-0001", "0004-run-backends"]
+        assert applied_migrations(conn) == ["0002-token-budgets", "0003-budget-key-secret", *ours]
 
 
 def test_every_owner_refuses_a_state_a_newer_syncd_upgraded(pg_url: str) -> None:

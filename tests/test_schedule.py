@@ -477,6 +477,24 @@ def test_reschedule_applies_new_schedule_when_idle() -> None:
     assert timer.due(now)  # a trigger already due survives the reload
 
 
+def test_a_resumed_job_is_due_at_its_next_time_not_for_the_times_it_missed() -> None:
+    """Issue 39: resuming after a long pause gives no run for the missed times (no burst, and
+    not one catch-up run at once): the next time on the job's grid, or its next cron time."""
+    rng = random.Random(0)
+    timer = JobTimer.create(Schedule(every="10m"), at(2025, 5, 6, 12), rng, last_start=at(2025, 5, 6, 11, 55))
+    timer.resume(at(2025, 5, 6, 14, 33), rng)  # paused for hours: a dozen times missed
+    assert timer.next_due == at(2025, 5, 6, 14, 35)  # on the grid of its last start, after now
+    never = JobTimer.create(Schedule(every="10m"), at(2025, 5, 6, 12), rng)
+    never.resume(at(2025, 5, 6, 12, 1), rng)
+    assert never.next_due == at(2025, 5, 6, 12, 11)
+    cron = JobTimer.create(Schedule(cron="0 3 * * *"), at(2025, 5, 6, 12), rng, last_start=at(2025, 5, 1, 3))
+    cron.resume(at(2025, 5, 6, 12), rng)
+    assert cron.next_due == at(2025, 5, 7, 3)
+    on_trigger = JobTimer.create(None, at(2025, 5, 6, 12), rng)
+    on_trigger.resume(at(2025, 5, 6, 12), rng)
+    assert on_trigger.next_due is None
+
+
 def test_reschedule_keeps_a_failing_jobs_backoff() -> None:
     """A reload that shortens the schedule must not retry a failing job sooner than its backoff."""
     rng = random.Random(0)

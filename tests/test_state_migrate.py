@@ -58,6 +58,7 @@ def _daemon_history(path: Path) -> None:
         record = log.new("copy", "mirror", "trigger", start + timedelta(hours=1))
         record.outcome = outcome  # type: ignore[assignment]
         log.save(record)
+    log.pause("copy", "ops@host (syncd command line)", start + timedelta(hours=2))  # issue 39: kept by the fleet
     log.close()
 
 
@@ -145,6 +146,13 @@ def test_every_table_and_the_daemon_history_move_and_read_back_the_same(built: P
     assert all(count(db, table) > 0 for table in ("runs", "resources", "changes", "idmap", "journal", "scopes"))
     copied = {t["table"]: (t["rows"], t["copied"]) for t in document["tables"]}
     assert copied["resources"] == (count(db, "resources"),) * 2 and copied["fleet_runs"] == (5, 5)
+    assert copied["fleet_job_pauses"] == (1, 1)
+    fleet = FleetRunLog(pg_url, "after-the-move")
+    try:
+        (pause,) = fleet.paused_jobs().values()
+    finally:
+        fleet.close()
+    assert (pause.job, pause.by, pause.at) == ("copy", "ops@host (syncd command line)", datetime(2026, 1, 2, 5, 4, 5, 678000, tzinfo=UTC))
 
     # counts, every current row, runs, changes, scope tokens; the NUL of a run's reason as U+FFFD
     wanted = view(db)

@@ -3,7 +3,8 @@
 One story a state backend: `syncd serve` as a process with four jobs against two emulators (one
 of them rate limited, so that a scheduled sync runs long enough for its progress to be watched),
 driven by a person's clicks: a wrong token and a right one; a scheduled run appearing on the jobs
-page and its progress moving, without a reload; a trigger from the page; a failed run's error; a
+page and its progress moving, without a reload; a trigger from the page; a job paused (its
+trigger refused, saying how to resume), resumed, and its run cancelled from the page; a failed run's error; a
 mirror job's plan made from the page and filtered; a space titled like a script shown as text;
 the pages at a phone's width; a cross-site form and another Host refused. With PostgreSQL state
 the daemon is a fleet replica, and the fleet page lists it and the run it holds.
@@ -62,6 +63,8 @@ class Site:
     backend: str
     turn_off: Callable[[], object]
     """Write the configuration again with `daemon.ui = false` (a SIGHUP reads it)."""
+    slow_url: str
+    """The rate-limited emulator's (its faults set a latency to make a run long)."""
 
 
 def _config(tmp: Path, fast: EmulatorProcess, slow: EmulatorProcess, source: str, empty: str, *, ui: bool = True) -> Path:
@@ -121,7 +124,8 @@ def site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Site]:
         _title_a_space(fast, source, XSS)
         daemon = DaemonProcess.start(_config(tmp_path, fast, slow, source, empty), tmp_path / "state", token=CONTROL)
         try:
-            yield Site(daemon, daemon.url + "/ui/", request.param, partial(_config, tmp_path, fast, slow, source, empty, ui=False))
+            turn_off = partial(_config, tmp_path, fast, slow, source, empty, ui=False)
+            yield Site(daemon, daemon.url + "/ui/", request.param, turn_off, slow.url)
         finally:
             daemon.stop()
 
@@ -216,6 +220,39 @@ def _trigger_from_the_page(driver: WebDriver, site: Site) -> None:
         assert figure in facts, facts
     assert len(_runs_of(site, "backup")) == before + 1
     screenshot(driver, f"{site.backend}-05-backup-triggered")
+
+
+def _pause_resume_and_cancel(driver: WebDriver, site: Site) -> None:
+    """Pause the scheduled job from the jobs page, see its trigger refused, resume it from its
+    own page, and cancel the run a trigger starts from the run page."""
+    driver.get(site.url)
+    driver.find_element(By.ID, "pause-nightly").click()
+    wait_until(driver, lambda d: d.find_element(By.ID, "resume-nightly"), what="the Resume button")
+    assert driver.current_url.rstrip("/").endswith("/ui")  # back on the jobs page
+    assert "by the web page" in text_of(driver, "#paused-nightly")
+    # A run in progress goes on (a pause holds the schedule); then the job shows as paused.
+    wait_until(driver, lambda d: text_of(d, "#job-nightly .state").startswith("paused"), timeout=60, what="the job to show as paused")
+    screenshot(driver, f"{site.backend}-05a-job-paused")
+    driver.find_element(By.ID, "trigger-nightly").click()
+    refusal = wait_until(driver, lambda d: "is paused" in text_of(d, "#error-message") and text_of(d, "#error-message"), what="the refusal")
+    assert "syncd resume nightly" in refusal and "Resume" in refusal, refusal
+    assert all("409" in line for line in console_errors(driver))  # the refusal's own answer, nothing else
+    assert site.daemon.job("nightly")["state"] == "paused"
+    driver.get(site.url + "jobs/nightly")
+    assert text_of(driver, "#job-state").startswith("paused")
+    driver.find_element(By.ID, "resume-nightly").click()
+    wait_until(driver, lambda d: d.find_element(By.ID, "pause-nightly"), what="the Pause button again")
+    assert driver.current_url.endswith("/ui/jobs/nightly") and site.daemon.job("nightly")["paused"] is None
+    # A later sync of the slow tenant takes about 2 s: slowed down, the run lasts until it is cancelled.
+    assert http("PUT", site.slow_url + "/_emulator/faults", body={"latency": 500})[0] == 200
+    driver.find_element(By.ID, "trigger-nightly").click()
+    wait_until(driver, lambda d: "/ui/runs/" in d.current_url, what="the triggered run's page")
+    wait_until(driver, lambda d: d.find_element(By.ID, "cancel-nightly"), timeout=30, what="the run to run, with its Cancel button")
+    driver.find_element(By.ID, "cancel-nightly").click()
+    wait_until(driver, lambda d: text_of(d, "#run-live .outcome") == "cancelled", timeout=30, what="the run to end cancelled")
+    assert "cancelled by the operator (the web page" in text_of(driver, "#run-live"), text_of(driver, "#run-live")
+    assert http("PUT", site.slow_url + "/_emulator/faults", body={"latency": 0})[0] == 200
+    screenshot(driver, f"{site.backend}-05b-run-cancelled")
 
 
 def _read_a_failed_run(driver: WebDriver, site: Site) -> None:
@@ -350,6 +387,9 @@ def _refused_from_elsewhere(driver: WebDriver, site: Site, cookie: str) -> None:
     assert _post(site, "jobs/backup/run", "csrf=x", Cookie=session, Origin="http://localhost:1") == 403  # another origin
     assert _post(site, "jobs/backup/run", "csrf=x", Cookie=session, **{"Sec-Fetch-Site": "cross-site"}) == 403
     assert _post(site, "jobs/backup/run", "csrf=x") == 401  # no session at all
+    for action in ("pause", "resume", "cancel"):  # every form of the page is checked alike
+        assert _post(site, f"jobs/backup/{action}", "csrf=" + "A" * 43, Cookie=session) == 403
+    assert site.daemon.job("backup")["paused"] is None
     with _other_site(site.url + "jobs/backup/run") as evil:
         driver.get(evil)
         wait_until(driver, lambda d: "/ui/jobs/backup/run" in d.current_url, what="the cross-site form to be sent")
@@ -366,13 +406,14 @@ def _refused_from_elsewhere(driver: WebDriver, site: Site, cookie: str) -> None:
 # ----- the story ----------------------------------------------------------------------------------
 
 
-@pytest.mark.long(seconds=40)
+@pytest.mark.long(seconds=50)
 def test_an_operator_uses_the_page(site: Site) -> None:
     with browser() as driver:
         _login_and_watch_a_scheduled_run(driver, site)
         cookie = driver.get_cookie("syncd_ui")
         assert cookie is not None and cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/ui/"
         _trigger_from_the_page(driver, site)
+        _pause_resume_and_cancel(driver, site)
         _read_a_failed_run(driver, site)
         _plan_and_filter(driver, site)
         _fleet(driver, site)

@@ -1,4 +1,5 @@
-"""The daemon's control API (aiohttp.web): health, readiness, metrics, jobs and runs.
+"""The daemon's control API (aiohttp.web): health, readiness, metrics, jobs and runs, and an
+operator's pause, resume and cancel of a job.
 
 Every answer is JSON except `/metrics` (Prometheus text). Every request passes three checks,
 in this order, so that neither the network nor a web page in the operator's browser can use it:
@@ -31,6 +32,7 @@ from aiohttp import web
 
 from syncd.config import host_key
 from syncd.daemon.metrics import CONTENT_TYPE
+from syncd.daemon.pauses import JobPaused, NothingToCancel, who
 from syncd.daemon.ui.pages import create_ui_app
 
 if TYPE_CHECKING:
@@ -40,7 +42,8 @@ if TYPE_CHECKING:
 
     from syncd.config import Settings
     from syncd.daemon.metrics import DaemonMetrics
-    from syncd.daemon.run_history import RunHistory
+    from syncd.daemon.pauses import Pause
+    from syncd.daemon.run_history import RunHistory, RunRecord
     from syncd.daemon.views import JobState, TriggerResult
 
 __all__ = ["DAEMON", "ControlledDaemon", "create_control_app"]
@@ -73,6 +76,12 @@ class ControlledDaemon(Protocol):
     def job_view(self, state: JobState) -> dict[str, Any]: ...
 
     def trigger(self, name: str) -> TriggerResult: ...
+
+    def pause(self, name: str, by: str) -> tuple[Pause, bool]: ...
+
+    def resume(self, name: str, by: str) -> bool: ...
+
+    def cancel(self, name: str, by: str) -> RunRecord: ...
 
     @property
     def plans_dir(self) -> Path: ...
@@ -244,8 +253,47 @@ async def run_job(request: web.Request) -> web.Response:
     state = _job_state(request)
     if daemon.stopping:
         return _error(503, "the daemon is stopping: no new runs")
-    result = daemon.trigger(state.config.name)
+    try:
+        result = daemon.trigger(state.config.name)
+    except JobPaused as exc:
+        return _error(409, str(exc))
     return web.json_response({"status": result.status, "run": result.run.as_dict()}, status=202)
+
+
+async def _asker(request: web.Request) -> str:
+    """Who pauses or cancels: the body's `by` (the command line sends user@host), else the API."""
+    try:
+        body = await request.json()
+    except ValueError:
+        body = None
+    return who(body.get("by") if isinstance(body, dict) else None)
+
+
+@routes.post("/jobs/{name}/pause")
+async def pause_job(request: web.Request) -> web.Response:
+    daemon = _daemon(request)
+    name = _job_state(request).config.name
+    _pause, new = daemon.pause(name, await _asker(request))
+    return web.json_response({"status": "paused" if new else "already paused", "job": daemon.job_view(daemon.jobs[name])})
+
+
+@routes.post("/jobs/{name}/resume")
+async def resume_job(request: web.Request) -> web.Response:
+    daemon = _daemon(request)
+    name = _job_state(request).config.name
+    resumed = daemon.resume(name, await _asker(request))
+    return web.json_response({"status": "resumed" if resumed else "not paused", "job": daemon.job_view(daemon.jobs[name])})
+
+
+@routes.post("/jobs/{name}/cancel")
+async def cancel_run(request: web.Request) -> web.Response:
+    daemon = _daemon(request)
+    name = _job_state(request).config.name
+    try:
+        record = daemon.cancel(name, await _asker(request))
+    except NothingToCancel as exc:
+        return _error(409, str(exc))
+    return web.json_response({"status": "cancelling", "run": record.as_dict()}, status=202)
 
 
 @routes.get("/runs")

@@ -38,6 +38,7 @@ from psycopg.rows import dict_row
 
 from syncd.daemon import leases
 from syncd.daemon.fleet_tables import FLEET_MIGRATIONS
+from syncd.daemon.pauses import Pause
 from syncd.daemon.run_history import KEEP_RUNS, PRUNE_EVERY, RecentRuns, RunRecord, RunTable
 from syncd.logging import get_logger
 from syncd.pg import migrations as pg_migrations
@@ -375,6 +376,72 @@ class FleetRunLog:
         if not record.finished:
             raise ValueError(f"run {record.id} has not ended (outcome {record.outcome!r})")
         return self._write(record, stamp=True)
+
+    # -- paused jobs, cancels -------------------------------------------------------------------
+
+    def paused_jobs(self) -> dict[str, Pause]:
+        """The jobs an operator paused on any replica, by name."""
+        rows = self._rows("SELECT job, paused_at, paused_by FROM fleet_job_pauses WHERE resumed_at IS NULL")
+        return {row["job"]: Pause(row["job"], _utc(row["paused_at"]) or datetime.now(UTC), row["paused_by"]) for row in rows}
+
+    def pause(self, job: str, by: str, now: datetime) -> tuple[Pause, bool]:
+        """Pause `job` for the whole fleet (kept as it was when already paused), and end its
+        queued runs (slots and a waiting trigger) unstarted; the pause, and whether it is new.
+        The time is the server's (`now` is for `RunLog`'s signature)."""
+        ended = f"the job was paused (by {by}) before the run started"
+        with self._db() as conn, conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(
+                "INSERT INTO fleet_job_pauses (job, paused_by) VALUES (%s, %s) ON CONFLICT (job) DO UPDATE "
+                "SET paused_at = clock_timestamp(), paused_by = EXCLUDED.paused_by, resumed_at = NULL, resumed_by = NULL "
+                "WHERE fleet_job_pauses.resumed_at IS NOT NULL RETURNING job",
+                (job, by),
+            )
+            new = cur.fetchone() is not None
+            cur.execute(
+                "UPDATE fleet_runs SET outcome = 'cancelled', error = %s, ended_at = clock_timestamp() "
+                "WHERE job = %s AND outcome = 'queued' AND replica IS NULL",
+                (ended, job),
+            )
+            cur.execute("SELECT job, paused_at, paused_by FROM fleet_job_pauses WHERE job = %s", (job,))
+            row = cur.fetchone()
+        assert row is not None
+        return Pause(job, _utc(row["paused_at"]) or now, row["paused_by"]), new
+
+    def resume(self, job: str, by: str, now: datetime) -> bool:
+        """Lift the pause of `job` for the whole fleet; False when it was not paused. Its
+        `resumed_at` stays: the schedule starts again from the first slot after it."""
+        with self._db() as conn:
+            cursor = conn.execute(
+                "UPDATE fleet_job_pauses SET resumed_at = clock_timestamp(), resumed_by = %s WHERE job = %s AND resumed_at IS NULL",
+                (by, job),
+            )
+            return cursor.rowcount == 1
+
+    def slots_after(self, job: str) -> datetime | None:
+        """Where the job's schedule goes on from: its latest slot (`last_slot`), or when its
+        latest pause was lifted if that is later (the slots a pause covered are not run)."""
+        return _utc(self._value(
+            "SELECT greatest((SELECT max(due_at) FROM fleet_runs WHERE job = %s AND due_at IS NOT NULL), "
+            "(SELECT resumed_at FROM fleet_job_pauses WHERE job = %s))",
+            (job, job),
+        ))  # fmt: skip
+
+    def request_cancel(self, job: str, by: str) -> FleetRunRecord | None:
+        """Ask whichever replica holds the job's running run to cancel it (it reads the request
+        at its next pass, `cancels_asked`); the run, or None when the job has none running."""
+        rows = self._rows(
+            "UPDATE fleet_runs SET cancel_requested = coalesce(cancel_requested, %s) WHERE job = %s AND outcome = 'running' RETURNING *",
+            (by, job),
+        )
+        return self._fresh(rows[0]) if rows else None
+
+    def cancels_asked(self, replica: str) -> dict[int, str]:
+        """The runs `replica` holds that an operator asked to cancel, with who asked."""
+        rows = self._rows(
+            "SELECT id, cancel_requested FROM fleet_runs WHERE replica = %s AND outcome = 'running' AND cancel_requested IS NOT NULL",
+            (replica,),
+        )
+        return {row["id"]: row["cancel_requested"] for row in rows}
 
     # -- replicas -------------------------------------------------------------------------------
 

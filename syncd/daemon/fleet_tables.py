@@ -1,4 +1,4 @@
-"""The fleet's tables on PostgreSQL: its runs, replicas and job leases, and what a replica
+"""The fleet's tables on PostgreSQL: its runs, replicas, job leases and paused jobs, and what a replica
 makes when it starts on a server.
 
 Why here: the daemon owns its tables and hands them to the migration runner
@@ -73,9 +73,24 @@ CREATE TABLE fleet_run_backends (
 the replica that takes the run over ends them (`pg_terminate_backend`), so the advisory locks
 of a frozen or lost holder go at once. A pid with its start time names one session only."""
 
+_PAUSES = """
+CREATE TABLE fleet_job_pauses (
+    job text PRIMARY KEY,
+    paused_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    paused_by text NOT NULL,
+    resumed_at timestamptz,
+    resumed_by text
+);
+ALTER TABLE fleet_runs ADD COLUMN cancel_requested text;
+"""
+"""Jobs an operator paused (`resumed_at` NULL: paused; kept after a resume, whose time starts the
+schedule again from the next slot), and a cancel asked of a running run on any replica (who
+asked), which its holder reads at its next pass (`syncd.daemon.replica`)."""
+
 RUN_MIGRATIONS: tuple[PgMigration, ...] = (
     PgMigration("0001-runs", _RUNS),
     PgMigration("0004-run-backends", _RUN_BACKENDS),
+    PgMigration("0005-pause-cancel", _PAUSES),
 )
 """The daemon's own migrations. Append new ones at the end (and to the ledger); never edit a released one."""
 

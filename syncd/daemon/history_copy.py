@@ -1,5 +1,7 @@
 """The daemon's run history as a part of `syncd state migrate`: `daemon.db` (`RunLog`) into the
-fleet's `fleet_runs` (`FleetRunLog`), in the mirror's transaction (`syncd.state.migrate_state`).
+fleet's `fleet_runs` (`FleetRunLog`), and its paused jobs into `fleet_job_pauses` (a job paused
+for a target's maintenance stays paused in the fleet), in the mirror's transaction
+(`syncd.state.migrate_state`).
 
 Why in the daemon: the history is the daemon's, and so are the rules of its copy. The state
 layer copies the mirror and is handed this part (`syncd.state.state_copy.StatePart`) by the
@@ -79,7 +81,7 @@ class DaemonHistoryCopy:
     """`daemon.db` of a state directory into `fleet_runs` (a `StatePart`); with no history
     (`path` None) it still claims `fleet_runs` empty: a server holding runs is not a copy's target."""
 
-    tables: tuple[str, ...] = ("fleet_runs",)
+    tables: tuple[str, ...] = ("fleet_runs", "fleet_job_pauses")
     migrations: tuple[PgMigration, ...] = FLEET_MIGRATIONS
     """Every table a replica uses: a server `syncd state migrate` fills is ready for a fleet."""
 
@@ -88,6 +90,7 @@ class DaemonHistoryCopy:
         self._conn: sqlite3.Connection | None = None
         self._seen: tuple[int, int, int, int] | None = None
         self._rows: dict[int, tuple[Any, ...]] = {}
+        self._pauses: dict[str, tuple[datetime | None, str]] = {}
 
     @classmethod
     def of(cls, directory: Path | None) -> DaemonHistoryCopy:
@@ -145,6 +148,18 @@ class DaemonHistoryCopy:
         copied = db.execute("SELECT count(*) FROM fleet_runs").fetchone()[0]
         report.tables.append(TableCount("fleet_runs", self.path.name, len(rows), copied))
         report.next_daemon_run_id = move_sequence(db, "fleet_runs", "id", 0)
+        self._copy_pauses(db, report)
+
+    def _copy_pauses(self, db: PgDatabase, report: StateMigration) -> None:
+        """The jobs paused in daemon.db (a history older than pauses has none)."""
+        assert self._conn is not None and self.path is not None
+        if not self._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'paused_jobs'").fetchone():
+            return
+        for job, at, by in self._conn.execute("SELECT job, paused_at, paused_by FROM paused_jobs ORDER BY job"):
+            self._pauses[str(job)] = (_time(at, f"{self.path}: the pause of job {job}"), str(by))
+        db.executemany("INSERT INTO fleet_job_pauses (job, paused_at, paused_by) VALUES (?, ?, ?)", [(job, at, by) for job, (at, by) in self._pauses.items()])
+        copied = db.execute("SELECT count(*) FROM fleet_job_pauses").fetchone()[0]
+        report.tables.append(TableCount("fleet_job_pauses", self.path.name, len(self._pauses), copied))
 
     def verify(self, db: PgDatabase) -> None:
         if self._conn is None:
@@ -152,6 +167,9 @@ class DaemonHistoryCopy:
         got = {row[0]: _run_key(row) for row in db.execute(f"SELECT {', '.join(DAEMON_COLUMNS)} FROM fleet_runs")}
         if got != self._rows:
             raise MigrationMismatch("verification failed, nothing was copied: the daemon's runs differ between daemon.db and PostgreSQL")
+        pauses = {job: (at.astimezone(UTC), by) for job, at, by in db.execute("SELECT job, paused_at, paused_by FROM fleet_job_pauses")}
+        if pauses != {job: (at.astimezone(UTC) if at else None, by) for job, (at, by) in self._pauses.items()}:
+            raise MigrationMismatch("verification failed, nothing was copied: the paused jobs differ between daemon.db and PostgreSQL")
 
     def check_unchanged(self) -> None:
         if self.path is not None and identity(self.path) != self._seen:

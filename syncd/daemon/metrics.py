@@ -70,6 +70,10 @@ class DaemonMetrics:
             "syncd_job_left_on_target", "Objects a copy-mode mirror job's latest run left on the target that the source does not have.",
             ["job"], registry=r,
         )
+        self.paused = Gauge(
+            "syncd_job_paused", "1 while an operator has the job paused (its schedule does not fire, triggers are refused).",
+            ["job"], registry=r,
+        )
         self.reloads = Counter("syncd_config_reloads", "Configuration reloads (SIGHUP) by outcome.", ["outcome"], registry=r)
         self.scheduler_passes = Counter(
             "syncd_scheduler_passes",
@@ -98,6 +102,9 @@ class DaemonMetrics:
         """Make a configured job visible (at 0) before its first run."""
         self.running.labels(job).set(0)
 
+    def job_paused(self, job: str, paused: bool) -> None:
+        self.paused.labels(job).set(1 if paused else 0)
+
     def run_started(self, job: str) -> None:
         self.running.labels(job).set(1)
 
@@ -123,7 +130,7 @@ class DaemonMetrics:
     def forget_job(self, job: str) -> None:
         """A job removed from the configuration leaves no series behind."""
         self._drop_last(job)
-        for metric in (self.running, self.duration, self.last_success, self.left_on_target):
+        for metric in (self.running, self.paused, self.duration, self.last_success, self.left_on_target):
             with contextlib.suppress(KeyError):
                 metric.remove(job)
         for outcome in OUTCOMES:

@@ -1,4 +1,4 @@
-"""Talking to a running daemon from the command line (`syncd jobs`, `syncd trigger`).
+"""Talking to a running daemon from the command line (`syncd jobs`, `syncd trigger`, `syncd pause`...).
 
 The daemon's address comes from `state/daemon.json` (written by the running daemon, so a
 port chosen at start is found too), else from the configuration's `daemon.host/port`. The
@@ -62,11 +62,12 @@ class ControlClient:
     def from_settings(cls, settings: Settings, url: str | None = None) -> ControlClient:
         return cls(url or daemon_url(settings), daemon_token(settings))
 
-    async def call(self, method: str, path: str) -> Any:
+    async def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        """`method path` (with `body`, a JSON object, on a call that changes something)."""
         try:
             async with (
                 aiohttp.ClientSession(timeout=self._timeout, headers=self._headers) as session,
-                session.request(method, self.url + path, **self._body(method)) as resp,
+                session.request(method, self.url + path, **self._body(method, body)) as resp,
             ):
                 raw = await resp.read()
                 status = resp.status
@@ -84,11 +85,11 @@ class ControlClient:
         return body
 
     @staticmethod
-    def _body(method: str) -> dict[str, Any]:
-        """What a call that changes something sends: an empty JSON object, said to be JSON."""
+    def _body(method: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """What a call that changes something sends: a JSON object (empty by default), said to be JSON."""
         if method.upper() in ("GET", "HEAD"):
             return {}
-        return {"data": b"{}", "headers": {"Content-Type": "application/json"}}
+        return {"data": json.dumps(body or {}).encode(), "headers": {"Content-Type": "application/json"}}
 
     async def wait_run(
         self, run_id: int, timeout: float | None, poll: float = 0.5, on_poll: Callable[[dict[str, Any]], None] | None = None

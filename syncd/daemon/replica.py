@@ -21,6 +21,14 @@ signals, reloads, the jobs themselves):
   tenants' locks it held go at once. A replica killed with SIGKILL stops renewing: when its
   lease ends, another replica takes the run over (attempt + 1) and runs the job again; the
   job's own state (the write side's journal) settles what the dead one had started.
+- **Pause and cancel** hold for the fleet: a pause is a row of `fleet_job_pauses` that every
+  replica reads at each pass (no slot is offered or claimed for the job; triggers are refused;
+  a resume's time is where its slots start again), and a cancel sent to any replica marks the
+  running run's row (`cancel_requested`); its holder reads the mark at its next pass
+  (`fleet.poll`) and cancels the run's own scope, as one daemon does. Why a mark and a poll, not
+  LISTEN/NOTIFY: the replicas already ask the database every pass, a mark outlives a holder
+  that dies (the replica that takes the run over cancels it), and no connection has to stay
+  listening (and be watched and reopened) beside the short ones.
 - **Failures** delay the job's next slot by the same backoff one daemon uses, read from the
   fleet's history, so every replica waits alike; a failure also moves the job's queued slots
   behind it, and while one slot waits out a backoff, the slots falling due meanwhile collapse
@@ -42,6 +50,7 @@ import anyio
 
 from syncd.config import Settings
 from syncd.daemon.fleet_runs import FleetRunLog, FleetRunRecord
+from syncd.daemon.pauses import NothingToCancel
 from syncd.daemon.run_history import RunRecord, iso_utc
 from syncd.daemon.schedule import failure_backoff
 from syncd.daemon.service import Daemon, JobState, TriggerResult, log, log_run_end
@@ -104,8 +113,10 @@ class FleetDaemon(Daemon):
             while not self.stopping:
                 self._wake = anyio.Event()
                 self.metrics.scheduler_passes.inc()
-                await anyio.to_thread.run_sync(self._offer_due_slots)
-                await self._claim_runs()
+                paused = await anyio.to_thread.run_sync(self._paused_jobs)
+                await self._cancel_asked()
+                await anyio.to_thread.run_sync(self._offer_due_slots, paused)
+                await self._claim_runs(paused)
                 with anyio.move_on_after(self.settings.fleet.poll):
                     await self._wake.wait()
             beating.cancel_scope.cancel()
@@ -130,14 +141,30 @@ class FleetDaemon(Daemon):
             last = last or record.ended_at
         return count, last
 
-    def _offer_due_slots(self) -> None:
+    def _paused_jobs(self) -> set[str]:
+        """The jobs paused anywhere in the fleet (their gauge set to match)."""
+        assert self.runs is not None
+        paused = set(self.runs.paused_jobs())
+        for name in self.jobs:
+            self.metrics.job_paused(name, name in paused)
+        return paused
+
+    async def _cancel_asked(self) -> None:
+        """Cancel the runs held here that an operator asked any replica to cancel."""
+        assert self.runs is not None
+        asked = await anyio.to_thread.run_sync(self.runs.cancels_asked, self.replica)
+        for state in self.jobs.values():
+            if state.current is not None and state.current.id in asked:
+                self._cancel_here(state, asked[state.current.id])
+
+    def _offer_due_slots(self, paused: set[str]) -> None:
         assert self.runs is not None
         now = self.clock()
         for name, state in list(self.jobs.items()):
             schedule = state.config.schedule
-            if schedule is None or state.removed:
+            if schedule is None or state.removed or name in paused:
                 continue
-            slot = due_slot(schedule, self.runs.last_slot(name), now, self.started_at)
+            slot = due_slot(schedule, self.runs.slots_after(name), now, self.started_at)
             if slot is None:
                 continue
             # Missed intervals give one run, not a burst: while a slot of the job waits for a
@@ -150,12 +177,12 @@ class FleetDaemon(Daemon):
             if offered is not None:
                 log.info("fleet.slot_offered", job=name, run=offered.id, slot=slot.isoformat(), not_before=start.isoformat())
 
-    async def _claim_runs(self) -> None:
-        """Start every due run this replica can take now (jobs it is not running)."""
+    async def _claim_runs(self, paused: set[str]) -> None:
+        """Start every due run this replica can take now (jobs it is not running, not paused)."""
         assert self.runs is not None and self._runs_group is not None
         limit = self.settings.fleet.max_runs
         while not self.stopping:
-            free = [name for name, state in self.jobs.items() if not state.removed and state.current is None]
+            free = [name for name, state in self.jobs.items() if not state.removed and state.current is None and name not in paused]
             busy = sum(state.current is not None for state in self.jobs.values())
             if not free or (limit is not None and busy >= limit):  # full: the others take what is due
                 return
@@ -182,12 +209,27 @@ class FleetDaemon(Daemon):
     def trigger(self, name: str) -> TriggerResult:
         assert self.runs is not None
         state = self._triggerable(name)
+        self._refuse_if_paused(name)
         offered = self.runs.offer_trigger(name, state.config.kind)
         # Another run of the job running makes this one its follow-up; the offered run itself may
         # already be running (this replica's scheduler claims in a worker thread meanwhile).
         running = any(r.outcome == "running" and r.id != offered.run.id for r in self.runs.of_job(name, 5))
         self._wake.set()
         return TriggerResult("coalesced" if running or not offered.new else "started", offered.run)
+
+    def cancel(self, name: str, by: str) -> RunRecord:
+        """Mark the job's running run, on whichever replica holds it, for cancelling: cancelled
+        here at once when this replica holds it, else by its holder at its next pass."""
+        assert self.runs is not None
+        state = self._job(name)
+        record = self.runs.request_cancel(name, by)
+        if record is None:
+            raise NothingToCancel(name)
+        if state.current is not None and state.current.id == record.id:
+            self._cancel_here(state, by)
+            return state.current
+        log.info("fleet.cancel_requested", job=name, run=record.id, holder=record.replica, by=by)
+        return record
 
     # -- one run ------------------------------------------------------------------------------
 
@@ -258,10 +300,10 @@ class FleetDaemon(Daemon):
 
     # -- views --------------------------------------------------------------------------------
 
-    def job_view(self, state: JobState) -> dict[str, Any]:
+    def _view(self, state: JobState) -> dict[str, Any]:
         """The job across the fleet: the run it has running or queued on any replica."""
         assert self.runs is not None
-        view = super().job_view(state)
+        view = super()._view(state)
         recent = self.runs.of_job(state.config.name, 10)
         running = next((r for r in recent if r.outcome == "running"), None)
         queued = next((r for r in recent if r.outcome == "queued"), None)
@@ -285,5 +327,5 @@ class FleetDaemon(Daemon):
             return self.runs.next_start(name)
         if schedule is None:
             return None
-        slot = next_slot(schedule, self.runs.last_slot(name), self.clock(), self.started_at)
+        slot = next_slot(schedule, self.runs.slots_after(name), self.clock(), self.started_at)
         return not_before(name, schedule, slot, failures, last_failure, self.settings.daemon.failure_backoff)

@@ -13,7 +13,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from syncd.daemon.pauses import Pause
 
 __all__ = [
     "DIED",
@@ -140,6 +143,18 @@ class RunHistory(Protocol):
 
     def prune(self, keep: int = KEEP_RUNS) -> int:
         """Forget all but the latest `keep` finished runs; how many went."""
+        ...
+
+    def paused_jobs(self) -> dict[str, Pause]:
+        """The jobs an operator paused, by name (`syncd.daemon.pauses`)."""
+        ...
+
+    def pause(self, job: str, by: str, now: datetime) -> tuple[Pause, bool]:
+        """Pause `job` (kept as it was when already paused); the pause, and whether it is new."""
+        ...
+
+    def resume(self, job: str, by: str, now: datetime) -> bool:
+        """Lift the pause of `job`; False when it was not paused."""
         ...
 
     def close(self) -> None: ...

@@ -1,5 +1,5 @@
 """One daemon's run history (a `RunHistory`, `syncd.daemon.run_history`): what ran, why, when,
-how it ended; kept in `state/daemon.db`.
+how it ended; kept in `state/daemon.db`, with the jobs an operator paused (`syncd.daemon.pauses`).
 
 Persisted so that `GET /runs/{id}` and the jobs' last start times survive a restart (a
 restart does not rerun a job that has just run), and bounded in memory so a daemon that
@@ -18,6 +18,7 @@ from typing import Any
 
 import sqlite_utils
 
+from syncd.daemon.pauses import Pause
 from syncd.daemon.run_history import DIED, KEEP_RUNS, NEVER_STARTED, PRUNE_EVERY, RecentRuns, RunRecord, RunTable
 from syncd.files import create_private
 from syncd.logging import get_logger
@@ -72,6 +73,7 @@ class RunLog:
             if_not_exists=True,
         )
         self.db["runs"].create_index(["job", "id"], if_not_exists=True)
+        self.db["paused_jobs"].create({"job": str, "paused_at": str, "paused_by": str}, pk="job", if_not_exists=True)
         self._recent: RecentRuns[RunRecord] = RecentRuns()
         last = self.db.execute("SELECT max(id) FROM runs").fetchone()[0]
         self._next_id = (last or 0) + 1
@@ -146,3 +148,22 @@ class RunLog:
 
     def last_success(self, job: str) -> datetime | None:
         return self._time(_TABLE.last_success(), job)
+
+    # -- paused jobs --------------------------------------------------------------------------
+
+    def paused_jobs(self) -> dict[str, Pause]:
+        """The jobs an operator paused, by name (kept across restarts)."""
+        rows = self.db.execute("SELECT job, paused_at, paused_by FROM paused_jobs").fetchall()
+        return {job: Pause(job, datetime.fromisoformat(at), by) for job, at, by in rows}
+
+    def pause(self, job: str, by: str, now: datetime) -> tuple[Pause, bool]:
+        """Pause `job` (kept as it was when already paused); the pause, and whether it is new."""
+        new = self.db.execute(
+            "INSERT INTO paused_jobs (job, paused_at, paused_by) VALUES (?, ?, ?) ON CONFLICT (job) DO NOTHING",
+            [job, now.isoformat(), by],
+        ).rowcount == 1
+        return self.paused_jobs()[job], new
+
+    def resume(self, job: str, by: str, now: datetime) -> bool:
+        """Lift the pause of `job`; False when it was not paused."""
+        return self.db.execute("DELETE FROM paused_jobs WHERE job = ?", [job]).rowcount == 1

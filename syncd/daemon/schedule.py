@@ -200,6 +200,22 @@ class JobTimer:
         self.next_due = now if self.next_due is None else min(self.next_due, now)
         return "scheduled"
 
+    def resume(self, now: datetime, rng: random.Random) -> None:
+        """The job's pause is lifted: due at its first schedule time after `now` (the slots
+        missed while paused give no run), or on trigger only; a failure's backoff still holds."""
+        now = _require_aware(now, "now")
+        self.pending_trigger = False
+        if self.running:
+            return
+        if self.schedule is None:
+            self.next_due = None
+            return
+        base = next_run(self.schedule, self.last_start, now, rng)
+        if self.schedule.every is not None and base <= now:
+            every = timedelta(seconds=self.schedule.every)
+            base += every * ((now - base) // every + 1)
+        self.next_due = base if self.retry_not_before is None else max(base, self.retry_not_before)
+
     def reschedule(self, schedule: Schedule | None, now: datetime, rng: random.Random) -> None:
         """Adopt a new schedule (configuration reload). While running, `finish` applies it;
         when idle the next due time is recomputed, unless a run (e.g. a trigger) is already due."""

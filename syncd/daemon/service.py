@@ -7,6 +7,10 @@ Structure (one event loop, everything supervised by anyio task groups):
 - each **run** is a task in the runs' task group with its own cancel scope; runs of jobs
   that write the same state file take turns (one lock per file), other jobs run in parallel;
   any exception ends the run as `failed` with its reason and never reaches the daemon;
+- an operator may **pause** a job (its schedule does not fire, triggers are refused; kept in
+  `daemon.db`, so across restarts), **resume** it (due again from its next schedule time,
+  not for the times it missed), and **cancel** its run: the run's own cancel scope, the path
+  a shutdown takes, so the run ends `cancelled` with its state as consistent as after SIGTERM;
 - the **signal watcher**: SIGHUP reloads the configuration (a broken file is rejected with
   a log line and the old configuration stays); SIGTERM/SIGINT stop the scheduler, give the
   runs `daemon.shutdown_deadline` to finish, then cancel them (a second signal cancels at
@@ -45,12 +49,13 @@ from syncd.config import JobConfig, MirrorJob, Settings, _is_loopback, load_sett
 from syncd.daemon.control_token import ControlToken
 from syncd.daemon.jobs import execute_job, save_mirror_plan, state_files
 from syncd.daemon.metrics import DaemonMetrics
+from syncd.daemon.pauses import JobPaused, NothingToCancel, Pause, cancelled_by
 from syncd.daemon.progress import reporting
 from syncd.daemon.remote import local_url
 from syncd.daemon.run_history import RunHistory, RunRecord
 from syncd.daemon.runs import RunLog
 from syncd.daemon.schedule import JobTimer
-from syncd.daemon.views import JobState, TriggerResult, job_view
+from syncd.daemon.views import JobState, TriggerResult, job_view, paused_view
 from syncd.errors import ConfigError, SyncdError
 from syncd.files import private_dir
 from syncd.listening import listening
@@ -277,9 +282,9 @@ class Daemon:
                 self._close_unstarted(state.queued)
                 state.queued = None
 
-    def _close_unstarted(self, record: RunRecord) -> None:
+    def _close_unstarted(self, record: RunRecord, why: str = "the daemon stopped before the run started") -> None:
         assert self.runs is not None
-        record.outcome, record.error, record.ended_at = "cancelled", "the daemon stopped before the run started", self.clock()
+        record.outcome, record.error, record.ended_at = "cancelled", why, self.clock()
         self.runs.save(record)
 
     async def _watch_signals(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -305,8 +310,10 @@ class Daemon:
 
     def _adopt_jobs(self, jobs: list[JobConfig]) -> dict[str, list[str]]:
         """Make the tracked jobs those of `jobs`; returns what was added, changed, removed."""
+        assert self.runs is not None
         now = self.clock()
         wanted = {job.name: job for job in jobs}
+        paused = self.runs.paused_jobs()
         report: dict[str, list[str]] = {"added": [], "changed": [], "removed": []}
         for name, state in list(self.jobs.items()):
             if name not in wanted:
@@ -324,6 +331,7 @@ class Daemon:
             if state is None:
                 self.jobs[name] = JobState(job, self._new_timer(job, now))
                 self.metrics.job_known(name)
+                self.metrics.job_paused(name, name in paused)
                 report["added"].append(name)
                 continue
             state.removed = False
@@ -369,30 +377,48 @@ class Daemon:
             self._wake = anyio.Event()
             self.metrics.scheduler_passes.inc()
             now = self.clock()
-            for state in list(self.jobs.values()):
-                if not state.removed and state.timer.due(now):
+            assert self.runs is not None
+            paused = self.runs.paused_jobs()
+            for name, state in list(self.jobs.items()):
+                if not state.removed and name not in paused and state.timer.due(now):
                     self._start(state, now)
-            pending = [state.timer.next_due for state in self.jobs.values() if state.timer.next_due is not None and not state.timer.running]
+            pending = [
+                state.timer.next_due for name, state in self.jobs.items()
+                if state.timer.next_due is not None and not state.timer.running and name not in paused
+            ]  # fmt: skip
             delay = _IDLE_WAKE
             if pending:
                 delay = min(delay, max(0.0, (min(pending) - self.clock()).total_seconds()))
             with anyio.move_on_after(delay):
                 await self._wake.wait()
 
-    def _triggerable(self, name: str) -> JobState:
-        """The job a trigger asks for: KeyError if unknown (or dropped), RuntimeError while stopping."""
-        assert self.runs is not None
+    def _job(self, name: str) -> JobState:
+        """The configured job `name`: KeyError if unknown (or dropped)."""
         state = self.jobs.get(name)
         if state is None or state.removed:
             raise KeyError(name)
+        return state
+
+    def _triggerable(self, name: str) -> JobState:
+        """The job a trigger asks for: KeyError if unknown (or dropped), RuntimeError while stopping."""
+        assert self.runs is not None
+        state = self._job(name)
         if self.stopping:
             raise RuntimeError("the daemon is stopping")
         return state
 
+    def _refuse_if_paused(self, name: str) -> None:
+        assert self.runs is not None
+        pause = self.runs.paused_jobs().get(name)
+        if pause is not None:
+            raise JobPaused(pause)
+
     def trigger(self, name: str) -> TriggerResult:
-        """Run `name` now, or once more right after its current run (coalesced)."""
+        """Run `name` now, or once more right after its current run (coalesced); JobPaused
+        while an operator has it paused."""
         assert self.runs is not None
         state = self._triggerable(name)
+        self._refuse_if_paused(name)
         now = self.clock()
         status = state.timer.trigger(now)
         if status == "coalesced":
@@ -407,6 +433,55 @@ class Daemon:
             state.queued = self.runs.new(name, state.config.kind, "trigger", now)
         record = self._start(state, now)
         return TriggerResult("started", record)
+
+    # -- pause, resume, cancel ------------------------------------------------------------
+
+    def pause(self, name: str, by: str) -> tuple[Pause, bool]:
+        """Hold `name`: its schedule does not fire and triggers are refused until `resume`; a
+        run it has queued behind its current one ends unstarted (the current one goes on:
+        `cancel` ends it). The pause, and whether it is new (False: it already was)."""
+        assert self.runs is not None
+        state = self._job(name)
+        pause, new = self.runs.pause(name, by, self.clock())
+        state.timer.pending_trigger = False
+        if state.queued is not None:
+            self._close_unstarted(state.queued, f"the job was paused (by {by}) before the run started")
+            state.queued = None
+        self.metrics.job_paused(name, True)
+        log.info("job.paused", job=name, by=by, since=pause.at.isoformat(), already=not new)
+        return pause, new
+
+    def resume(self, name: str, by: str) -> bool:
+        """Lift the pause of `name`: due again from its next schedule time (the times it
+        missed while paused give no run). False when it was not paused."""
+        assert self.runs is not None
+        state = self._job(name)
+        now = self.clock()
+        resumed = self.runs.resume(name, by, now)
+        if resumed:
+            state.timer.resume(now, self.rng)
+            log.info("job.resumed", job=name, by=by)
+        self.metrics.job_paused(name, False)
+        self._wake.set()
+        return resumed
+
+    def cancel(self, name: str, by: str) -> RunRecord:
+        """Cancel the job's current run (it ends `cancelled`, its reason naming `by`);
+        NothingToCancel when it has none."""
+        state = self._job(name)
+        if state.current is None:
+            raise NothingToCancel(name)
+        self._cancel_here(state, by)
+        return state.current
+
+    def _cancel_here(self, state: JobState, by: str) -> None:
+        """Cancel the run of `state` this process runs: its own cancel scope, once it has one
+        (a run not yet in its task is cancelled as it enters it)."""
+        if state.cancelled_by is None:
+            state.cancelled_by = by
+            log.warning("job.cancel_requested", job=state.config.name, run=state.current.id if state.current else None, by=by)
+        if state.cancel_scope is not None:
+            state.cancel_scope.cancel()
 
     @property
     def plans_dir(self) -> Path:
@@ -447,26 +522,36 @@ class Daemon:
     async def _run(self, state: JobState, record: RunRecord) -> None:
         assert self.runs is not None
         settings, job = self.settings, state.config
-        try:
-            async with self._files_locked(state_files(settings, job)):
-                record.started_at, record.outcome = self.clock(), "running"
-                self.runs.save(record)
-                log.info("job.run_started", job=job.name, run=record.id, cause=record.cause)
-                self.metrics.run_started(job.name)
-                full = self._full_due(job, record.started_at)
-                with observing(self.metrics), reporting(lambda progress: setattr(record, "progress", progress)):
-                    result = await execute_job(settings, job, self.metrics, full=full)
-                record.outcome, record.summary = result.outcome, result.summary
-        except Exception as exc:  # noqa: BLE001 - a run's failure must never stop the daemon
-            # An error raised while the run was being cancelled is the cancellation's doing.
-            cancelling = self._runs_group is not None and self._runs_group.cancel_scope.cancel_called
-            record.outcome, record.error = ("cancelled" if cancelling else "failed"), describe_error(exc)
-        finally:
-            # No await in here: this also runs while the run is being cancelled.
-            if not record.finished:
-                record.outcome = "cancelled"
-                record.error = record.error or "cancelled: the daemon stopped before the run ended"
-            self._finish(state, record)
+        with anyio.CancelScope() as own:  # an operator's cancel (`cancel`) cancels this run alone
+            state.cancel_scope = own
+            if state.cancelled_by is not None:
+                own.cancel()
+            try:
+                async with self._files_locked(state_files(settings, job)):
+                    record.started_at, record.outcome = self.clock(), "running"
+                    self.runs.save(record)
+                    log.info("job.run_started", job=job.name, run=record.id, cause=record.cause)
+                    self.metrics.run_started(job.name)
+                    full = self._full_due(job, record.started_at)
+                    with observing(self.metrics), reporting(lambda progress: setattr(record, "progress", progress)):
+                        result = await execute_job(settings, job, self.metrics, full=full)
+                    record.outcome, record.summary = result.outcome, result.summary
+            except Exception as exc:  # noqa: BLE001 - a run's failure must never stop the daemon
+                # An error raised while the run was being cancelled is the cancellation's doing.
+                cancelling = own.cancel_called or (self._runs_group is not None and self._runs_group.cancel_scope.cancel_called)
+                record.outcome, record.error = ("cancelled" if cancelling else "failed"), describe_error(exc)
+                if own.cancel_called and state.cancelled_by is not None:
+                    record.error = cancelled_by(state.cancelled_by)
+            finally:
+                # No await in here: this also runs while the run is being cancelled.
+                if not record.finished:
+                    record.outcome = "cancelled"
+                    by = state.cancelled_by
+                    record.error = record.error or (cancelled_by(by) if by else "cancelled: the daemon stopped before the run ended")
+                if record.outcome == "cancelled" and not record.summary and record.progress:
+                    record.summary = {"stopped_at": dict(record.progress)}  # where it was: kept with the run
+                state.cancel_scope = state.cancelled_by = None
+                self._finish(state, record)
 
     def _full_due(self, job: JobConfig, now: datetime) -> bool:
         """Whether this run reads everything: the job's last full read is `full_every` old."""
@@ -506,7 +591,11 @@ class Daemon:
         return not problems, problems
 
     def job_view(self, state: JobState) -> dict[str, Any]:
-        """The job as `/jobs` shows it (`syncd.daemon.views.job_view`)."""
+        """The job as `/jobs` shows it (`syncd.daemon.views.job_view`), with its pause."""
+        assert self.runs is not None
+        return paused_view(self._view(state), self.runs.paused_jobs().get(state.config.name))
+
+    def _view(self, state: JobState) -> dict[str, Any]:
         assert self.runs is not None
         return job_view(state, self.runs, self.clock)
 

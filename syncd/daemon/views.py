@@ -13,11 +13,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import anyio
+
 from syncd.config import JobConfig
+from syncd.daemon.pauses import Pause
 from syncd.daemon.run_history import RunHistory, RunRecord, iso_utc
 from syncd.daemon.schedule import JobTimer
 
-__all__ = ["JobState", "TriggerResult", "job_view", "state_word"]
+__all__ = ["JobState", "TriggerResult", "job_view", "paused_view", "state_word"]
 
 
 @dataclass
@@ -31,6 +34,10 @@ class JobState:
     """A triggered run waiting for the current one to end (triggers coalesce into it)."""
     removed: bool = False
     """Dropped from the configuration while running: forgotten when the run ends."""
+    cancel_scope: anyio.CancelScope | None = None
+    """The current run's own scope: an operator's cancel cancels it (and nothing else)."""
+    cancelled_by: str | None = None
+    """Who cancelled the current run (its reason says so)."""
 
 
 @dataclass(frozen=True)
@@ -67,3 +74,12 @@ def job_view(state: JobState, runs: RunHistory, clock: Callable[[], datetime]) -
         "last_run": last.as_dict() if last else None,
         "last_success_at": iso_utc(success),
     }
+
+
+def paused_view(view: dict[str, Any], pause: Pause | None) -> dict[str, Any]:
+    """`view` with the job's pause (`paused`: since when, by whom; None when not paused): a
+    paused job that is not running is in state `paused`, with no next run."""
+    view["paused"] = pause.as_dict() if pause is not None else None
+    if pause is not None and view["state"] in ("idle", "due"):
+        view["state"], view["next_run_at"] = "paused", None
+    return view

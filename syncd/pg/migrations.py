@@ -43,6 +43,7 @@ LEDGER: tuple[str, ...] = (
     "0002-token-budgets",  # the shared request budgets (syncd.pg.budget)
     "0003-budget-key-secret",  # (syncd.pg.budget)
     "0004-run-backends",  # the server sessions of a run (syncd.daemon.fleet_tables)
+    "0005-pause-cancel",  # paused jobs, a cancel asked of a run (syncd.daemon.fleet_tables)
 )
 """Every migration this syncd knows, in release order. Append a new one here and to its owner's
 list; never rename, edit or reorder a released one."""

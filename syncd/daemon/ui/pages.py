@@ -22,6 +22,7 @@ from aiohttp import web
 from syncd.copy.planfile import PlanFileError
 from syncd.copy.review import ACTIONS
 from syncd.daemon.progress import estimate, previous_size
+from syncd.daemon.pauses import JobPaused, NothingToCancel, who
 from syncd.daemon.run_history import RunRecord
 from syncd.daemon.ui.chart import history_chart
 from syncd.daemon.ui.guard import COOKIE, DAEMON, LOGIN_COOKIE, guard, session_of
@@ -154,8 +155,42 @@ async def trigger(request: web.Request) -> web.Response:
     daemon, state = _daemon(request), _job_state(request)
     if daemon.stopping:
         raise web.HTTPServiceUnavailable(text="the daemon is stopping: no new runs")
-    result = daemon.trigger(state.config.name)
+    try:
+        result = daemon.trigger(state.config.name)
+    except JobPaused as exc:
+        raise web.HTTPConflict(text=str(exc)) from None
     return web.Response(status=303, headers={"Location": f"/ui/runs/{result.run.id}"})
+
+
+async def _back(request: web.Request) -> web.Response:
+    """Back to the page the form was on (its `back` field: a page of `/ui/` only)."""
+    back = (await request.post()).get("back")
+    return web.Response(status=303, headers={"Location": _safe_next(back if isinstance(back, str) else None)})
+
+
+def _operator(request: web.Request) -> str:
+    return who(f"the web page ({request.remote})" if request.remote else "the web page")
+
+
+@routes.post("/jobs/{name}/pause")
+async def pause(request: web.Request) -> web.Response:
+    _daemon(request).pause(_job_state(request).config.name, _operator(request))
+    return await _back(request)
+
+
+@routes.post("/jobs/{name}/resume")
+async def resume(request: web.Request) -> web.Response:
+    _daemon(request).resume(_job_state(request).config.name, _operator(request))
+    return await _back(request)
+
+
+@routes.post("/jobs/{name}/cancel")
+async def cancel(request: web.Request) -> web.Response:
+    try:
+        run = _daemon(request).cancel(_job_state(request).config.name, _operator(request))
+    except NothingToCancel as exc:
+        raise web.HTTPConflict(text=f"{exc} (it may just have ended)") from None
+    return web.Response(status=303, headers={"Location": f"/ui/runs/{run.id}"})
 
 
 @routes.post("/jobs/{name}/plan")
