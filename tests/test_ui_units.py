@@ -17,7 +17,7 @@ from syncd.copy.review import FieldChange, Item
 from syncd.daemon.run_history import RunRecord
 from syncd.daemon.ui import plans
 from syncd.daemon.ui.chart import MIN_BAR, history_chart, runs_label
-from syncd.daemon.ui.plans import filtered, plan_files, plan_name, read_plan
+from syncd.daemon.ui.plans import filtered, grouped, plan_files, plan_name, read_plan
 from syncd.daemon.ui.render import ago, duration, render, when
 from syncd.daemon.ui.session import (
     SESSION_SECONDS,
@@ -174,7 +174,7 @@ def test_a_plan_reads_as_its_listing_and_filters_by_kind_and_action(tmp_path: Pa
 def test_the_plan_page_shows_what_the_plan_leaves_and_when_it_was_made_in_the_one_format(tmp_path: Path) -> None:
     view = read_plan(tmp_path, _plan_file(tmp_path).name)
     html = render(
-        "plan.html", title="Plan p.json", plan=view, groups=[("create", view.changes[:1])], shown=1, kind="", action="", actions=["create"],
+        "plan.html", title="Plan p.json", plan=view, groups=grouped(view.changes[:1]), shown=1, kind="", action="", actions=["create"],
         session=None, fleet=False, now=datetime(2026, 11, 28, 12, tzinfo=UTC), page_name="plans",
     )  # fmt: skip
     assert '<section class="group" id="plan-left">' in html and "Left on the target <small>(1)</small>" in html
@@ -210,7 +210,7 @@ def test_lines_of_a_listing_that_are_not_changes_are_counted_not_shown(tmp_path:
 def _part(run: RunRecord, expected: int | None = None) -> str:
     from syncd.daemon.ui.pages import _run_view
 
-    return render("parts/run.html", run=_run_view(run, expected), zone="Europe/Berlin", now=datetime.now(UTC))
+    return render("parts/run.html", run=_run_view(run, expected), zone="Europe/Berlin", now=datetime.now(UTC), session={"csrf": "c"})
 
 
 def test_a_running_run_shows_a_total_and_the_time_left_once_an_earlier_run_gives_a_size() -> None:
