@@ -1,7 +1,7 @@
 """What the operator is told is what happened (issue 39): a copy-mode mirror job whose source
 drops a space keeps succeeding, and every place that shows a run says what it left on the
 target, in the same words: the control API (`/jobs/NAME`, `/runs/ID`), `syncd trigger --wait`
-(human and `--json`), the run page and the metrics. Against the emulator under each profile
+(human and `--json`), the run page, the metrics and the log. Against the emulator under each profile
 (`default`, `divergent`, `mixed:SEED`: README "Behaviour profiles"), with `syncd serve` and the
 command line as processes of their own.
 """
@@ -128,6 +128,10 @@ def test_a_copy_mode_job_whose_source_drops_a_space_succeeds_and_says_what_it_le
         samples = [line for line in text.splitlines() if line.startswith("syncd_job_last_outcome{")]
         assert len(samples) == 1 and 'outcome="succeeded"' in samples[0] and "left on the target" in samples[0], samples
         assert metric_samples(text, "syncd_job_last_outcome", job="mirror", outcome="succeeded") == [1.0]
+
+        # -- the logs: the run's end with the same words
+        ended = [line for line in daemon.log().splitlines() if "job.run_finished" in line and f"run={second['id']}" in line]
+        assert ended and "were left on the target (copy mode keeps them)" in ended[0] and dropped in ended[0], ended
     finally:
         code = daemon.stop()
     assert code == 0, daemon.log()

@@ -134,14 +134,19 @@ def write_private(path: Path, text: str) -> None:
 
 def log_run_end(record: RunRecord, seconds: float, **extra: Any) -> None:
     """How a run's end is logged, by one daemon and by a fleet replica alike (alerts key on
-    these events): a failure at error level with its error, a cancellation as a warning."""
+    these events): a failure at error level with its error, a cancellation and a partial run as
+    warnings; any outcome that is not a plain success with its `reason`, the words the API and
+    the page show."""
     event = {"job": record.job, "run": record.id, "outcome": record.outcome, "seconds": round(seconds, 2), **extra}
+    if record.explanation and record.explanation != record.error:
+        event["reason"] = record.explanation
     if record.outcome == "failed":
         log.error("job.run_failed", error=record.error, **event)
     elif record.outcome == "cancelled":
         log.warning("job.run_cancelled", **event)
-    else:
-        log.info("job.run_finished", **{k: v for k, v in record.summary.items() if k in ("full", "status", "changed", "file", "rounds", "writes", "verify", "requests")}, **event)
+    else:  # a partial run is a warning: something is left to do
+        figures = {k: v for k, v in record.summary.items() if k in ("full", "status", "changed", "file", "rounds", "writes", "verify", "requests")}
+        (log.warning if record.outcome == "partial" else log.info)("job.run_finished", **figures, **event)
 
 
 class Daemon:
