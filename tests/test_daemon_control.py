@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -78,6 +79,7 @@ def test_a_pause_holds_across_a_restart_refuses_triggers_and_a_resume_runs_the_j
             assert refused.returncode == 1
             (line,) = refused.stderr.strip().splitlines()
             assert line.startswith("syncd: error: daemon: job 'tick' is paused (since ") and "`syncd resume tick`" in line, line
+            assert re.search(r"\(since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC, by ", line), line  # the one time format
             status, body = daemon.post("/jobs/tick/run")
             assert status == 409 and "is paused" in body["error"]["message"], body
             assert _cli(config, "pause", "tick").stdout.startswith("tick was already paused")

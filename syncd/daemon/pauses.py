@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from syncd.daemon.run_history import iso_utc
+from syncd.daemon.run_history import iso_utc, shown_utc
 from syncd.errors import SyncdError
 from syncd.safe_text import clean
 
@@ -39,7 +39,7 @@ class JobPaused(SyncdError):
 
     def __init__(self, pause: Pause) -> None:
         super().__init__(
-            f"job {pause.job!r} is paused (since {iso_utc(pause.at)}, by {pause.by}): nothing runs until it is "
+            f"job {pause.job!r} is paused (since {shown_utc(pause.at)}, by {pause.by}): nothing runs until it is "
             f"resumed: `syncd resume {pause.job}`, or Resume on the daemon's page"
         )
         self.pause = pause

@@ -30,7 +30,9 @@ __all__ = [
     "RunHistory",
     "RunRecord",
     "RunTable",
+    "TIME_FORMAT",
     "iso_utc",
+    "shown_utc",
 ]
 
 Outcome = Literal["queued", "running", "succeeded", "partial", "failed", "cancelled"]
@@ -46,6 +48,15 @@ PRUNE_EVERY = 500
 """Runs made between two prunes."""
 MEMORY = 200
 """Records held in memory at most: the latest of this process, with their live progress."""
+
+
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
+"""How a time reads for people, everywhere (pages, messages): `2026-11-28 12:05:09 UTC`."""
+
+
+def shown_utc(dt: datetime) -> str:
+    """A moment as people read one in syncd's pages and messages (`TIME_FORMAT` and `UTC`)."""
+    return (dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)).astimezone(UTC).strftime(TIME_FORMAT) + " UTC"
 
 
 def iso_utc(dt: datetime | None) -> str | None:

@@ -15,10 +15,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from aiohttp import web
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from syncd.daemon.run_history import TIME_FORMAT, shown_utc
+
 __all__ = ["ago", "duration", "page", "render", "when"]
-
-
-_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
 def _parse(value: str | datetime | None) -> datetime | None:
@@ -55,10 +54,10 @@ def when(value: str | datetime | None, zone: str | None = "UTC") -> str:
         return ""
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)  # the daemon's times are UTC
-    text = moment.astimezone(UTC).strftime(_FORMAT) + " UTC"
+    text = shown_utc(moment)
     if zone and zone != "UTC":
         try:
-            local = moment.astimezone(ZoneInfo(zone)).strftime(_FORMAT)
+            local = moment.astimezone(ZoneInfo(zone)).strftime(TIME_FORMAT)
         except (ZoneInfoNotFoundError, ValueError):
             return text
         text += f" ({local} {zone})"
