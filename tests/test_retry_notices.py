@@ -23,7 +23,7 @@ from tests.state_support import use_backend
 from tests.thread_emulator import TOKEN, thread_emulator
 
 RETRY = re.compile(r"retry (\d+)/(\d+) in (\d+\.\d) s: (.*?)(?: \[syncd\.api\].*)?$")
-UNTIL = re.compile(r"; retrying until \d\d:\d\d:\d\d\b")
+UNTIL = re.compile(r"; retrying for \d+ s, until \d\d:\d\d:\d\d\b")
 
 
 @pytest.fixture
@@ -82,7 +82,7 @@ def test_a_server_that_is_down_is_said_once_with_until_when_then_the_run_goes_on
     port = emulator.url.rsplit(":", 1)[1]
     notices = [line for line in err.splitlines() if UNTIL.search(line)]
     assert len(notices) == 1 and "[warning" in notices[0] and "tenant=src" in notices[0], err
-    assert f"cannot connect to {emulator.url} (GET /v1/orgs: connection refused by 127.0.0.1:{port}); retrying until " in notices[0]
+    assert f"cannot connect to {emulator.url} (GET /v1/orgs: connection refused by 127.0.0.1:{port}); retrying for " in notices[0]
     assert not _retries(err), err  # the retries of a refused connection are not said one by one
     with StateStore(on_backend, readonly=True) as mirror:
         assert [run["status"] for run in mirror.runs()] == ["complete"]
@@ -101,7 +101,7 @@ def test_a_one_shot_command_gives_up_on_a_server_nothing_listens_at(tmp_path: Pa
     assert len(lines) == 2, err
     port = url.rsplit(":", 1)[1]
     assert UNTIL.search(lines[0]) and "[warning" in lines[0] and "tenant=src" in lines[0], err
-    assert f"cannot connect to {url} (GET /v1/orgs: connection refused by 127.0.0.1:{port}); retrying until " in lines[0], err
+    assert f"cannot connect to {url} (GET /v1/orgs: connection refused by 127.0.0.1:{port}); retrying for " in lines[0], err
     error = re.fullmatch(r"syncd: error: src: GET /v1/orgs: connection refused by 127\.0\.0\.1:(\d+) \(gave up after (\d+) attempts\); (.*)", lines[1])
     assert error and error[1] == port and int(error[2]) > 1, err
     assert error[3] == f"check that the server at {url} is running and that tenants.src.base_url is right", err

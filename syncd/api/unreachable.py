@@ -51,9 +51,10 @@ class Unreachable:
 
 def notice(error: ApiError, base_url: str, until: float) -> str:
     """`cannot connect to http://127.0.0.1:8787 (GET /v1/orgs: connection refused by
-    127.0.0.1:8787); retrying until 10:11:31`: one line, the time on the local clock (that
-    of the log lines)."""
+    127.0.0.1:8787); retrying for 10 s, until 10:11:31`: one line, the time on the local clock
+    (that of the log lines)."""
     where = " ".join(part for part in (error.method, error.path) if part)
     why = f"{where}: {error.message}" if where else error.message
     stamp = time.strftime("%H:%M:%S", time.localtime(until))
-    return f"cannot connect to {base_url} ({redact_text(one_line(why))[:300]}); retrying until {stamp}"
+    seconds = max(0, round(until - time.time()))
+    return f"cannot connect to {base_url} ({redact_text(one_line(why))[:300]}); retrying for {seconds} s, until {stamp}"
