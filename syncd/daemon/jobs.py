@@ -271,7 +271,7 @@ async def _run_mirror(settings: Settings, job: MirrorJob, metrics: DaemonMetrics
     _record_objects(metrics, db, settings.tenant(job.source.tenant).name, settings.tenant(job.target.tenant).name)
     metrics.set_left_on_target(job.name, len(report.left_on_target))
     outcome: Outcome = "succeeded" if report.equal and report.read_cleanly else "partial"
-    verify = f"syncd mirror verify {job.source} {job.target}" + (" --mode mirror" if job.mode == "mirror" else "")
+    verify = f"syncd mirror verify {job.source} {job.target}" + (" --mode mirror" if job.mode == "mirror" else "") + (" --with-access" if job.with_access else "")
     summary["reason"] = mirror_reason(outcome, summary, verify)
     return JobOutcome(outcome, summary)
 
