@@ -4,7 +4,8 @@ Each row has a probe (`PROBES` of the four `tests/test_profile_rows_*.py` module
 observation of a freshly generated emulator. Here each probe runs under `default` and under
 `divergent`, and the two observations must differ (a row declared but not played fails); under
 `mixed:SEED` each row's observation must be `default`'s or `divergent`'s, the one
-`divergent_rows` names for that seed. The README's "Behaviour profiles" table must list the
+`divergent_rows` names for that seed (and under seeds that draw the website importer's rows
+apart, for those rows). The README's "Behaviour profiles" table must list the
 rows, one each, in `ROWS` order.
 
 A probe module that is missing or does not import is a failure naming it (not a skip, and the
@@ -40,6 +41,12 @@ TOKEN = "rows-token"
 MIXED_SEEDS = (4, 11785)
 """Two seeds whose draws are complementary: every row plays `default` under one of them and
 `divergent` under the other (checked below)."""
+IMPORTER_ROWS = ("import-style", "import-reads-markdown-alternate", "import-first-heading")
+"""The rows a website import plays together: each probe must see its own row alone."""
+SPLIT_SEEDS = (2, 14)
+"""Two seeds that draw the importer's rows apart (the first reads only the HTML but keeps the
+style and drops the title's heading; the second reads alternates but restyles and keeps the
+heading), so that each row is seen to play as drawn whatever the others play (checked below)."""
 PROBE_TIMEOUT = 30.0
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -133,9 +140,24 @@ def test_mixed_seeds_play_every_row_both_ways() -> None:
     assert not first & second and first | second == set(ROWS), (first, second)
 
 
+def test_split_seeds_draw_the_importer_rows_apart() -> None:
+    drawn = [sorted(set(divergent_rows(mixed(seed))) & set(IMPORTER_ROWS)) for seed in SPLIT_SEEDS]
+    assert drawn == [["import-reads-markdown-alternate"], ["import-first-heading", "import-style"]], drawn
+
+
 @pytest.mark.parametrize("row", list(ROWS))
 @pytest.mark.parametrize("seed", MIXED_SEEDS)
 async def test_mixed_row_plays_what_the_seed_drew(seed: int, row: str) -> None:
+    await _plays_what_the_seed_drew(seed, row)
+
+
+@pytest.mark.parametrize("row", IMPORTER_ROWS)
+@pytest.mark.parametrize("seed", SPLIT_SEEDS)
+async def test_importer_rows_play_what_the_seed_drew_apart(seed: int, row: str) -> None:
+    await _plays_what_the_seed_drew(seed, row)
+
+
+async def _plays_what_the_seed_drew(seed: int, row: str) -> None:
     profile = mixed(seed)
     played = DIVERGENT.name if row in divergent_rows(profile) else DEFAULT.name
     expected = await _reference(row, played)

@@ -1,13 +1,18 @@
-"""Four rows of the emulator's behaviour profiles about imports, each played both ways over
+"""Six rows of the emulator's behaviour profiles about imports, each played both ways over
 loopback HTTP (`syncd.emulator.profile.ROWS`): what an import does to the pages a space holds,
 whether a locked space refuses an import, whether a website import keeps the markdown's style,
-and whether an import is done when it answers. `PROBES` maps each row to `probe(session, base, token) -> observation` (see
-`tests/test_profile_rows.py`, which checks that every row is played both ways).
+whether an import is done when it answers, whether a website import reads a page's markdown
+alternate, and whether it keeps the `<h1>` it takes as a page's title. `PROBES` maps each row
+to `probe(session, base, token) -> observation` (see `tests/test_profile_rows.py`, which checks
+that every row is played both ways). The website probes serve pages whose observation does not
+depend on the other importer rows: the `import-style` page says the same in its HTML and its
+alternate and has no `<h1>`, the `import-first-heading` page offers no alternate.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -21,7 +26,12 @@ from syncd.copy.meaning import meaning
 from syncd.emulator.restyle import restyle
 from tests.test_profile_rows_tree import _call, _items, _orgs
 
-MARKDOWN = "# Guide\n\nSome *emphasis*, **strong** and a [link](https://example.com/x).\n\n- one\n- two\n"
+MARKDOWN = "## Guide\n\nSome *emphasis*, **strong** and a [link](https://example.com/x).\n\n- one\n- two\n"
+MARKDOWN_HTML = (
+    '<h2>Guide</h2><p>Some <em>emphasis</em>, <strong>strong</strong> and a <a href="https://example.com/x">link</a>.</p>'
+    "<ul><li>one</li><li>two</li></ul>"
+)
+"""`MARKDOWN` as HTML: whether or not the importer reads the alternate, it reads these bytes."""
 
 
 async def _pages(session: aiohttp.ClientSession, base: str, token: str, space: str) -> list[Any]:
@@ -68,24 +78,34 @@ async def probe_locked_space(session: aiohttp.ClientSession, base: str, token: s
     return imported, message, patched
 
 
+WebPage = tuple[str, str, str | None]
+"""A page of a probe's website: (title, the HTML of its `<main>`, its markdown alternate or None)."""
+
+
 @asynccontextmanager
-async def website(markdown: str) -> AsyncIterator[str]:
-    """A one-page website whose page offers its markdown (`rel="alternate"`), on loopback."""
+async def website(pages: dict[str, WebPage]) -> AsyncIterator[str]:
+    """A website on loopback whose index lists `pages` (slug -> page) in its `<nav>`; a page
+    with an alternate links it (`rel="alternate"`, `type="text/markdown"`)."""
 
     async def start(request: web.Request) -> web.Response:
-        return web.Response(text='<html><body><nav><a href="guide/">Guide</a></nav></body></html>', content_type="text/html")
+        links = "".join(f'<a href="{slug}/">{title}</a>' for slug, (title, _, _) in pages.items())
+        return web.Response(text=f"<html><body><nav>{links}</nav></body></html>", content_type="text/html")
 
     async def page(request: web.Request) -> web.Response:
-        head = '<link rel="alternate" type="text/markdown" href="index.md">'
-        return web.Response(text=f"<html><head><title>Guide</title>{head}</head><body><main>x</main></body></html>", content_type="text/html")
+        title, main, markdown = pages[request.match_info["slug"]]
+        head = '<link rel="alternate" type="text/markdown" href="index.md">' if markdown is not None else ""
+        return web.Response(text=f"<html><head><title>{title}</title>{head}</head><body><main>{main}</main></body></html>", content_type="text/html")
 
     async def source(request: web.Request) -> web.Response:
+        markdown = pages[request.match_info["slug"]][2]
+        if markdown is None:
+            raise web.HTTPNotFound()
         return web.Response(text=markdown, content_type="text/markdown")
 
     app = web.Application()
     app.router.add_get("/site/", start)
-    app.router.add_get("/site/guide/", page)
-    app.router.add_get("/site/guide/index.md", source)
+    app.router.add_get("/site/{slug}/", page)
+    app.router.add_get("/site/{slug}/index.md", source)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -97,16 +117,51 @@ async def website(markdown: str) -> AsyncIterator[str]:
         await runner.cleanup()
 
 
-async def probe_import_style(session: aiohttp.ClientSession, base: str, token: str) -> Any:
-    """Whether a website import keeps a page's markdown byte for byte, and what it says."""
+async def imported(session: aiohttp.ClientSession, base: str, token: str, pages: dict[str, WebPage]) -> dict[str, str]:
+    """Title -> markdown of the pages of the organization's first space after the website of
+    `pages` is imported into it (only the titles of `pages`)."""
     org, _ = await _orgs(session, base, token)
     space = (await _items(session, base, token, f"/v1/orgs/{org}/spaces"))[0]
-    async with website(MARKDOWN) as url:
+    async with website(pages) as url:
         status, answer = await _import(session, base, token, space["id"], url)
     assert status == 200, answer
-    page = next(p for p in await _pages(session, base, token, space["id"]) if p["title"] == "Guide")
-    status, full = await _call(session, base, token, "GET", f"/v1/spaces/{space['id']}/content/page/{page['id']}")
-    return full["markdown"] == MARKDOWN, meaning(full["markdown"]) == meaning(MARKDOWN)
+    titles = {title for title, _, _ in pages.values()}
+    found: dict[str, str] = {}
+    for page in await _pages(session, base, token, space["id"]):
+        if page["title"] in titles:
+            _, full = await _call(session, base, token, "GET", f"/v1/spaces/{space['id']}/content/page/{page['id']}")
+            found[page["title"]] = full["markdown"]
+    return found
+
+
+async def probe_import_style(session: aiohttp.ClientSession, base: str, token: str) -> Any:
+    """Whether a website import keeps a page's markdown byte for byte, and what it says."""
+    markdown = (await imported(session, base, token, {"guide": ("Guide", MARKDOWN_HTML, MARKDOWN)}))["Guide"]
+    return markdown == MARKDOWN, meaning(markdown) == meaning(MARKDOWN)
+
+
+HEADED: WebPage = ("Headline", "<h1>Headline</h1><p>The words of the page.</p>", None)
+"""A page whose `<main>` starts with the `<h1>` that is its title, and no alternate."""
+SOURCED: WebPage = ("Sourced", "<h1>Sourced</h1><p>Read from the HTML.</p>", "Read from the markdown alternate.\n")
+"""A page whose markdown alternate says something other than its HTML."""
+READ_FROM = {"markdown alternate": "Read from the markdown alternate.", "HTML": "Read from the HTML."}
+
+
+async def probe_import_reads_markdown_alternate(session: aiohttp.ClientSession, base: str, token: str) -> Any:
+    """Where a website import reads a page that offers a markdown alternate: the alternate, or
+    the HTML of its `<main>`."""
+    markdown = (await imported(session, base, token, {"sourced": SOURCED}))["Sourced"]
+    return [source for source, words in READ_FROM.items() if words in markdown]
+
+
+async def probe_import_first_heading(session: aiohttp.ClientSession, base: str, token: str) -> Any:
+    """What a website import makes of the `<h1>` that starts a page's `<main>`: the page's
+    title, and whether the content keeps it as a level-1 heading (in either heading style:
+    row import-style may restyle it)."""
+    found = await imported(session, base, token, {"headed": HEADED})
+    markdown = found.get("Headline", "")
+    kept = re.match(r"\s*(# Headline\s*\n|Headline\n=+\n)", markdown) is not None
+    return {"titled": "Headline" in found, "heading kept": kept, "words kept": "The words of the page." in markdown}
 
 
 async def probe_import_completion(session: aiohttp.ClientSession, base: str, token: str) -> Any:
@@ -131,6 +186,8 @@ PROBES: dict[str, Callable[[aiohttp.ClientSession, str, str], Awaitable[Any]]] =
     "locked-space": probe_locked_space,
     "import-style": probe_import_style,
     "import-completion": probe_import_completion,
+    "import-reads-markdown-alternate": probe_import_reads_markdown_alternate,
+    "import-first-heading": probe_import_first_heading,
 }
 
 

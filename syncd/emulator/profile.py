@@ -5,8 +5,9 @@ from a title, in what order a non-positional list comes, how large a page is, ho
 page token lives, whether answers carry fields a client does not know, what a create
 answers, what an import does to the pages a space holds, whether an import is done when it
 answers, what a lock refuses, which sibling a section's move may name, whether a deleted space
-is still listed, what deleting a collection does to what it holds, what a PATCH answers, or
-whether a transfer keeps the id. `default` is
+is still listed, what deleting a collection does to what it holds, what a PATCH answers,
+whether a transfer keeps the id, whether a website import reads a page's markdown alternate, or
+whether it keeps the heading it takes as a page's title. `default` is
 one guess at each point (what the emulator always did); `divergent` guesses differently at every
 one of them, and `mixed:SEED` picks each row's guess from the seed, independently, so that syncd
 can be tested against many implementations of the same spec and may depend on none.
@@ -83,6 +84,12 @@ class Profile:
     import_deferred: bool = False
     """An import answers before its content is in: the space (or change request) shows the
     imported revision `IMPORT_DELAY` seconds later (else at once, when it answers)."""
+    import_reads_alternate: bool = True
+    """A website import reads a page's `<link rel="alternate" type="text/markdown">` when it
+    offers one (else only the HTML of its `<main>`)."""
+    import_keeps_first_heading: bool = False
+    """A website import that takes the first `<h1>` of `<main>` as the page's title keeps it in
+    the content as a level-1 heading (else drops it)."""
 
     def duplicate_title(self, title: str, limit: int) -> str:
         """The title of a duplicate: the original's, with the suffix kept whole within `limit`."""
@@ -127,6 +134,8 @@ DIVERGENT = Profile(
     minimal_patch=True,
     transfer_new_id=True,
     import_deferred=True,
+    import_reads_alternate=False,
+    import_keeps_first_heading=True,
 )
 PROFILES: dict[str, Profile] = {p.name: p for p in (DEFAULT, DIVERGENT)}
 
@@ -148,6 +157,8 @@ ROWS: dict[str, tuple[str, ...]] = {
     "patch-answer": ("minimal_patch",),
     "transfer-id": ("transfer_new_id",),
     "import-completion": ("import_deferred",),
+    "import-reads-markdown-alternate": ("import_reads_alternate",),
+    "import-first-heading": ("import_keeps_first_heading",),
 }
 """Open point -> the Profile fields that play it (one README row each, in the table's order)."""
 

@@ -9,8 +9,11 @@ serves the content it holds (README, "Website import (content/import)", is the c
   then breadth first from the pages read; the page tree is the URL nesting, siblings in the
   order first seen, a page's slug its last URL segment;
 - a page with `<link rel="alternate" type="text/markdown">` is read from that markdown (front
-  matter, then the body byte for byte); otherwise its `<main>` is converted with markdownify,
-  links to pages and files rewritten to page paths and `.gitbook/assets/NAME`;
+  matter, then the body byte for byte) when the importer reads alternates (`reads_alternate`,
+  the `import-reads-markdown-alternate` row); otherwise its `<main>` is converted with
+  markdownify, links to pages and files rewritten to page paths and `.gitbook/assets/NAME`;
+  the first `<h1>` of `<main>` is the page's title, and is dropped from the content or kept
+  there as a level-1 heading (`keeps_first_heading`, the `import-first-heading` row);
 - files are the `files/...` links and every `<img src>` under P.
 
 Reading is all or nothing: `read_site` returns the whole site or raises `ImportFailed` with
@@ -248,6 +251,10 @@ class _Read:
 class _Crawl:
     fetcher: Fetcher
     limits: ImportLimits
+    reads_alternate: bool = True
+    """Read a page's markdown alternate when it offers one (else only its HTML)."""
+    keeps_first_heading: bool = False
+    """Keep the `<h1>` taken as the title in the content (else drop it)."""
     pages: dict[str, _Page] = field(default_factory=dict)
     queue: list[str] = field(default_factory=list)
     files: dict[str, _File] = field(default_factory=dict)
@@ -336,7 +343,7 @@ class _Crawl:
             return _Read(answer)
         soup = _soup(answer)
         read = _Read(answer, soup)
-        alternate = _markdown_alternate(soup)
+        alternate = _markdown_alternate(soup) if self.reads_alternate else None
         if alternate is not None:
             url = urldefrag(urljoin(answer.url, alternate))[0]
             if self.scope.relative(url) is not None:
@@ -366,7 +373,7 @@ class _Crawl:
         if read.markdown is not None:
             page.site_page = self._from_markdown(segments, read.markdown, html_title)
             return
-        if heading is not None:
+        if heading is not None and not self.keeps_first_heading:
             heading.extract()
         description = soup.find("meta", attrs={"name": "description"})
         page.site_page = SitePage(
@@ -524,8 +531,11 @@ def _scalar_text(value: Any) -> str | None:
 # ----- entry points -------------------------------------------------------------------------
 
 
-async def read_site(url: str, limits: ImportLimits | None = None) -> Site:
-    """Every page and file of the website at `url` (a directory URL), or `ImportFailed`."""
+async def read_site(
+    url: str, limits: ImportLimits | None = None, *, reads_alternate: bool = True, keeps_first_heading: bool = False
+) -> Site:
+    """Every page and file of the website at `url` (a directory URL), or `ImportFailed`;
+    `reads_alternate` and `keeps_first_heading` play the profile's rows of the same names."""
     limits = limits or LIMITS
     start = urldefrag(url)[0]
     scope = Scope(start)
@@ -534,7 +544,8 @@ async def read_site(url: str, limits: ImportLimits | None = None) -> Site:
             timeout = aiohttp.ClientTimeout(total=limits.request_timeout)
             headers = {"User-Agent": USER_AGENT, "Accept": "text/html, text/markdown;q=0.9, */*;q=0.5"}
             async with aiohttp.ClientSession(timeout=timeout, headers=headers, cookie_jar=aiohttp.DummyCookieJar()) as session:
-                return await _Crawl(Fetcher(session, scope, limits), limits).run(start)
+                crawl = _Crawl(Fetcher(session, scope, limits), limits, reads_alternate, keeps_first_heading)
+                return await crawl.run(start)
     except ImportFailed as exc:
         raise ImportFailed(f"cannot import from {url}: {exc}") from None
     except TimeoutError:

@@ -134,7 +134,9 @@ async def import_into(request: web.Request, holder_of: Callable[[web.Request], H
         pages, files = copy_content(store, revisions.get(store, source["revision"]))
     else:
         try:
-            site = await website_import.read_site(url)
+            site = await website_import.read_site(
+                url, reads_alternate=profile.import_reads_alternate, keeps_first_heading=profile.import_keeps_first_heading
+            )
         except website_import.ImportFailed as exc:
             raise bad_request(str(exc)) from None
         holder = holder_of(request)
