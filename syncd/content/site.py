@@ -263,8 +263,12 @@ class SpaceSite:
         if file is not None:
             return f"{up}files/{quote(file.name)}"
         page = parts.path.removeprefix("./").removesuffix(".md").strip("/")
+        fragment = f"#{parts.fragment}" if parts.fragment else ""
         if page in self._by_path:
-            return f"{up}{_href(page)}/" + (f"#{parts.fragment}" if parts.fragment else "")
+            return f"{up}{_href(page)}/" + fragment
+        written = unquote(parts.path.removeprefix("./").rstrip("/"))
+        if written and not written.startswith("/") and ".." not in written.split("/"):
+            return f"{up}{_href(written)}/" + fragment  # a page not here: a page URL all the same, so an importer reads the link back as written
         return href
 
     def _image(self, file: ServedFile, prefix: str) -> str:

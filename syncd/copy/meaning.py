@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from urllib.parse import unquote
 
 from syncd.content.blocks import lower
 
@@ -39,6 +40,7 @@ _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
 _REF_LINK = re.compile(r"(!?)\[([^\]\n]*)\]\[([^\]\n]*)\]")
 _AUTOLINK = re.compile(r"<([^<>\s]+)>")
+_TARGET = re.compile(r"\]\(<([^<>\n]*)>\)|\]\(([^()\s]*)\)")
 _ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _MARKERS = re.compile(r"(?<![\w\\])[*_]+|[*_]+(?![\w])")
 _SPACES = re.compile(r"\s+")
@@ -131,6 +133,9 @@ def _inline(text: str, references: dict[str, str]) -> str:
         url = references.get(label.casefold())
         return f"{match.group(1)}[{match.group(2)}]({url})" if url is not None else match.group(0)
 
-    text = _AUTOLINK.sub(r"[\1](\1)", _REF_LINK.sub(resolve, text))
+    def target(match: re.Match[str]) -> str:
+        return f"]({unquote(match.group(1) if match.group(1) is not None else match.group(2))})"  # `<a b>` or `a%20b`: one target
+
+    text = _TARGET.sub(target, _AUTOLINK.sub(r"[\1](\1)", _REF_LINK.sub(resolve, text)))
     text = _ESCAPE.sub(r"\1", text)
     return _MARKERS.sub("", text)

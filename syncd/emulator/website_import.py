@@ -386,20 +386,8 @@ class _Crawl:
         )
 
     def _rewrite(self, value: str, base: str, image: bool) -> str:
-        absolute = urljoin(base, value)
-        url, fragment = urldefrag(absolute)
-        relative = self.scope.relative(url)
-        if relative is None or relative == "":
-            return absolute
-        file = self.files.get(relative)
-        if file is not None and (image or _is_file_link(relative)):
-            return ASSETS + file.name
-        suffix = f"#{fragment}" if fragment else ""
-        if _is_page(relative):
-            return "/".join(_segments(relative)) + suffix
-        if relative.endswith(".md") and not image:
-            return "/".join(_segments(relative[: -len(".md")])) + suffix
-        return absolute
+        known = self.files.get
+        return rewrite_link(self.scope, value, base, image, lambda relative: file.name if (file := known(relative)) else None)
 
     # files
 
@@ -432,6 +420,25 @@ class _Crawl:
                 segments = _segments(page.relative)
                 out.append(SitePage(segments, segments[-1]))
         return out
+
+
+def rewrite_link(scope: Scope, value: str, base: str, image: bool, file_name: Callable[[str], str | None]) -> str:
+    """Where a link or image of a page under P points in the markdown: a file (`file_name`
+    of its path below P) at `.gitbook/assets/NAME`, a page at its path, else the absolute URL."""
+    absolute = urljoin(base, value)
+    url, fragment = urldefrag(absolute)
+    relative = scope.relative(url)
+    if relative is None or relative == "":
+        return absolute
+    name = file_name(relative)
+    if name is not None and (image or _is_file_link(relative)):
+        return ASSETS + name
+    suffix = f"#{fragment}" if fragment else ""
+    if _is_page(relative):
+        return "/".join(_segments(relative)) + suffix
+    if relative.endswith(".md") and not image:
+        return "/".join(_segments(relative[: -len(".md")])) + suffix
+    return absolute
 
 
 Rewrite = Callable[[str, str, bool], str]
