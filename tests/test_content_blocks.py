@@ -133,6 +133,7 @@ HOSTILE = [
     '{% embed url="https://e.x/&quot;&gt;<script>" %}\n',
     "$$\n</code><script>m</script>\n$$\n",
     "```\n{% hint %}\n```\n" + "{% tabs %}\n" * 40,
+    "{% tabs %}\n" * 5000 + "<details>\n" * 5000 + "$$\n" * 5001,  # unclosed, many: read in one pass
 ]
 
 

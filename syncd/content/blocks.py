@@ -90,9 +90,14 @@ def _lower(items: list[Text | Block]) -> list[str]:
 
 
 class _Parser:
+    """One pass finds the fences and pairs each block's open and end lines (a stack per
+    name, so nesting counts), then `items` reads the tree: linear in the lines, whatever
+    an organization writes."""
+
     def __init__(self, lines: list[str]) -> None:
         self.lines = lines
         self.fenced = self._fences()
+        self.ends = self._pairs()
 
     def _fences(self) -> list[bool]:
         """Whether each line is inside (or opens or closes) a fenced code block."""
@@ -109,6 +114,32 @@ class _Parser:
             else:
                 out.append(False)
         return out
+
+    def _pairs(self) -> dict[int, int]:
+        """Open line -> its end line, for tags, `<details>` and `$$` math (unclosed: absent)."""
+        ends: dict[int, int] = {}
+        open_tags: dict[str, list[int]] = {}
+        math: int | None = None
+        for index, line in enumerate(self.lines):
+            if self.fenced[index]:
+                continue
+            if math is not None:
+                if _MATH_FENCE.match(line):
+                    ends[math], math = index, None
+                continue
+            if tag := _TAG.match(line):
+                stack = open_tags.setdefault(tag.group(2), [])
+                if not tag.group(1):
+                    stack.append(index)
+                elif stack:
+                    ends[stack.pop()] = index
+            elif _DETAILS_OPEN.match(line):
+                open_tags.setdefault("<details>", []).append(index)
+            elif _DETAILS_CLOSE.match(line) and open_tags.get("<details>"):
+                ends[open_tags["<details>"].pop()] = index
+            elif _MATH_FENCE.match(line):
+                math = index
+        return ends
 
     def items(self, start: int, stop: int, depth: int) -> list[Text | Block]:
         out: list[Text | Block] = []
@@ -131,12 +162,14 @@ class _Parser:
 
     def _block(self, index: int, stop: int, depth: int) -> tuple[Block, int] | None:
         line = self.lines[index]
+        end = self.ends.get(index)
+        if end is not None and end >= stop:
+            end = None  # closed outside the block around it: not a block here
         if tag := _TAG.match(line):
             if tag.group(1):
                 return None  # a stray end tag: text
             name = tag.group(2)
             attrs = dict(_ATTR.findall(tag.group(3)))
-            end = self._end(index + 1, stop, name)
             if end is None:
                 return (Block(name, attrs), index + 1) if name in SINGLE else None
             return Block(name, attrs, self.items(index + 1, end, depth + 1)), end + 1
@@ -145,7 +178,6 @@ class _Parser:
             attrs["caption"] = html.unescape(re.sub(r"<[^>]*>", "", figure.group(2) or "")).strip()
             return Block("figure", attrs), index + 1
         if _DETAILS_OPEN.match(line):
-            end = next((i for i in range(index + 1, stop) if not self.fenced[i] and _DETAILS_CLOSE.match(self.lines[i])), None)
             if end is None:
                 return None
             body = index + 1
@@ -156,26 +188,6 @@ class _Parser:
             return Block("details", attrs, self.items(body + 1 if summary else index + 1, end, depth + 1)), end + 1
         if math := _MATH_LINE.match(line):
             return Block("math", text=math.group(1).strip()), index + 1
-        if _MATH_FENCE.match(line):
-            end = next((i for i in range(index + 1, stop) if _MATH_FENCE.match(self.lines[i])), None)
-            if end is None:
-                return None
+        if _MATH_FENCE.match(line) and end is not None:
             return Block("math", text="\n".join(self.lines[index + 1 : end]).strip("\n")), end + 1
-        return None
-
-    def _end(self, start: int, stop: int, name: str) -> int | None:
-        """The line of the end tag matching an open tag of `name` (nested ones counted)."""
-        level = 0
-        for index in range(start, stop):
-            if self.fenced[index]:
-                continue
-            tag = _TAG.match(self.lines[index])
-            if tag is None or tag.group(2) != name:
-                continue
-            if not tag.group(1):
-                level += 1
-            elif level == 0:
-                return index
-            else:
-                level -= 1
         return None
