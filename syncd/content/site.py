@@ -179,12 +179,13 @@ class SpaceSite:
         if page.description:
             head.append(f'<meta name="description" content="{html.escape(page.description)}">')
         head.append(f'<link rel="alternate" type="text/markdown" href="../{quote(last)}.md">')
-        if len(page.markdown) > RENDER_LIMIT:
-            body = f"<pre>{html.escape(page.markdown)}</pre>\n"
-        else:
+        rendered = len(page.markdown) <= RENDER_LIMIT
+        if rendered:
             self.renders += 1
             body = self.render(page.markdown, up)
-        title = "" if _opens_with_title(page.markdown, page.title) else f"<h1>{html.escape(page.title)}</h1>\n"
+        else:
+            body = f"<pre>{html.escape(page.markdown)}</pre>\n"
+        title = "" if rendered and _opens_with_title(page.markdown, page.title) else f"<h1>{html.escape(page.title)}</h1>\n"
         return f"<!doctype html>\n<html><head>{''.join(head)}</head>\n<body><main>{title}{body}</main></body></html>\n"
 
     def page_markdown(self, page: SitePage) -> str:
