@@ -33,7 +33,7 @@ BLOCKS = {
     "details": "<details>\n\n<summary>What if it fails?</summary>\n\nTry **again** later.\n\n</details>\n",
     "embed": '{% embed url="https://www.youtube.com/watch?v=abc" %}\n',
     "math": "$$\nE = mc^2 \\cdot n\n$$\n",
-    "links": "See [the setup](setup), [a section](setup#usage), [the checklist](.gitbook/assets/check%20list.pdf) and [elsewhere](https://example.com/x).\n",
+    "links": "See [the setup](setup), [a section](setup#usage), [an old page](archive/old-v1), [the checklist](.gitbook/assets/check%20list.pdf) and [elsewhere](https://example.com/x).\n",
     "emoji": "Ready ✅ to go 🚀.\n",
     "quote": "> Tip: keep it *short*.\n",
     "headings": "## Before you begin\n\nText.\n\n### Details\n\n1. first\n2. second\n",
