@@ -35,6 +35,7 @@ BLOCKS = {
     "math": "$$\nE = mc^2 \\cdot n\n$$\n",
     "links": "See [the setup](setup), [a section](setup#usage), [an old page](archive/old-v1), [the checklist](.gitbook/assets/check%20list.pdf) and [elsewhere](https://example.com/x).\n",
     "emoji": "Ready ✅ to go 🚀.\n",
+    "references": '{% hint style="info" %}\nRead [the guide][g] first.\n{% endhint %}\n\n[g]: https://example.com/guide\n',
     "quote": "> Tip: keep it *short*.\n",
     "headings": "## Before you begin\n\nText.\n\n### Details\n\n1. first\n2. second\n",
 }

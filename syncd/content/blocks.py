@@ -15,7 +15,7 @@ import html
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Block", "Text", "lower", "parse"]
+__all__ = ["Block", "Text", "definitions", "lower", "parse"]
 
 _TAG = re.compile(r"^\s{0,3}\{%\s*(end)?([a-z][a-z-]*)((?:\s+[A-Za-z][\w-]*=\"[^\"\n]*\")*)\s*%\}\s*$")
 _ATTR = re.compile(r"([A-Za-z][\w-]*)=\"([^\"\n]*)\"")
@@ -27,6 +27,7 @@ _IMG_ATTR = re.compile(r"([a-z]+)=\"([^\"]*)\"", re.I)
 _DETAILS_OPEN = re.compile(r"^\s{0,3}<details(?:\s+open)?>\s*$", re.I)
 _DETAILS_CLOSE = re.compile(r"^\s{0,3}</details>\s*$", re.I)
 _SUMMARY = re.compile(r"^\s{0,3}<summary>(.*?)</summary>\s*$", re.I)
+_DEFINITION = re.compile(r"^ {0,3}\[[^\]\n]+\]:[ \t]*\S")
 _MATH_LINE = re.compile(r"^\s{0,3}\$\$(.+?)\$\$\s*$")
 _MATH_FENCE = re.compile(r"^\s{0,3}\$\$\s*$")
 SINGLE = frozenset({"embed"})
@@ -59,6 +60,14 @@ def parse(markdown: str) -> list[Text | Block]:
     """The markdown as text and blocks, in order (a block only where it is closed)."""
     lines = markdown.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     return _Parser(lines).items(0, len(lines), 0)
+
+
+def definitions(markdown: str) -> list[str]:
+    """The link reference definition lines of the markdown (outside code): a block's text
+    is rendered apart from the rest, and its `[text][label]` links still resolve."""
+    lines = markdown.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    fenced = _Parser(lines).fenced
+    return [line for line, code in zip(lines, fenced, strict=True) if not code and _DEFINITION.match(line)]
 
 
 def lower(markdown: str) -> str:

@@ -200,12 +200,16 @@ class SpaceSite:
         """The markdown as HTML, its links to pages and files pointing where they are served
         (`up` leads from the page's directory back to the prefix); the platform's blocks
         (syncd/content/blocks.py) as plain semantic HTML, every text of them escaped."""
-        return "".join(self._item(item, up) for item in blocks.parse(markdown))
+        items = blocks.parse(markdown)
+        if len(items) == 1 and isinstance(items[0], blocks.Text):
+            return self._markdown(markdown, up)
+        references = "\n\n" + "\n".join(blocks.definitions(markdown))
+        return "".join(self._item(item, up, references) for item in items)
 
-    def _item(self, item: blocks.Text | blocks.Block, up: str) -> str:
+    def _item(self, item: blocks.Text | blocks.Block, up: str, references: str) -> str:
         if isinstance(item, blocks.Text):
-            return self._markdown(item.markdown, up)
-        inner = "".join(self._item(child, up) for child in item.children)
+            return self._markdown(item.markdown + references, up)
+        inner = "".join(self._item(child, up, references) for child in item.children)
         attrs = item.attrs
         if item.kind == "hint":
             return f"<blockquote>\n{inner}</blockquote>\n"
