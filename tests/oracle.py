@@ -41,7 +41,8 @@ def _copyable(kind: str, data: Any) -> Any:
         return data
     out = {k: v for k, v in data.items() if k not in NOT_WRITABLE.get(kind, set())}
     if kind == "page" and isinstance(out.get("markdown"), str):
-        out["markdown"] = meaning(out["markdown"])
+        title = out.get("title")
+        out["markdown"] = meaning(out["markdown"], title if isinstance(title, str) else None)  # a first `# Title` is the title
     return out
 
 

@@ -8,8 +8,10 @@ capability URL):
                     <ul> of links to PATH/; <nav aria-label="Files"> linking files/NAME (an
                     image with its width and height); no <main>: it is no page
     P PATH/         a page: <title>, <meta name="description">, <link rel="alternate"
-                    type="text/markdown" href="../LAST.md">, <main><h1>Title</h1>BODY</main>,
-                    BODY the stored markdown rendered by markdown-it (CommonMark and tables),
+                    type="text/markdown" href="../LAST.md">, <main><h1>Title</h1>BODY</main>
+                    (the title once: no <h1> of ours when the markdown begins with
+                    `# Title`), BODY the stored markdown rendered by markdown-it (CommonMark
+                    and tables; the platform's blocks as plain semantic HTML, see `render`),
                     links to other pages pointing at their PATH/, files at files/NAME; a page
                     whose markdown is over RENDER_LIMIT is not rendered (markdown-it takes
                     seconds on a large table): BODY is then the markdown in a <pre>
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -41,6 +44,8 @@ from urllib.parse import quote, unquote, urlsplit
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from syncd.content import blocks
+
 __all__ = ["ASSETS", "DOCUMENT_CACHE", "RENDER_LIMIT", "Served", "ServedFile", "SitePage", "SpaceSite"]
 
 ASSETS = ".gitbook/assets/"
@@ -49,6 +54,7 @@ RENDER_LIMIT = 128 * 1024
 DOCUMENT_CACHE = 32 * 1024 * 1024
 """Bytes of built documents a site keeps."""
 _MD = MarkdownIt("commonmark", {"html": False}).enable("table")
+_TITLE_HEADING = re.compile(r"^ {0,3}# +(.*?)(?: +#+)? *$")
 
 
 @dataclass(frozen=True)
@@ -173,15 +179,14 @@ class SpaceSite:
         if page.description:
             head.append(f'<meta name="description" content="{html.escape(page.description)}">')
         head.append(f'<link rel="alternate" type="text/markdown" href="../{quote(last)}.md">')
-        if len(page.markdown) > RENDER_LIMIT:
-            body = f"<pre>{html.escape(page.markdown)}</pre>\n"
-        else:
+        rendered = len(page.markdown) <= RENDER_LIMIT
+        if rendered:
             self.renders += 1
             body = self.render(page.markdown, up)
-        return (
-            f"<!doctype html>\n<html><head>{''.join(head)}</head>\n"
-            f"<body><main><h1>{html.escape(page.title)}</h1>\n{body}</main></body></html>\n"
-        )
+        else:
+            body = f"<pre>{html.escape(page.markdown)}</pre>\n"
+        title = "" if rendered and _opens_with_title(page.markdown, page.title) else f"<h1>{html.escape(page.title)}</h1>\n"
+        return f"<!doctype html>\n<html><head>{''.join(head)}</head>\n<body><main>{title}{body}</main></body></html>\n"
 
     def page_markdown(self, page: SitePage) -> str:
         fields: list[tuple[str, Any]] = [("title", page.title)]
@@ -193,7 +198,46 @@ class SpaceSite:
 
     def render(self, markdown: str, up: str) -> str:
         """The markdown as HTML, its links to pages and files pointing where they are served
-        (`up` leads from the page's directory back to the prefix)."""
+        (`up` leads from the page's directory back to the prefix); the platform's blocks
+        (syncd/content/blocks.py) as plain semantic HTML, every text of them escaped."""
+        items = blocks.parse(markdown)
+        if len(items) == 1 and isinstance(items[0], blocks.Text):
+            return self._markdown(markdown, up)
+        references = "\n\n" + "\n".join(blocks.definitions(markdown))
+        return "".join(self._item(item, up, references) for item in items)
+
+    def _item(self, item: blocks.Text | blocks.Block, up: str, references: str) -> str:
+        if isinstance(item, blocks.Text):
+            return self._markdown(item.markdown + references, up)
+        inner = "".join(self._item(child, up, references) for child in item.children)
+        attrs = item.attrs
+        if item.kind == "hint":
+            return f"<blockquote>\n{inner}</blockquote>\n"
+        if item.kind == "tab":
+            return f"<p><strong>{html.escape(attrs.get('title', ''))}</strong></p>\n{inner}"
+        if item.kind == "code":
+            title = f"<p>{html.escape(attrs['title'])}</p>\n" if attrs.get("title") else ""
+            return title + inner
+        if item.kind == "embed":
+            url = attrs.get("url", "")
+            link = f'<p><a href="{html.escape(self._target(url, up))}">{html.escape(url)}</a></p>\n' if _MD.validateLink(url) else ""
+            return link + inner
+        if item.kind == "details":
+            return f"<details>\n<summary>{html.escape(attrs.get('summary', ''))}</summary>\n{inner}</details>\n"
+        if item.kind == "figure":
+            return f"<figure>{self._figure_image(attrs.get('src', ''), attrs.get('alt', ''), up)}<figcaption>{html.escape(attrs.get('caption', ''))}</figcaption></figure>\n"
+        if item.kind == "math":
+            return f'<pre><code class="language-math">{html.escape(item.text)}\n</code></pre>\n'
+        return inner  # tabs and blocks of other names: what they hold
+
+    def _figure_image(self, src: str, alt: str, up: str) -> str:
+        if not _MD.validateLink(src):
+            src = ""
+        file = self._file_of(src)
+        size = f' width="{file.width}" height="{file.height}"' if file is not None and file.width and file.height else ""
+        return f'<img src="{html.escape(self._target(src, up))}" alt="{html.escape(alt)}"{size}>'
+
+    def _markdown(self, markdown: str, up: str) -> str:
         tokens = _MD.parse(markdown)
         for token in _inline_tokens(tokens):
             if token.type == "link_open":
@@ -224,12 +268,27 @@ class SpaceSite:
         if file is not None:
             return f"{up}files/{quote(file.name)}"
         page = parts.path.removeprefix("./").removesuffix(".md").strip("/")
+        fragment = f"#{parts.fragment}" if parts.fragment else ""
         if page in self._by_path:
-            return f"{up}{_href(page)}/" + (f"#{parts.fragment}" if parts.fragment else "")
+            return f"{up}{_href(page)}/" + fragment
+        written = unquote(parts.path.removeprefix("./").rstrip("/"))
+        if written and not written.startswith("/") and ".." not in written.split("/"):
+            return f"{up}{_href(written)}/" + fragment  # a page not here: a page URL all the same, so an importer reads the link back as written
         return href
 
     def _image(self, file: ServedFile, prefix: str) -> str:
         return f'<img src="{prefix}{quote(file.name)}" alt="{html.escape(file.name)}" width="{file.width}" height="{file.height}">'
+
+
+def _opens_with_title(markdown: str, title: str) -> bool:
+    """Whether the markdown begins (after blank lines) with a level-1 heading that reads as
+    the title: that heading is then the page's one `<h1>`."""
+    first = markdown.lstrip("\r\n").split("\n", 1)[0]
+    heading = _TITLE_HEADING.match(first)
+    if heading is None:
+        return False
+    rendered = _MD.renderInline(heading.group(1))
+    return "<" not in rendered and html.unescape(rendered) == title
 
 
 def _href(path: str) -> str:

@@ -136,7 +136,7 @@ class RoundReport:
         failed = f", {len(self.apply.failed)} failed" if self.apply and self.apply.failed else ""
         left = ""
         if self.left is not None:
-            shown = {k: v for k, v in self.left.items() if v and k not in ("identical", "excused", "formatting", "left_on_target")}
+            shown = {k: v for k, v in self.left.items() if v and k not in ("identical", "excused", "formatting", "restructured", "left_on_target")}
             left = "; left: " + (", ".join(f"{v} {k}" for k, v in shown.items()) if shown else "nothing")
             if self.left.get("excused"):
                 left += f" ({self.left['excused']} differences the plan announced)"

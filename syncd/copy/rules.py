@@ -22,7 +22,7 @@ from functools import cached_property
 from typing import Any, Literal
 
 from syncd.catalog import BY_NAME, dotted
-from syncd.copy.meaning import meaning
+from syncd.copy.meaning import form, meaning
 from syncd.copy.model import Node, Snapshot
 
 COPIED_KINDS: tuple[str, ...] = (
@@ -420,16 +420,20 @@ def container_site_spaces(view: Snapshot, site_id: str, section_id: str | None) 
 PageTree = tuple[tuple[Any, ...], ...]
 
 
-def page_tree(view: Snapshot, space_id: str, *, exact: bool = False) -> PageTree:
+def page_tree(view: Snapshot, space_id: str, *, exact: bool = False, structure: bool = False) -> PageTree:
     """A space's pages as nested tuples (PAGE_FIELDS..., children), in document order; the
-    markdown as what it says (`meaning`), or byte for byte when `exact`."""
+    markdown as what it says (`meaning`, the page's title given: a first heading that repeats
+    it is no content), with its blocks as written when `structure` (`form`), or byte for byte
+    when `exact`."""
 
     def field(page: Node, name: str) -> Any:
         if name == "hidden":
             return bool(page.data.get(name))
         if name == "markdown" and not exact:
-            value = page.data.get(name)
-            return meaning(value) if isinstance(value, str) else plain(value)
+            value, title = page.data.get(name), page.data.get("title")
+            if not isinstance(value, str):
+                return plain(value)
+            return (form if structure else meaning)(value, title if isinstance(title, str) else None)
         return plain(page.data.get(name))
 
     def below(parent: tuple[str, str]) -> PageTree:
@@ -461,11 +465,31 @@ def page_paths(tree: PageTree, prefix: str = "") -> dict[str, tuple[Any, ...]]:
     return out
 
 
+_EMOJI = PAGE_FIELDS.index("emoji")
+
+
+def carried(source: PageTree, target: PageTree) -> PageTree:
+    """The source's pages as an import can carry them to `target`: a page's emoji where the
+    target's page (same place) has none is dropped (an importer that reads only the HTML has
+    no emoji to read; README, "Content that travels")."""
+    out = []
+    for index, page in enumerate(source):
+        other = target[index] if index < len(target) else None
+        fields = list(page)
+        if other is not None and other[_EMOJI] is None:
+            fields[_EMOJI] = None
+        fields[-1] = carried(page[-1], other[-1] if other is not None else ())
+        out.append(tuple(fields))
+    return tuple(out)
+
+
 def content_difference(source: tuple[PageTree, Any], target: tuple[PageTree, Any]) -> dict[str, tuple[Any, Any]]:
-    """Fields describing how two spaces' content differs (empty when equal)."""
+    """Fields describing how two spaces' content differs (empty when equal; an emoji the
+    target's import could not carry is no difference, see `carried`)."""
     out: dict[str, tuple[Any, Any]] = {}
-    if source[0] != target[0]:
-        src, tgt = page_paths(source[0]), page_paths(target[0])
+    pages = carried(source[0], target[0])
+    if pages != target[0]:
+        src, tgt = page_paths(pages), page_paths(target[0])
         if list(src) != list(tgt):
             out["pages"] = (f"{len(src)} pages: {', '.join(list(src)[:5])}", f"{len(tgt)} pages: {', '.join(list(tgt)[:5])}")
         else:
@@ -492,6 +516,7 @@ __all__ = [
     "TEAM_MEMBERS_REASON",
     "Rule",
     "canonical",
+    "carried",
     "comparable",
     "container_site_spaces",
     "content_difference",

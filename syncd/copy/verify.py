@@ -73,6 +73,10 @@ class Verification:
     formatting: list[Entry] = field(default_factory=list)
     """Spaces counted identical whose pages say the same in markdown written differently
     (an importer's own style): a count, not a difference."""
+    restructured: list[Entry] = field(default_factory=list)
+    """Spaces counted identical whose pages say the same but whose blocks lost structure in
+    the import (a hint read back as a quote, tabs as titled paragraphs, a page's emoji not
+    carried...; README, "Content that travels"): a count, not a difference."""
     left: list[Entry] = field(default_factory=list)
     """Objects only on the target that copy mode keeps (moved here by `leave_extras`): not a difference."""
 
@@ -91,6 +95,7 @@ class Verification:
             "errors": len(self.errors),
             "excused": len(self.excused),
             "formatting": len(self.formatting),
+            "restructured": len(self.restructured),
             "left_on_target": len(self.left),
         }
 
@@ -134,7 +139,8 @@ def excuse(verification: Verification, skips: Iterable[Skip]) -> Verification:
         if skip.source_id is not None:
             allowed[(skip.kind, skip.source_id)].update(skip.excuses)
     out = Verification(
-        identical=list(verification.identical), errors=list(verification.errors), formatting=list(verification.formatting), left=list(verification.left)
+        identical=list(verification.identical), errors=list(verification.errors), formatting=list(verification.formatting),
+        restructured=list(verification.restructured), left=list(verification.left),
     )
     for bucket in ("missing", "extra"):
         for entry in getattr(verification, bucket):
@@ -209,6 +215,7 @@ def render(verification: Verification, *, identical: bool = False, limit: int | 
         f"{c['different']} different, {c['errors']} errors"
         + (f", {c['excused']} announced by the plan" if c["excused"] else "")
         + (f", {c['formatting']} spaces whose pages differ in formatting only" if c["formatting"] else "")
+        + (f", {c['restructured']} spaces whose blocks lost structure in the import" if c["restructured"] else "")
         + (f", {c['left_on_target']} left on target (the source does not have them; copy mode keeps them)" if c["left_on_target"] else "")
         + (": equal" if verification.equal else "")
     )
@@ -321,10 +328,21 @@ class _Comparer:
         if kind == "space":
             content = content_difference(space_content(self.src, node.id), space_content(self.tgt, other.id))
             fields.update(content)
-            if not content and page_tree(self.src, node.id, exact=True) != page_tree(self.tgt, other.id, exact=True):
-                self.result.formatting.append(Entry(kind, node.id, other.id, entry_title))
+            if not content:
+                self.count_form(Entry(kind, node.id, other.id, entry_title))
         entry = Entry(kind, node.id, other.id, entry_title, fields)
         (self.result.different if fields else self.result.identical).append(entry)
+
+    def count_form(self, entry: Entry) -> None:
+        """A space that says the same on both sides: `restructured` when its blocks (or an
+        emoji) did not survive the import as written, else `formatting` when its markdown is
+        written differently."""
+        source, target = entry.source_id or "", entry.target_id or ""
+        shaped = page_tree(self.src, source, structure=True)
+        if shaped != page_tree(self.tgt, target, structure=True):
+            self.result.restructured.append(entry)
+        elif page_tree(self.src, source, exact=True) != page_tree(self.tgt, target, exact=True):
+            self.result.formatting.append(entry)
 
     def without_default(self, kind: str, node: Node) -> bool:
         """Whether the source container of a section or site-space shows no default (the

@@ -367,21 +367,14 @@ class _Crawl:
             self._see_page(urljoin(answer.url, anchor["href"]), listed=False)
         self._see_files(soup, answer.url, listed=lambda tag: False)
         segments = _segments(page.relative)
-        main = soup.find("main") or soup.body or soup
-        heading = main.find("h1")
-        html_title = _text(heading) if heading is not None else _text(soup.title) if soup.title is not None else ""
         if read.markdown is not None:
+            main = soup.find("main") or soup.body or soup
+            heading = main.find("h1")
+            html_title = _text(heading) if heading is not None else _text(soup.title) if soup.title is not None else ""
             page.site_page = self._from_markdown(segments, read.markdown, html_title)
             return
-        if heading is not None and not self.keeps_first_heading:
-            heading.extract()
-        description = soup.find("meta", attrs={"name": "description"})
-        page.site_page = SitePage(
-            segments,
-            html_title or segments[-1],
-            self._convert(main, answer.url),
-            description=(description.get("content") or None) if description is not None else None,
-        )
+        title, markdown, description = html_page_to_markdown(soup, answer.url, rewrite=self._rewrite, keep_first_heading=self.keeps_first_heading)
+        page.site_page = SitePage(segments, title or segments[-1], markdown, description=description)
 
     def _from_markdown(self, segments: tuple[str, ...], answer: Answer, html_title: str) -> SitePage:
         try:
@@ -399,36 +392,9 @@ class _Crawl:
             hidden=meta.get("hidden") is True,
         )
 
-    def _convert(self, main: Tag, base: str) -> str:
-        """`<main>` as markdown, links under P rewritten to page paths and asset names."""
-        for tag in main.find_all(["a", "img"]):
-            attribute = "href" if tag.name == "a" else "src"
-            value = tag.get(attribute)
-            if value and not value.startswith("#"):
-                target = self._rewrite(value, base, image=tag.name == "img")
-                tag[attribute] = f"<{target}>" if re.search(r"[\s()<>]", target) else target
-        for tag in main.find_all(["nav", "script", "style", "template"]):
-            tag.decompose()
-        markdown = MarkdownConverter(heading_style="ATX", bullets="-", code_language_callback=_code_language).convert_soup(main)
-        markdown = re.sub(r"[ \t]+\n", "\n", markdown)
-        markdown = re.sub(r"\n{3,}", "\n\n", markdown).strip("\n")
-        return markdown + "\n" if markdown else ""
-
     def _rewrite(self, value: str, base: str, image: bool) -> str:
-        absolute = urljoin(base, value)
-        url, fragment = urldefrag(absolute)
-        relative = self.scope.relative(url)
-        if relative is None or relative == "":
-            return absolute
-        file = self.files.get(relative)
-        if file is not None and (image or _is_file_link(relative)):
-            return ASSETS + file.name
-        suffix = f"#{fragment}" if fragment else ""
-        if _is_page(relative):
-            return "/".join(_segments(relative)) + suffix
-        if relative.endswith(".md") and not image:
-            return "/".join(_segments(relative[: -len(".md")])) + suffix
-        return absolute
+        known = self.files.get
+        return rewrite_link(self.scope, value, base, image, lambda relative: file.name if (file := known(relative)) else None)
 
     # files
 
@@ -461,6 +427,75 @@ class _Crawl:
                 segments = _segments(page.relative)
                 out.append(SitePage(segments, segments[-1]))
         return out
+
+
+def rewrite_link(scope: Scope, value: str, base: str, image: bool, file_name: Callable[[str], str | None]) -> str:
+    """Where a link or image of a page under P points in the markdown: a file (`file_name`
+    of its path below P) at `.gitbook/assets/NAME`, a page at its path, else the absolute URL."""
+    absolute = urljoin(base, value)
+    url, fragment = urldefrag(absolute)
+    relative = scope.relative(url)
+    if relative is None or relative == "":
+        return absolute
+    name = file_name(relative)
+    if name is not None and (image or _is_file_link(relative)):
+        return ASSETS + name
+    suffix = f"#{fragment}" if fragment else ""
+    if _is_page(relative):
+        return "/".join(_segments(relative)) + suffix
+    if relative.endswith(".md") and not image:
+        return "/".join(_segments(relative[: -len(".md")])) + suffix
+    return absolute
+
+
+Rewrite = Callable[[str, str, bool], str]
+"""(link or image source, the page's URL, is an image) -> where the markdown points."""
+
+
+def html_page_to_markdown(page: str | BeautifulSoup, base: str, *, rewrite: Rewrite, keep_first_heading: bool = False) -> tuple[str, str, str | None]:
+    """(title, markdown, description) of an HTML page as the importer's HTML path reads it:
+    the title is `<main>`'s first `<h1>` (else `<title>`), that heading dropped from the
+    content unless `keep_first_heading`; `<main>` converted by `convert_main`. Pure but for
+    `rewrite`; the one conversion, shared with tests that play an HTML-only import."""
+    soup = page if isinstance(page, BeautifulSoup) else BeautifulSoup(page, "html.parser")
+    main = soup.find("main") or soup.body or soup
+    heading = main.find("h1")
+    title = _text(heading) if heading is not None else _text(soup.title) if soup.title is not None else ""
+    if heading is not None and not keep_first_heading:
+        heading.extract()
+    description = soup.find("meta", attrs={"name": "description"})
+    return title, convert_main(main, base, rewrite), (description.get("content") or None) if description is not None else None
+
+
+def convert_main(main: Tag, base: str, rewrite: Rewrite) -> str:
+    """`<main>` as markdown, links and images rewritten by `rewrite` (changes `main`)."""
+    for tag in main.find_all(["a", "img"]):
+        attribute = "href" if tag.name == "a" else "src"
+        value = tag.get(attribute)
+        if value and not value.startswith("#"):
+            target = rewrite(value, base, tag.name == "img")
+            tag[attribute] = f"<{target}>" if re.search(r"[\s()<>]", target) else target
+    for tag in main.find_all(["nav", "script", "style", "template"]):
+        tag.decompose()
+    markdown = _Converter(heading_style="ATX", bullets="-", code_language_callback=_code_language).convert_soup(main)
+    markdown = re.sub(r"[ \t]+\n", "\n", markdown)
+    markdown = re.sub(r"\n{3,}", "\n\n", markdown).strip("\n")
+    return markdown + "\n" if markdown else ""
+
+
+class _Converter(MarkdownConverter):  # type: ignore[misc]
+    """markdownify with the semantic block elements a documentation page uses read as
+    blocks: a figure and its caption, an expandable section and its summary (each a
+    paragraph, not run into the text around it)."""
+
+    def convert_figure(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        return str(self.convert_div(el, text, parent_tags))
+
+    def convert_details(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        return str(self.convert_div(el, text, parent_tags))
+
+    def convert_summary(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        return str(self.convert_div(el, text, parent_tags))
 
 
 def _code_language(el: Tag) -> str | None:

@@ -216,6 +216,10 @@ _TEMPLATES = (
 
 This page explains how %(title_l)s works with %(topic)s. Read [%(title_a)s](%(link_a)s) first if you are new here.
 
+{%% hint style="info" %%}
+You need the *edit* role on %(topic)s.
+{%% endhint %%}
+
 ## Before you begin
 
 - An account with the *edit* role
@@ -228,9 +232,11 @@ This page explains how %(title_l)s works with %(topic)s. Read [%(title_a)s](%(li
 2. Follow the instructions in [%(title_b)s](%(link_b)s).
 3. Save, then check the result.
 
+{%% code title="run.sh" %%}
 ```bash
 syncd run --profile %(slug)s --retries %(n)s
 ```
+{%% endcode %%}
 """,
     """# %(title)s
 
@@ -247,20 +253,70 @@ See also [%(title_a)s](%(link_a)s) and the older notes in [the archive](%(broken
 
 ## Example
 
+{%% tabs %%}
+{%% tab title="JSON" %%}
 ```json
 {"name": "%(slug)s", "enabled": true, "limit": %(n)s}
 ```
+{%% endtab %%}
+
+{%% tab title="Command line" %%}
+Run `syncd config --limit %(n)s` in a shell.
+{%% endtab %%}
+{%% endtabs %%}
+
+The limit grows with the load:
+
+$$
+limit = %(n)s \\times requests
+$$
 """,
     """# %(title)s
 
-![%(image)s](.gitbook/assets/%(image)s)
+<figure><img src=".gitbook/assets/%(image)s" alt="%(image)s"><figcaption><p>Where %(title_l)s fits</p></figcaption></figure>
 
-The diagram above shows where %(title_l)s fits. The full reference is in [%(title_b)s](%(link_b)s).
+The diagram above shows where %(title_l)s fits ✅. The full reference is in [%(title_b)s](%(link_b)s).
+
+{%% hint style="warning" %%}
+Keep %(topic)s up to date before you change %(title_l)s.
+{%% endhint %%}
 
 ## Notes
 
 - Changes apply within %(n)s minutes.
 - Status of the service: [status page](https://status.example.com).
+
+| Step | Time |
+| --- | --- |
+| Check | %(n)s s |
+
+{%% tabs %%}
+{%% tab title="Console" %%}
+Open %(topic)s and choose **Apply**.
+{%% endtab %%}
+
+{%% tab title="API" %%}
+{%% code title="apply.py" %%}
+```python
+client.apply("%(slug)s", retries=%(n)s)
+```
+{%% endcode %%}
+{%% endtab %%}
+{%% endtabs %%}
+
+<details>
+
+<summary>What if it fails?</summary>
+
+Read [the checklist](.gitbook/assets/%(file)s) and try again.
+
+</details>
+
+{%% embed url="https://www.youtube.com/watch?v=%(slug)s" %%}
+
+$$
+t = %(n)s \\cdot n
+$$
 
 > Tip: keep %(topic)s up to date before you change %(title_l)s.
 """,
@@ -272,9 +328,19 @@ Frequently asked questions about %(title_l)s.
 
 Most failures come from %(topic)s. Check [%(title_a)s](%(link_a)s), then [%(title_b)s](%(link_b)s).
 
+<details>
+
+<summary>Where are the logs?</summary>
+
+In the *logs* folder of %(topic)s.
+
+</details>
+
 ## Where is the checklist?
 
 Download [the checklist](.gitbook/assets/%(file)s) or read the [old page](%(broken)s).
+
+{%% embed url="https://status.example.com" %%}
 """,
 )
 _TEMPLATES_NO_FILE = (_TEMPLATES[0], _TEMPLATES[1])
