@@ -81,7 +81,11 @@ class EmulatorClient:
 
     def dump(self, org: str) -> dict[str, list[tuple[str, Any]]]:
         """The copied view of the organization's canonical dump (see `tests.oracle`)."""
-        return copied_view(self.admin("GET", f"/_emulator/orgs/{org}/dump"))
+        return copied_view(self.admin("GET", f"/_emulator/orgs/{org}/dump"), html_only=self.reads_html_only())
+
+    def reads_html_only(self) -> bool:
+        """Whether the serving profile's website importer reads pages from their HTML alone."""
+        return self.profile_row("import-reads-markdown-alternate") == "divergent"
 
     def profile_row(self, row: str) -> str:
         """Which behaviour the serving profile plays at open point `row`: default or divergent."""

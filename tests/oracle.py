@@ -2,7 +2,10 @@
 
 - `copied_view`: what a copy must reproduce, by path and writable data, so the target's view
   equals the source's after a correct copy (ids differ, paths and content do not); SAML
-  providers only for a copy `--with-access` (the target keeps its own otherwise);
+  providers only for a copy `--with-access` (the target keeps its own otherwise); a page's
+  emoji and hidden flag only where the service's importer reads the markdown alternate (an
+  importer that reads the HTML alone has no place for them: row
+  `import-reads-markdown-alternate`, README "Content that travels");
 - `mirror_mismatches`: whether a syncd mirror holds exactly the objects of the dump.
 """
 
@@ -34,23 +37,29 @@ SAME_NAME = (
 """Kinds whose mirror rows and dump rows share a name and an id."""
 
 
-def _copyable(kind: str, data: Any) -> Any:
+HTML_CANNOT_CARRY = {"page": {"emoji", "hidden"}}
+"""Fields an import that reads a page's HTML alone cannot write (row `import-reads-markdown-alternate`)."""
+
+
+def _copyable(kind: str, data: Any, html_only: bool = False) -> Any:
     """The writable fields; a page's markdown as what it says: an importer may write it in its
     own style (README, "Behaviour profiles", row `import-style`), and a copy promises the words."""
     if not isinstance(data, dict):
         return data
-    out = {k: v for k, v in data.items() if k not in NOT_WRITABLE.get(kind, set())}
+    dropped = NOT_WRITABLE.get(kind, set()) | (HTML_CANNOT_CARRY.get(kind, set()) if html_only else set())
+    out = {k: v for k, v in data.items() if k not in dropped}
     if kind == "page" and isinstance(out.get("markdown"), str):
         title = out.get("title")
         out["markdown"] = meaning(out["markdown"], title if isinstance(title, str) else None)  # a first `# Title` is the title
     return out
 
 
-def copied_view(dump: Mapping[str, Any], *, with_access: bool = False) -> dict[str, list[tuple[str, Any]]]:
-    """The copied kinds of a dump as (path, writable data) rows, in a copy-independent order."""
+def copied_view(dump: Mapping[str, Any], *, with_access: bool = False, html_only: bool = False) -> dict[str, list[tuple[str, Any]]]:
+    """The copied kinds of a dump as (path, writable data) rows, in a copy-independent order;
+    `html_only`: the service's importer reads pages from their HTML alone."""
     kinds = dump["kinds"]
     copied = COPIED + ACCESS if with_access else COPIED
-    out = {kind: [(row["path"], _copyable(kind, row["data"])) for row in kinds.get(kind, [])] for kind in copied}
+    out = {kind: [(row["path"], _copyable(kind, row["data"], html_only)) for row in kinds.get(kind, [])] for kind in copied}
 
     # Kinds without positions are listed in creation order, which concurrent creates do not
     # keep; site parts keep their order within their site, sites themselves have none.

@@ -90,7 +90,7 @@ def _view(emulator: EmulatorClient, org: str) -> dict[str, Any]:
     """What a copy must make equal: the copied kinds, and every file with its bytes' digest
     (the dump numbers a second sibling of one name `#2`: a file or page there twice)."""
     dump = emulator.admin("GET", f"/_emulator/orgs/{org}/dump")
-    return copied_view(dump) | {"file": [(row["path"], row["data"]) for row in dump["kinds"]["file"]]}
+    return copied_view(dump, html_only=emulator.reads_html_only()) | {"file": [(row["path"], row["data"]) for row in dump["kinds"]["file"]]}
 
 
 def shape(emulator: EmulatorClient, org: str, token: str) -> None:
