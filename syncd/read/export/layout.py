@@ -15,7 +15,7 @@ import re
 import shutil
 import unicodedata
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
@@ -442,34 +442,69 @@ def _raw_id(row: Mapping[str, Any]) -> str:
     return str(row["id"]).rsplit("/", 1)[-1]
 
 
-def _claim(taken: set[str], base: str) -> str:
-    """`base`, or `base-2`, `base-3`, ... : the first name not in `taken` (which it joins)."""
-    candidate, number = base, 1
-    while candidate in taken:
-        number += 1
-        suffix = f"-{number}"
-        candidate = base[: SLUG_MAX - len(suffix)].rstrip("-") + suffix
-    taken.add(candidate)
-    return candidate
+class _Names:
+    """The names taken among siblings, and for each way of numbering a name the first number
+    not known to be taken: names are only ever added, so a number once found taken stays
+    taken, and claiming n alike names costs O(n), not O(n²) (issue 41)."""
+
+    def __init__(self, reserved: Iterable[str] = ()) -> None:
+        self.taken: set[str] = set(reserved)
+        self._next: dict[Hashable, int] = {}
+
+    def numbered(self, key: Hashable, name: Callable[[int], str], start: int, end: int | None = None, fold: Callable[[str], str] = str) -> str | None:
+        """The first `name(n)` for n in [start, end) whose `fold` is not taken, which joins
+        them; None if there is none. `key` names the numbering (`name(n)` depends only on
+        it and n) and keeps where the search stopped."""
+        number = self._next.get(key, start)
+        while end is None or number < end:
+            candidate = name(number)
+            number += 1
+            if fold(candidate) not in self.taken:
+                self._next[key] = number
+                self.taken.add(fold(candidate))
+                return candidate
+        self._next[key] = number
+        return None
 
 
-def _claim_file(taken: set[str], name: str) -> str:
-    """`name`, or `stem-2.ext`, `stem-3.ext`, ...: the first not in `taken` whatever its case."""
+def _claim(names: _Names, base: str) -> str:
+    """`base`, or `base-2`, `base-3`, ... : the first name not taken (which it joins). A
+    numbered name is cut to `SLUG_MAX` with its suffix, so its stem depends on the number's
+    digits: the numbering is (stem, digits), shared by the bases cut alike."""
+    if base not in names.taken:
+        names.taken.add(base)
+        return base
+    digits = 1
+    while True:
+        stem = base[: SLUG_MAX - 1 - digits].rstrip("-")
+        first = 2 if digits == 1 else 10 ** (digits - 1)
+        if (found := names.numbered((stem, digits), lambda n: f"{stem}-{n}", first, 10**digits)) is not None:
+            return found
+        digits += 1
+
+
+def _claim_file(names: _Names, name: str) -> str:
+    """`name`, or `stem-2.ext`, `stem-3.ext`, ...: the first not taken whatever its case
+    (`names` holds lower-case names)."""
     stem, dot, extension = name.rpartition(".")
     if not dot:
         stem, extension = name, ""
-    candidate, number = name, 1
-    while candidate.lower() in taken:
-        number += 1
-        candidate = f"{stem[: _ASSET_MAX - 8 - len(extension)]}-{number}{dot}{extension}"
-    taken.add(candidate.lower())
-    return candidate
+    if name.lower() not in names.taken:
+        names.taken.add(name.lower())
+        return name
+    head, tail = stem[: _ASSET_MAX - 8 - len(extension)], dot + extension
+    # Names that differ only in case share their numbering; lower() is per character only
+    # in ASCII (a Greek final sigma depends on what follows), which asset names are.
+    key = (head.lower(), tail.lower()) if name.isascii() else (head, tail)
+    found = names.numbered(key, lambda n: f"{head}-{n}{tail}", 2, fold=str.lower)
+    assert found is not None  # no end: some number is free
+    return found
 
 
 def _assign(items: Iterable[tuple[Any, str]], reserved: Iterable[str] = ()) -> list[tuple[Any, str]]:
     """(item, unique slug) in the given order: the first keeps its slug, later ones get -2, -3, ..."""
-    taken = set(reserved)
-    return [(item, _claim(taken, base)) for item, base in items]
+    names = _Names(reserved)
+    return [(item, _claim(names, base)) for item, base in items]
 
 
 def _children(rows: Iterable[dict[str, Any]]) -> dict[tuple[str | None, str | None], list[dict[str, Any]]]:
