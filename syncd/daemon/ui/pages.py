@@ -64,8 +64,9 @@ def _cookie(response: web.StreamResponse, name: str, value: str, request: web.Re
 
 
 def _safe_next(value: str | None) -> str:
-    """Where to go after the login: a page of `/ui/` only (never another site, `//host`)."""
-    if value and value.startswith("/ui/") and not value.startswith("/ui//") and "\\" not in value and "\n" not in value:
+    """Where to go after the login: a page of `/ui/` only (never another site, `//host`),
+    printable (a control character, `\r` among them, cannot go into a header)."""
+    if value and value.startswith("/ui/") and not value.startswith("/ui//") and "\\" not in value and value.isprintable():
         return value
     return "/ui/"
 
