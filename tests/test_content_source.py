@@ -96,3 +96,13 @@ async def test_the_public_url_is_what_urls_are_made_of() -> None:
 async def test_a_wildcard_address_is_published_through_loopback() -> None:
     async with serve_content(ContentSourceConfig(host="0.0.0.0")) as source:
         assert source.public_url.startswith("http://127.0.0.1:")
+
+
+def test_same_titled_pages_are_served_as_numbered_paths() -> None:
+    """Pages of one title under one parent get `notes`, `notes-2`, ... (the numbering is
+    remembered: linear in their number, issue 41), after the paths already read."""
+    rows = [_row("space", "S", {"title": "Guide"}, ("organization", "O"), 0)]
+    rows += [_row("page", "S/read", {"title": "Read", "path": "notes-3", "markdown": ""}, ("space", "S"), 0)]
+    rows += [_row("page", f"S/p{i}", {"title": "Notes", "markdown": ""}, ("space", "S"), i + 1) for i in range(3000)]
+    site = site_of_space(Snapshot.from_rows("src", "O", rows), "S", {})
+    assert [page.path for page in site.pages] == ["notes-3", "notes", "notes-2"] + [f"notes-{n}" for n in range(4, 3002)]

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from syncd.read.export import export_mirror
-from syncd.read.export.layout import _ASSET_MAX, SLUG_MAX, _claim, _claim_file, _Names
+from syncd.sibling_names import SiblingNames
+from syncd.read.export.layout import _ASSET_MAX, SLUG_MAX, _claim, _claim_file
 from tests.test_export import _row, load, write_backup
 
 COUNT = 8_000
@@ -86,14 +87,14 @@ _files = st.one_of(_file_parts, st.builds(lambda a, n: a.replace(".", f"-{n}.", 
 @settings(max_examples=300)
 @given(st.lists(st.sampled_from(["", "readme", "notes", "notes-3", _LONG[:-1] + "-2"]), max_size=3), st.lists(_slugs, max_size=200))
 def test_claim_names_as_before(reserved: list[str], bases: list[str]) -> None:
-    old, new = set(reserved), _Names(reserved)
+    old, new = set(reserved), SiblingNames(reserved)
     assert [_old_claim(old, b) for b in bases] == [_claim(new, b) for b in bases]
 
 
 @settings(max_examples=300)
 @given(st.lists(_files, max_size=200))
 def test_claim_file_names_as_before(names: list[str]) -> None:
-    old, new = set[str](), _Names()
+    old, new = set[str](), SiblingNames()
     assert [_old_claim_file(old, n) for n in names] == [_claim_file(new, n) for n in names]
 
 
@@ -101,7 +102,7 @@ def test_alike_long_names_share_their_numbered_names() -> None:
     """Long names that differ only past the numbered names' cut share those names: the
     numbering is kept per cut stem, not per name, and still gives the old names."""
     bases = ["a" * SLUG_MAX + f"{i:03d}" for i in range(1000)] * 2
-    names, old = _Names(), set[str]()
+    names, old = SiblingNames(), set[str]()
     claimed = [_claim(names, b) for b in bases]
     assert claimed == [_old_claim(old, b) for b in bases]
     assert claimed[1000:1003] == ["a" * (SLUG_MAX - 2) + "-2", "a" * (SLUG_MAX - 2) + "-3", "a" * (SLUG_MAX - 2) + "-4"]

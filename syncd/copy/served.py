@@ -29,6 +29,7 @@ from syncd.logging import get_logger
 from syncd.read.blob_download import download_files
 from syncd.read.blobs import BlobRefused, BlobStore
 from syncd.safe_text import one_line
+from syncd.sibling_names import SiblingNames
 
 __all__ = ["Publisher", "held_blobs", "site_of_space"]
 
@@ -103,7 +104,7 @@ def site_of_space(snapshot: Snapshot, space_id: str, blobs: Mapping[str, Path]) 
     """The site of a space as a snapshot holds it; `blobs` maps a file's row id to the path of
     its bytes (files not in it are listed as missing, neither served nor linked)."""
     space = snapshot.get("space", space_id)
-    taken: set[str] = set()
+    taken = SiblingNames()
 
     def pages_under(parent: tuple[str, str], prefix: str) -> list[SitePage]:
         out = []
@@ -128,7 +129,7 @@ def _slug(title: str) -> str:
     return _SEGMENT.sub("-", title.lower()).strip("-") or "page"
 
 
-def _page_path(node: Node, prefix: str, title: str, taken: set[str]) -> str:
+def _page_path(node: Node, prefix: str, title: str, taken: SiblingNames) -> str:
     """The page's path as read (the links of the stored markdown use it) when it lies under
     its parent's; else a slug of its title under its parent. Unique, and no segment an
     importer could take for a step up or aside (`..`, `.`, empty)."""
@@ -136,11 +137,11 @@ def _page_path(node: Node, prefix: str, title: str, taken: set[str]) -> str:
     read = path.strip("/") if isinstance(path, str) else ""
     wanted = read if read and read.startswith(prefix) and "/" not in read[len(prefix) :] else prefix + (text(node.data.get("slug")) or _slug(title))
     wanted = "/".join(segment if segment not in ("", ".", "..") else "page" for segment in wanted.split("/"))
-    candidate, n = wanted, 2
-    while candidate in taken:
-        candidate, n = f"{wanted}-{n}", n + 1
-    taken.add(candidate)
-    return candidate
+    if taken.free(wanted):
+        return wanted
+    found = taken.numbered(wanted, lambda n: f"{wanted}-{n}", 2)
+    assert found is not None  # no end: some number is free
+    return found
 
 
 def _file(node: Node, path: Path | None) -> ServedFile:

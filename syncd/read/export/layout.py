@@ -15,13 +15,14 @@ import re
 import shutil
 import unicodedata
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 from syncd.errors import SyncdError
 from syncd.files import PRIVATE_FILE, private_dir, storage_error
 from syncd.read.blobs import BlobRefused, BlobStore
+from syncd.sibling_names import SiblingNames
 
 MARKER = ".syncd-export"
 MAX_REMOVED_RATIO = 0.5
@@ -442,37 +443,11 @@ def _raw_id(row: Mapping[str, Any]) -> str:
     return str(row["id"]).rsplit("/", 1)[-1]
 
 
-class _Names:
-    """The names taken among siblings, and for each way of numbering a name the first number
-    not known to be taken: names are only ever added, so a number once found taken stays
-    taken, and claiming n alike names costs O(n), not O(n²) (issue 41)."""
-
-    def __init__(self, reserved: Iterable[str] = ()) -> None:
-        self.taken: set[str] = set(reserved)
-        self._next: dict[Hashable, int] = {}
-
-    def numbered(self, key: Hashable, name: Callable[[int], str], start: int, end: int | None = None, fold: Callable[[str], str] = str) -> str | None:
-        """The first `name(n)` for n in [start, end) whose `fold` is not taken, which joins
-        them; None if there is none. `key` names the numbering (`name(n)` depends only on
-        it and n) and keeps where the search stopped."""
-        number = self._next.get(key, start)
-        while end is None or number < end:
-            candidate = name(number)
-            number += 1
-            if fold(candidate) not in self.taken:
-                self._next[key] = number
-                self.taken.add(fold(candidate))
-                return candidate
-        self._next[key] = number
-        return None
-
-
-def _claim(names: _Names, base: str) -> str:
+def _claim(names: SiblingNames, base: str) -> str:
     """`base`, or `base-2`, `base-3`, ... : the first name not taken (which it joins). A
     numbered name is cut to `SLUG_MAX` with its suffix, so its stem depends on the number's
     digits: the numbering is (stem, digits), shared by the bases cut alike."""
-    if base not in names.taken:
-        names.taken.add(base)
+    if names.free(base):
         return base
     digits = 1
     while True:
@@ -483,14 +458,13 @@ def _claim(names: _Names, base: str) -> str:
         digits += 1
 
 
-def _claim_file(names: _Names, name: str) -> str:
+def _claim_file(names: SiblingNames, name: str) -> str:
     """`name`, or `stem-2.ext`, `stem-3.ext`, ...: the first not taken whatever its case
     (`names` holds lower-case names)."""
     stem, dot, extension = name.rpartition(".")
     if not dot:
         stem, extension = name, ""
-    if name.lower() not in names.taken:
-        names.taken.add(name.lower())
+    if names.free(name, fold=str.lower):
         return name
     head, tail = stem[: _ASSET_MAX - 8 - len(extension)], dot + extension
     # Names that differ only in case share their numbering; lower() is per character only
@@ -503,7 +477,7 @@ def _claim_file(names: _Names, name: str) -> str:
 
 def _assign(items: Iterable[tuple[Any, str]], reserved: Iterable[str] = ()) -> list[tuple[Any, str]]:
     """(item, unique slug) in the given order: the first keeps its slug, later ones get -2, -3, ..."""
-    names = _Names(reserved)
+    names = SiblingNames(reserved)
     return [(item, _claim(names, base)) for item, base in items]
 
 

@@ -28,7 +28,6 @@ from syncd.read.export.layout import (
     _children,
     _claim,
     _claim_file,
-    _Names,
     _order,
     _Plan,
     _prepare_target,
@@ -42,6 +41,7 @@ from syncd.read.export.layout import (
 from syncd.read.export.links import _link_text, _resolver, asset_name, rewritten_lines
 from syncd.read.export.sites import write_sites
 from syncd.safe_text import one_line
+from syncd.sibling_names import SiblingNames
 from syncd.scope import EVERYTHING, Scope
 from syncd.selection import LINK_KINDS, VALUE_KINDS, Dependency, content_dependencies, item_of_row, select
 
@@ -272,9 +272,9 @@ class _Exporter:
                 kids[parent_of(row)].append((kind, row))
         space_paths: dict[str, str] = {}
         placed: set[str] = set()
-        top_taken = _Names(_ORG_RESERVED)
+        top_taken = SiblingNames(_ORG_RESERVED)
 
-        def place(items: list[tuple[str, dict[str, Any]]], where: tuple[str, ...], taken: _Names) -> None:
+        def place(items: list[tuple[str, dict[str, Any]]], where: tuple[str, ...], taken: SiblingNames) -> None:
             for kind, row in items:
                 if row["id"] in placed:
                     continue
@@ -282,7 +282,7 @@ class _Exporter:
                 path = where + (_claim(taken, slugify(_title(row), kind)),)
                 if kind == "collection":
                     self.tree.json(path + ("collection.json",), row["data"])
-                    place(kids.get(row["id"], []), path, _Names(_WINDOWS_RESERVED))
+                    place(kids.get(row["id"], []), path, SiblingNames(_WINDOWS_RESERVED))
                 else:
                     space_paths[row["id"]] = "/".join(path[len(base) :])
                     self.space(row, path)
@@ -351,7 +351,7 @@ class _Exporter:
         """Write the binaries of `files` (in name order) under `.gitbook/assets/`; returns each
         file name -> the path of its binary from the content's root (the first of a name wins),
         whether the binary could be written or is missing from the backup."""
-        taken = _Names()
+        taken = SiblingNames()
         by_name: dict[str, str] = {}
         for row in files:
             name = row["data"].get("name")
@@ -382,7 +382,7 @@ class _Exporter:
         page_files: dict[str, str] = {}  # page path (from the API, else from the slugs) -> its file
         done: set[str] = set()
 
-        def walk(siblings: list[dict[str, Any]], folder: tuple[str, ...], taken: _Names, depth: int, under: str) -> None:
+        def walk(siblings: list[dict[str, Any]], folder: tuple[str, ...], taken: SiblingNames, depth: int, under: str) -> None:
             for row in siblings:
                 if row["id"] in done:
                     continue
@@ -400,9 +400,9 @@ class _Exporter:
                 path = api_path if isinstance(api_path, str) and api_path else under + str(own_slug or slug)
                 page_files.setdefault(path.strip("/"), rel)
                 if children:
-                    walk(children, folder + (slug,), _Names(_PAGE_RESERVED), depth + 1, path.strip("/") + "/")
+                    walk(children, folder + (slug,), SiblingNames(_PAGE_RESERVED), depth + 1, path.strip("/") + "/")
 
-        top_taken = _Names(_PAGE_RESERVED)
+        top_taken = SiblingNames(_PAGE_RESERVED)
         walk([r for r in rows if r["parent_kind"] != kind], (), top_taken, 0, "")
         # Pages whose parent page is missing go to the top, after the others; so do pages
         # caught in a parent cycle.
