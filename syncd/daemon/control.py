@@ -10,6 +10,7 @@ in this order, so that neither the network nor a web page in the operator's brow
 2. Every route but `/healthz` needs `Authorization: Bearer <token>`: `daemon.token`, or the
    token the daemon made at start when none is configured (in `state/daemon.json`, mode
    0600): else 401. Off loopback the configuration refuses to load without `daemon.token`.
+   Wrong bearers are slowed per client address (`syncd.daemon.login_limit`): else 429.
 3. A request that changes something (any method but GET and HEAD) must say
    `Content-Type: application/json`: else 415. A form or a `text/plain` fetch of a web page
    cannot say it without a CORS preflight, which this API never grants.

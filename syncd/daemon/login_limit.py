@@ -5,7 +5,7 @@ tried ~1,400 guesses a second. Each client address may get `FREE_FAILURES` token
 that every further wrong token makes it wait, twice as long each time (1 s, 2 s, ... up to
 `MAX_WAIT`), and while it waits every request of it that needs the token is answered 429 with
 `Retry-After`, unchecked (so a wait tells nothing about the token). The right token is never
-locked out for longer than the current wait: once it passes, the client's count is forgotten.
+locked out for longer than the current wait, and once it is given the client's count is cleared.
 A client quiet for `FORGET_AFTER` is forgotten too. Memory is bounded: at most `MAX_CLIENTS`
 addresses are remembered, the one whose last failure is oldest dropped first.
 
