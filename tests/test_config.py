@@ -514,7 +514,7 @@ def test_full_every_defaults_to_a_day_and_zero_means_never(tmp_path: Path) -> No
 
 def test_the_container_example_needs_its_tokens_from_the_environment() -> None:
     path = REPO / "config" / "syncd.container.toml"
-    env = {"SYNCD_DAEMON__TOKEN": "control", "SRC_TOKEN": "s", "DST_TOKEN": "d"}
+    env = {"SYNCD_DAEMON__TOKEN": "container-control-token", "SRC_TOKEN": "s", "DST_TOKEN": "d"}
     settings = load_settings(path, env=env)
     assert settings.daemon.host == "0.0.0.0" and [job.kind for job in settings.jobs] == ["sync", "backup", "mirror"]
     assert all(settings.tenant(name).resolved_token() for name in settings.tenants)

@@ -127,7 +127,7 @@ def test_daemon_runs_jobs_serves_control_api_reloads_and_stops(
         unknown = _cli("trigger", "nope", "--config", str(config), cwd=tmp_path)
         assert unknown.returncode == 1
         assert unknown.stderr.strip().splitlines() == ["syncd: error: daemon: unknown job 'nope' (configured: backup, mirror, sync)"]
-        wrong = _cli("jobs", "--config", str(config), "--url", daemon.url, cwd=tmp_path, env={"SYNCD_DAEMON__TOKEN": "not-the-token"})
+        wrong = _cli("jobs", "--config", str(config), "--url", daemon.url, cwd=tmp_path, env={"SYNCD_DAEMON__TOKEN": "not-the-token-at-all"})
         assert wrong.returncode == 1
         assert wrong.stderr.strip().splitlines() == ["syncd: error: daemon: missing or wrong token in the Authorization header (daemon.token)"]
 

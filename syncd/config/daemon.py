@@ -11,7 +11,10 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 
 from syncd.config.base import Host, Seconds, StrictModel, raise_at, trimmed_secret
 
-__all__ = ["DaemonConfig", "host_key"]
+__all__ = ["MIN_TOKEN_LENGTH", "DaemonConfig", "host_key"]
+
+MIN_TOKEN_LENGTH = 16
+"""A `daemon.token` shorter than this is refused: it guards every job, and a short one is guessed."""
 
 
 def _is_loopback(host: str) -> bool:
@@ -62,7 +65,13 @@ class DaemonConfig(StrictModel):
     @field_validator("token")
     @classmethod
     def _token_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
-        return trimmed_secret(value)  # trimmed like tenant tokens
+        value = trimmed_secret(value)  # trimmed like tenant tokens
+        if value is not None and len(value.get_secret_value()) < MIN_TOKEN_LENGTH:
+            raise ValueError(
+                f"must be at least {MIN_TOKEN_LENGTH} characters (e.g. the output of `openssl rand -hex 24`): "
+                "it opens the control API and the web page"
+            )
+        return value
 
     @field_validator("allowed_hosts")
     @classmethod

@@ -10,6 +10,7 @@ in this order, so that neither the network nor a web page in the operator's brow
 2. Every route but `/healthz` needs `Authorization: Bearer <token>`: `daemon.token`, or the
    token the daemon made at start when none is configured (in `state/daemon.json`, mode
    0600): else 401. Off loopback the configuration refuses to load without `daemon.token`.
+   Wrong bearers are slowed per client address (`syncd.daemon.login_limit`): else 429.
 3. A request that changes something (any method but GET and HEAD) must say
    `Content-Type: application/json`: else 415. A form or a `text/plain` fetch of a web page
    cannot say it without a CORS preflight, which this API never grants.
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from aiohttp import web
 
 from syncd.config import host_key
+from syncd.daemon.login_limit import LOGIN_LIMIT, LoginLimit, retry_after
 from syncd.daemon.metrics import CONTENT_TYPE
 from syncd.daemon.pauses import JobPaused, NothingToCancel, who
 from syncd.daemon.ui.pages import create_ui_app
@@ -175,9 +177,19 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
             return web.Response(status=308, headers={"Location": "/ui/"})
         return await handler(request)  # its session and CSRF checks: syncd.daemon.ui.guard
     if request.path not in _OPEN_PATHS:
+        limit = request.app[LOGIN_LIMIT]
+        wait = limit.wait(request.remote)
+        if wait > 0:  # answered before the token is looked at: a wait tells nothing about it
+            response = _error(429, f"too many wrong tokens from this address: try again in {retry_after(wait)} s")
+            response.headers["Retry-After"] = retry_after(wait)
+            return response
         scheme, _, given = request.headers.get("Authorization", "").partition(" ")
         expected = daemon.control_token.get_secret_value().encode()
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected):
+        if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), expected):
+            limit.succeeded(request.remote)
+        else:
+            if scheme.lower() == "bearer":  # a guess; no header at all is none
+                limit.failed(request.remote)
             # No "bearer <word>" in the message: log and error redaction would mask the word.
             where = (
                 "daemon.token"
@@ -317,6 +329,7 @@ async def get_run(request: web.Request) -> web.Response:
 def create_control_app(daemon: ControlledDaemon) -> web.Application:
     app = web.Application(middlewares=[_guard])
     app[DAEMON] = daemon
+    app[LOGIN_LIMIT] = LoginLimit()  # one for the bearer check and the page's login (config_dict)
     app.add_routes(routes)
     app.add_subapp("/ui/", create_ui_app(daemon))
     return app

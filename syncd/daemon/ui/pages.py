@@ -21,6 +21,7 @@ from aiohttp import web
 
 from syncd.copy.planfile import PlanFileError
 from syncd.copy.review import ACTIONS
+from syncd.daemon.login_limit import LOGIN_LIMIT, retry_after
 from syncd.daemon.progress import estimate, previous_size
 from syncd.daemon.pauses import JobPaused, NothingToCancel, who
 from syncd.daemon.run_history import RunRecord
@@ -99,10 +100,18 @@ async def login_page(request: web.Request) -> web.Response:
 @routes.post("/login")
 async def login(request: web.Request) -> web.Response:
     form = await request.post()
+    limit = request.config_dict[LOGIN_LIMIT]  # shared with the control API's bearer check
+    wait = limit.wait(request.remote)
+    if wait > 0:  # answered before the token is looked at: a wait tells nothing about it
+        response = _login_form(request, status=429, error=f"too many wrong tokens from this address: try again in {retry_after(wait)} s")
+        response.headers["Retry-After"] = retry_after(wait)
+        return response
     given = form.get("token")
     expected = _daemon(request).control_token.get_secret_value()
     if not isinstance(given, str) or not same_secret(given.strip(), expected):
+        limit.failed(request.remote)
         return _login_form(request, status=401, error="wrong token: give daemon.token, or the token of daemon.json in the daemon's state_dir")
+    limit.succeeded(request.remote)
     next_page = form.get("next")
     redirect = web.Response(status=303, headers={"Location": _safe_next(next_page if isinstance(next_page, str) else None)})
     _cookie(redirect, COOKIE, make_session(expected, time.time()), request, SESSION_SECONDS)
