@@ -10,6 +10,7 @@ A real `syncd serve` on loopback, spoken to as the proxy would forward a browser
 from __future__ import annotations
 
 import http.client
+import json
 import re
 from collections.abc import Iterator
 from http.cookies import SimpleCookie
@@ -19,6 +20,7 @@ from urllib.parse import unquote, urlencode, urlsplit
 import pytest
 from pydantic import ValidationError
 
+from syncd.cli import main
 from syncd.config.daemon import DaemonConfig
 from tests.daemon_support import DaemonProcess, toml_value
 
@@ -187,3 +189,20 @@ def test_a_public_url_gives_the_pages_origin_and_prefix(given: str, origin: str,
 def test_a_public_url_that_is_not_an_address_is_refused(given: str) -> None:
     with pytest.raises(ValidationError, match="public_url"):
         DaemonConfig(public_url=given)
+
+
+def test_config_check_shows_the_public_url_and_refuses_a_bad_one_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    path = tmp_path / "syncd.toml"
+    path.write_text(f'[daemon]\npublic_url = "{PUBLIC}/"\n')
+    assert main(["config", "check", "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert PUBLIC in out and f"{PUBLIC}/ui/" in out
+    assert main(["config", "check", "--config", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["daemon"]["public_url"] == PUBLIC
+    path.write_text('[daemon]\npublic_url = "https://docs.example.com/?x=1"\n')
+    assert main(["config", "check", "--config", str(path)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "daemon.public_url" in line and "query" in line
