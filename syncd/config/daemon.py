@@ -44,9 +44,9 @@ def host_key(text: str) -> str | None:
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-_PREFIX_SEGMENT = re.compile(r"(?:[A-Za-z0-9._~!$&'()*+,=:@-]|%[0-9A-Fa-f]{2})+")
-"""A segment of `public_url`'s path: what a URL path may hold unencoded, but no `;` (it would
-end the cookie's `Path`), no quote, space or control character."""
+_PREFIX_SEGMENT = re.compile(r"[A-Za-z0-9._~-]+")
+"""A segment of `public_url`'s path: unreserved characters only, so the prefix goes as it is
+into links, `Location` and the cookie's `Path` (no `;`, quote, space or escape to get wrong)."""
 
 
 def _public_url(text: str) -> str:
