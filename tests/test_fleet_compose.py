@@ -39,9 +39,14 @@ def test_each_replica_of_compose_loads_the_example_under_its_own_name(service: s
     assert (url.hostname, url.password) == ("postgres", None)  # the compose service; the password is PGPASSWORD's
     assert env["PGPASSWORD"] == "value-of-syncd_pg_password"
     assert settings.daemon.token is not None and settings.daemon.host == "0.0.0.0"
-    # The web page is on, and a browser on the host reaches it as localhost:PORT, a name the
-    # Host check accepts without allowed_hosts.
+    # The web page is on, and a browser on the host reaches it through the TLS proxy of compose
+    # (issue 41): daemon.public_url is the address its Caddyfile serves, with the prefix it strips.
     assert settings.daemon.ui and re.search(r'"127\.0\.0\.1:\d+:8790"', COMPOSE.read_text())
+    public = urlsplit(settings.daemon.public_url or "")
+    caddy = (REPO / "config" / "Caddyfile").read_text()
+    assert public.scheme == "https" and f"https://{public.netloc} {{" in caddy
+    assert f"handle_path {public.path}/* {{" in caddy and "reverse_proxy syncd-1:8790 syncd-2:8790" in caddy
+    assert f'"127.0.0.1:{public.port}:{public.port}"' in COMPOSE.read_text() and "./config/Caddyfile:/etc/caddy/Caddyfile:ro" in COMPOSE.read_text()
     assert settings.tenant("src").resolved_token().get_secret_value() == "value-of-src_token"
     assert {job.kind for job in settings.jobs} == {"sync", "backup", "mirror"}
     text = COMPOSE.read_text()

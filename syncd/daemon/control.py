@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from aiohttp import web
 
 from syncd.config import host_key
+from syncd.config.daemon import public_address
 from syncd.daemon.login_limit import LOGIN_LIMIT, LoginLimit, retry_after
 from syncd.daemon.metrics import CONTENT_TYPE
 from syncd.daemon.pauses import JobPaused, NothingToCancel, who
@@ -129,6 +130,11 @@ def _host_of(value: str) -> str | None:
 def _allowed_hosts(daemon: ControlledDaemon) -> set[str]:
     config = daemon.settings.daemon
     names = set(_LOOPBACK_NAMES) | set(config.allowed_hosts)
+    public, _prefix = public_address(config.public_url)
+    if public is not None:  # the host users reach the daemon by (a TLS proxy's)
+        host = _host_of(public.partition("://")[2])
+        if host is not None:
+            names.add(host)
     listened = host_key(config.host)
     if listened is not None:
         try:
@@ -174,7 +180,8 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         if not daemon.settings.daemon.ui:
             return _error(404, "the web page is off (daemon.ui = false)")
         if request.path == "/ui":
-            return web.Response(status=308, headers={"Location": "/ui/"})
+            _origin, prefix = public_address(daemon.settings.daemon.public_url)
+            return web.Response(status=308, headers={"Location": f"{prefix}/ui/"})
         return await handler(request)  # its session and CSRF checks: syncd.daemon.ui.guard
     if request.path not in _OPEN_PATHS:
         limit = request.app[LOGIN_LIMIT]

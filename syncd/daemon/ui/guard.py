@@ -6,7 +6,8 @@
 2. Every page but the login form and the static files needs the session cookie
    (`syncd.daemon.ui.session`): a browser is sent to the login form, a live refresh gets 401.
 3. Every POST comes from the page itself: `Sec-Fetch-Site`, when the browser sends it, says
-   `same-origin`; `Origin`, when sent, is this very origin; and the form carries the CSRF token
+   `same-origin`; `Origin`, when sent, is this very origin (`daemon.public_url`'s behind a
+   proxy: `syncd.daemon.ui.address`); and the form carries the CSRF token
    of the session (the login form: the nonce of its cookie). Else 403, nothing done.
 """
 
@@ -19,6 +20,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
+from syncd.daemon.ui.address import address_of
 from syncd.daemon.ui.render import page
 from syncd.daemon.ui.session import csrf_token, same_secret, session_valid
 
@@ -68,13 +70,18 @@ def _cross_site(request: web.Request) -> str | None:
     if fetch_site is not None and fetch_site not in ("same-origin", "none"):
         return f"a {fetch_site} request may not change anything here"
     origin = request.headers.get("Origin")  # "null" (a sandboxed or privacy-stripped page) too
-    if origin is not None and origin.rstrip("/").lower() != f"{request.scheme}://{request.host}".lower():
+    expected = address_of(request.config_dict[DAEMON]).expected_origin(request)
+    if origin is not None and origin.rstrip("/").lower() != expected.lower():
         return "the form was not sent by this page"
     return None
 
 
-def _refused(status: int, message: str) -> web.Response:
-    return page("error.html", status=status, title="Refused", message=message, session=None)
+def _root(request: web.Request) -> str:
+    return address_of(request.config_dict[DAEMON]).root
+
+
+def _refused(request: web.Request, status: int, message: str) -> web.Response:
+    return page("error.html", status=status, title="Refused", message=message, session=None, ui=_root(request))
 
 
 async def _checked(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -87,14 +94,14 @@ async def _checked(request: web.Request, handler: Handler) -> web.StreamResponse
             if reason is None and (nonce is None or not same_secret(_text(form.get("csrf")), nonce)):
                 reason = "the login form expired: load it again"
             if reason is not None:
-                return _refused(403, reason)
+                return _refused(request, 403, reason)
         return await handler(request)
     token = _token(request)
     cookie = request.cookies.get(COOKIE)
     if cookie is None or not session_valid(cookie, token, time.time()):
         if request.method == "GET" and "part" not in request.query:
-            raise web.HTTPSeeOther(f"/ui/login?next={_next(request)}")
-        return _refused(401, "log in first (the session expired or was never opened)")
+            raise web.HTTPSeeOther(f"{_root(request)}login?next={_next(request)}")
+        return _refused(request, 401, "log in first (the session expired or was never opened)")
     request[SESSION] = Session(cookie, csrf_token(cookie, token))
     if request.method not in ("GET", "HEAD"):
         reason = _cross_site(request)
@@ -103,7 +110,7 @@ async def _checked(request: web.Request, handler: Handler) -> web.StreamResponse
             if not same_secret(_text(form.get("csrf")), request[SESSION].csrf):
                 reason = "the form carries no valid CSRF token: reload the page and try again"
         if reason is not None:
-            return _refused(403, reason)
+            return _refused(request, 403, reason)
     return await handler(request)
 
 
@@ -121,7 +128,9 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         response = await _checked(request, handler)
     except web.HTTPException as exc:
         if exc.status >= 400:
-            response = page("error.html", status=exc.status, title=exc.reason, message=exc.text or exc.reason, session=request.get(SESSION))
+            response = page(
+                "error.html", status=exc.status, title=exc.reason, message=exc.text or exc.reason, session=request.get(SESSION), ui=_root(request)
+            )  # fmt: skip
         else:  # a redirect
             response = web.Response(status=exc.status, headers={"Location": exc.headers.get("Location", "/ui/")})
     for name, value in HEADERS.items():

@@ -25,6 +25,7 @@ from syncd.daemon.login_limit import LOGIN_LIMIT, retry_after
 from syncd.daemon.progress import estimate, previous_size
 from syncd.daemon.pauses import JobPaused, NothingToCancel, who
 from syncd.daemon.run_history import RunRecord
+from syncd.daemon.ui.address import address_of
 from syncd.daemon.ui.chart import history_chart
 from syncd.daemon.ui.guard import COOKIE, DAEMON, LOGIN_COOKIE, guard, session_of
 from syncd.daemon.ui.plans import filtered, grouped, plan_files, read_plan
@@ -49,7 +50,17 @@ def _daemon(request: web.Request) -> Any:
 
 def _common(request: web.Request, **values: Any) -> dict[str, Any]:
     daemon = _daemon(request)
-    return {"session": session_of(request), "fleet": _fleet(daemon) is not None, "now": datetime.now(UTC), **values}
+    return {"session": session_of(request), "fleet": _fleet(daemon) is not None, "now": datetime.now(UTC), "ui": _root(request), **values}
+
+
+def _root(request: web.Request) -> str:
+    """Where the page's URLs start as the browser sees them (`/PREFIX/ui/` behind a proxy)."""
+    return address_of(_daemon(request)).root
+
+
+def _sent(request: web.Request, path: str) -> str:
+    """A page of the daemon's (`/ui/...`) as a URL the browser is sent to (`syncd.daemon.ui.address`)."""
+    return address_of(_daemon(request)).url(path)
 
 
 def _fleet(daemon: Any) -> Any:
@@ -59,8 +70,9 @@ def _fleet(daemon: Any) -> Any:
 
 
 def _cookie(response: web.StreamResponse, name: str, value: str, request: web.Request, max_age: int) -> None:
+    address = address_of(_daemon(request))
     response.set_cookie(
-        name, value, path="/ui/", httponly=True, samesite="Strict", secure=request.scheme == "https", max_age=max_age
+        name, value, path=address.root, httponly=True, samesite="Strict", secure=address.secure_for(request), max_age=max_age
     )  # fmt: skip
 
 
@@ -86,7 +98,7 @@ def _page(request: web.Request, template: str, title: str, part: str, values: di
 def _login_form(request: web.Request, *, status: int = 200, error: str | None = None) -> web.Response:
     nonce = login_nonce()
     response = page(
-        "login.html", status=status, session=None, fleet=False, error=error, nonce=nonce, next=_safe_next(request.query.get("next"))
+        "login.html", status=status, session=None, fleet=False, error=error, nonce=nonce, next=_safe_next(request.query.get("next")), ui=_root(request)
     )  # fmt: skip
     _cookie(response, LOGIN_COOKIE, nonce, request, 3600)
     return response
@@ -113,16 +125,16 @@ async def login(request: web.Request) -> web.Response:
         return _login_form(request, status=401, error="wrong token: give daemon.token, or the token of daemon.json in the daemon's state_dir")
     limit.succeeded(request.remote)
     next_page = form.get("next")
-    redirect = web.Response(status=303, headers={"Location": _safe_next(next_page if isinstance(next_page, str) else None)})
+    redirect = web.Response(status=303, headers={"Location": _sent(request, _safe_next(next_page if isinstance(next_page, str) else None))})
     _cookie(redirect, COOKIE, make_session(expected, time.time()), request, SESSION_SECONDS)
-    redirect.del_cookie(LOGIN_COOKIE, path="/ui/")
+    redirect.del_cookie(LOGIN_COOKIE, path=_root(request))
     return redirect
 
 
 @routes.post("/logout")
 async def logout(request: web.Request) -> web.Response:
-    response = web.Response(status=303, headers={"Location": "/ui/login"})
-    response.del_cookie(COOKIE, path="/ui/")
+    response = web.Response(status=303, headers={"Location": f"{_root(request)}login"})
+    response.del_cookie(COOKIE, path=_root(request))
     return response
 
 
@@ -169,13 +181,13 @@ async def trigger(request: web.Request) -> web.Response:
         result = daemon.trigger(state.config.name)
     except JobPaused as exc:
         raise web.HTTPConflict(text=str(exc)) from None
-    return web.Response(status=303, headers={"Location": f"/ui/runs/{result.run.id}"})
+    return web.Response(status=303, headers={"Location": _sent(request, f"/ui/runs/{result.run.id}")})
 
 
 async def _back(request: web.Request) -> web.Response:
     """Back to the page the form was on (its `back` field: a page of `/ui/` only)."""
     back = (await request.post()).get("back")
-    return web.Response(status=303, headers={"Location": _safe_next(back if isinstance(back, str) else None)})
+    return web.Response(status=303, headers={"Location": _sent(request, _safe_next(back if isinstance(back, str) else None))})
 
 
 def _operator(request: web.Request) -> str:
@@ -200,7 +212,7 @@ async def cancel(request: web.Request) -> web.Response:
         run = _daemon(request).cancel(_job_state(request).config.name, _operator(request))
     except NothingToCancel as exc:
         raise web.HTTPConflict(text=f"{exc} (it may just have ended)") from None
-    return web.Response(status=303, headers={"Location": f"/ui/runs/{run.id}"})
+    return web.Response(status=303, headers={"Location": _sent(request, f"/ui/runs/{run.id}")})
 
 
 @routes.post("/jobs/{name}/plan")
@@ -214,7 +226,7 @@ async def plan_now(request: web.Request) -> web.Response:
         raise web.HTTPServiceUnavailable(text=f"{exc}: no new plans") from None
     except SyncdError as exc:
         raise web.HTTPBadGateway(text=f"the plan could not be made: {exc}") from None
-    return web.Response(status=303, headers={"Location": f"/ui/plans/{quote(path.name)}"})
+    return web.Response(status=303, headers={"Location": _sent(request, f"/ui/plans/{quote(path.name)}")})
 
 
 # ----- runs -------------------------------------------------------------------------------------

@@ -77,6 +77,7 @@ _ENV = Environment(
     loader=PackageLoader("syncd.daemon.ui", "templates"), autoescape=True, undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True
 )
 _ENV.filters.update(ago=ago, when=when, duration=duration)
+_ENV.globals["ui"] = "/ui/"  # where the page's URLs start; behind a proxy the pages pass `/PREFIX/ui/`
 
 
 def render(template: str, **values: Any) -> str:

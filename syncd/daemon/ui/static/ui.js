@@ -4,6 +4,8 @@
 (function () {
   "use strict";
   var PERIOD = 1000;
+  // Where the page's URLs start as the browser sees them (a TLS proxy's prefix included).
+  var ROOT = document.documentElement.getAttribute("data-ui") || "/ui/";
 
   function later(element, wait) {
     window.setTimeout(function () { refresh(element); }, wait || PERIOD);
@@ -14,7 +16,7 @@
     if (!url) { return; }
     if (document.hidden) { later(element, 2 * PERIOD); return; }
     fetch(url, { credentials: "same-origin", cache: "no-store" }).then(function (response) {
-      if (response.status === 401) { window.location.assign("/ui/login"); return null; }
+      if (response.status === 401) { window.location.assign(ROOT + "login"); return null; }
       return response.ok ? response.text() : null;
     }).then(function (text) {
       if (text === null) { later(element, 5 * PERIOD); return; }
