@@ -18,7 +18,7 @@ from typing import Any, get_args
 from syncd.catalog import BY_NAME
 from syncd.copy.ops import ACTIONS, Recipe
 
-__all__ = ["BadField", "check_document"]
+__all__ = ["BadField", "check_document", "check_op"]
 
 RECIPES: tuple[str, ...] = get_args(Recipe)
 METHODS: tuple[str, ...] = ("POST", "PUT", "PATCH", "DELETE")
@@ -116,6 +116,12 @@ def _field(name: str) -> Callable[[Callable[[str, Any], None]], Callable[[str, A
         return check
 
     return register
+
+
+def check_op(n: int, op: Any) -> None:
+    """BadField when `op` (the n-th of the file) is malformed: one op alone, for a reader that
+    streams the ops (the web page) and never holds them all."""
+    _check_op(n, op)
 
 
 def _check_op(n: int, op: Any) -> None:
