@@ -15,9 +15,9 @@ from syncd.copy.ops import Leftover, Op, Plan, Skip
 from syncd.copy.planfile import PlanFileError, SavedPlan, plan_document, save_plan
 from syncd.copy.review import FieldChange, Item
 from syncd.daemon.run_history import RunRecord
-from syncd.daemon.ui import plans
+from syncd.daemon.ui import plan_stream, plans
 from syncd.daemon.ui.chart import MIN_BAR, history_chart, runs_label
-from syncd.daemon.ui.plans import filtered, grouped, plan_files, plan_name, read_plan
+from syncd.daemon.ui.plans import PlanQuery, filtered, grouped, plan_files, plan_name, read_plan
 from syncd.daemon.ui.render import ago, duration, render, when
 from syncd.daemon.ui.session import (
     SESSION_SECONDS,
@@ -202,6 +202,50 @@ def test_lines_of_a_listing_that_are_not_changes_are_counted_not_shown(tmp_path:
     view = read_plan(tmp_path, path.name)
     assert view.unreadable == 3 and [c.action for c in view.changes] == ["create", "update", "move", "delete"]
     assert view.changes[-1].title == '["x"]'  # shown as text, whatever it was
+
+
+def test_a_plan_streamed_a_few_bytes_at_a_time_reads_as_it_does_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    whole = read_plan(tmp_path, _plan_file(tmp_path).name)
+    monkeypatch.setattr(plan_stream, "CHUNK", 7)  # every value, number and name cut by a chunk's end
+    assert read_plan(tmp_path, "p.json") == whole
+    assert whole.total == 3 and whole.by_kind == {"collection": {"update": 1}, "space": {"create": 1, "move": 1}}
+    assert whole.left_total == 1 and whole.skips_total == 1
+
+
+def test_a_plan_is_shown_a_page_at_a_time_with_the_counts_of_the_whole_listing(tmp_path: Path) -> None:
+    import json
+
+    path = _plan_file(tmp_path)
+    document = json.loads(path.read_text())
+    document["changes"] = [{"action": "create", "kind": "page", "title": f"P{n}", "path": f"D/P{n}"} for n in range(5)] + document["changes"]
+    path.write_text(json.dumps(document))
+    second = read_plan(tmp_path, path.name, PlanQuery(page=2, size=2))
+    assert [c.title for c in second.changes] == ["P2", "P3"] and (second.total, second.matched, second.pages) == (8, 8, 4)
+    last = read_plan(tmp_path, path.name, PlanQuery(kind="page", page=3, size=2))
+    assert [c.title for c in last.changes] == ["P4"] and (last.matched, last.pages) == (5, 3)
+    assert last.counts == {"create": 6, "update": 1, "move": 1} and last.by_kind["page"] == {"create": 5}
+    assert read_plan(tmp_path, path.name, PlanQuery(page=99, size=2)).changes == []
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ('"ops": null', "ops must be a list"),
+        ('"ops": [{"key": 7}]', "is not a key"),
+        ('"ops": [], "ops": []', "given twice"),
+        ('"ops": [], "changes": [{"a": 1, "a": 2}]', "given twice"),
+        ('"ops": []} {', "text after"),
+        ('"ops": [', "cannot be read"),
+    ],
+)
+def test_a_damaged_plan_is_one_line_when_streamed(tmp_path: Path, text: str, why: str) -> None:
+    import json
+
+    document = json.loads(_plan_file(tmp_path).read_text())
+    head = json.dumps({k: v for k, v in document.items() if k not in ("ops", "changes")})
+    (tmp_path / "bad.json").write_text(head[:-1] + ", " + text + ("" if text.endswith(("{", "[")) or "} {" in text else "}"))
+    with pytest.raises(PlanFileError, match=why):
+        read_plan(tmp_path, "bad.json")
 
 
 # ----- a run's page -------------------------------------------------------------------------------
