@@ -218,12 +218,14 @@ def test_a_plan_is_shown_a_page_at_a_time_with_the_counts_of_the_whole_listing(t
     path = _plan_file(tmp_path)
     document = json.loads(path.read_text())
     document["changes"] = [{"action": "create", "kind": "page", "title": f"P{n}", "path": f"D/P{n}"} for n in range(5)] + document["changes"]
+    document["changes"].append({"action": "update", "kind": "organization", "title": "O", "path": "O", "section": "access"})
     path.write_text(json.dumps(document))
     second = read_plan(tmp_path, path.name, PlanQuery(page=2, size=2))
-    assert [c.title for c in second.changes] == ["P2", "P3"] and (second.total, second.matched, second.pages) == (8, 8, 4)
+    assert [c.title for c in second.changes] == ["P2", "P3"] and (second.total, second.matched, second.pages) == (9, 9, 5)
+    assert second.sections == {"Access settings": (1, 5)}  # its heading's count, and the page it starts on
     last = read_plan(tmp_path, path.name, PlanQuery(kind="page", page=3, size=2))
     assert [c.title for c in last.changes] == ["P4"] and (last.matched, last.pages) == (5, 3)
-    assert last.counts == {"create": 6, "update": 1, "move": 1} and last.by_kind["page"] == {"create": 5}
+    assert last.counts == {"create": 6, "update": 2, "move": 1} and last.by_kind["page"] == {"create": 5} and last.sections == {}
     assert read_plan(tmp_path, path.name, PlanQuery(page=99, size=2)).changes == []
 
 

@@ -95,6 +95,8 @@ class PlanView:
     size: int = PAGE_SIZE
     skips_total: int = 0
     left_total: int = 0
+    sections: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Per section (Access settings) of the changes asked for: how many, and the page it starts on."""
 
     @property
     def pages(self) -> int:
@@ -221,6 +223,7 @@ def _stream_view(handle: Any, name: str, query: PlanQuery) -> PlanView:
     skips: list[dict[str, str]] = []
     left: list[dict[str, str]] = []
     totals = {"skips": 0, "left_on_target": 0}
+    sections: dict[str, tuple[int, int]] = {}
     for member, value, element in members(handle):
         if not element:  # a member, or the end of a streamed list (held as [])
             header[member] = [] if value is LIST_END else value
@@ -237,6 +240,9 @@ def _stream_view(handle: Any, name: str, query: PlanQuery) -> PlanView:
             if (not query.kind or change.kind == query.kind) and (not query.action or change.action == query.action):
                 if first <= matched < first + query.size:
                     page.append(change)
+                if change.section:
+                    count, starts = sections.get(change.section, (0, matched // query.size + 1))
+                    sections[change.section] = (count + 1, starts)
                 matched += 1
         elif member == "ops":
             check_op(ops, value)
@@ -258,6 +264,7 @@ def _stream_view(handle: Any, name: str, query: PlanQuery) -> PlanView:
         refused=saved.plan.refused, unreadable=entries - total, total=total, matched=matched,
         by_kind={kind: {a: n[a] for a in ACTIONS if n[a]} for kind, n in sorted(by_kind.items())},
         page=max(query.page, 1), size=query.size, skips_total=totals["skips"], left_total=totals["left_on_target"],
+        sections={SECTIONS[section]: sections[section] for section in SECTIONS if section in sections},
     )  # fmt: skip
 
 
