@@ -233,7 +233,8 @@ def test_a_plan_is_shown_a_page_at_a_time_with_the_counts_of_the_whole_listing(t
     ("text", "why"),
     [
         ('"ops": null', "ops must be a list"),
-        ('"ops": [{"key": 7}]', "is not a key"),
+        ('"ops": [{"key": 7}]', "damaged plan: ops.0..key 7 is not a key"),
+        ('"ops": [], "skips": [5]', r"damaged plan: skips\[0\] must be an object"),
         ('"ops": [], "ops": []', "given twice"),
         ('"ops": [], "changes": [{"a": 1, "a": 2}]', "given twice"),
         ('"ops": []} {', "text after"),
@@ -244,10 +245,19 @@ def test_a_damaged_plan_is_one_line_when_streamed(tmp_path: Path, text: str, why
     import json
 
     document = json.loads(_plan_file(tmp_path).read_text())
-    head = json.dumps({k: v for k, v in document.items() if k not in ("ops", "changes")})
+    head = json.dumps({k: v for k, v in document.items() if k not in ("ops", "changes", "skips")})
     (tmp_path / "bad.json").write_text(head[:-1] + ", " + text + ("" if text.endswith(("{", "[")) or "} {" in text else "}"))
     with pytest.raises(PlanFileError, match=why):
         read_plan(tmp_path, "bad.json")
+
+
+def test_a_plan_value_longer_than_the_bound_is_refused_not_held(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _plan_file(tmp_path)
+    monkeypatch.setattr(plan_stream, "CHUNK", 64)
+    monkeypatch.setattr(plan_stream, "MAX_VALUE", 100)
+    path.write_text(path.read_text().replace('"mode"', '"long": "' + "x" * 1000 + '",\n  "mode"', 1))
+    with pytest.raises(PlanFileError, match="a value is longer than 100 characters"):
+        read_plan(tmp_path, path.name)
 
 
 # ----- a run's page -------------------------------------------------------------------------------

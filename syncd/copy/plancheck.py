@@ -18,7 +18,7 @@ from typing import Any, get_args
 from syncd.catalog import BY_NAME
 from syncd.copy.ops import ACTIONS, Recipe
 
-__all__ = ["BadField", "check_document", "check_op"]
+__all__ = ["BadField", "check_document", "check_element"]
 
 RECIPES: tuple[str, ...] = get_args(Recipe)
 METHODS: tuple[str, ...] = ("POST", "PUT", "PATCH", "DELETE")
@@ -97,6 +97,13 @@ def _check_options(options: Any) -> None:
             _texts(options[name], f"options.{name}")
 
 
+def check_element(name: str, n: int, value: Any) -> None:
+    """BadField when `value`, the n-th element of the document's list `name` ("ops" or
+    "skips"), is malformed: one element alone, for a reader that streams a plan (the web page)
+    and never holds it whole."""
+    {"ops": _check_op, "skips": _check_skip}[name](n, value)
+
+
 def _check_skip(n: int, skip: Any) -> None:
     _expect(isinstance(skip, dict), f"skips[{n}] must be an object")
     where = f"skips[{n}]"
@@ -116,12 +123,6 @@ def _field(name: str) -> Callable[[Callable[[str, Any], None]], Callable[[str, A
         return check
 
     return register
-
-
-def check_op(n: int, op: Any) -> None:
-    """BadField when `op` (the n-th of the file) is malformed: one op alone, for a reader that
-    streams the ops (the web page) and never holds them all."""
-    _check_op(n, op)
 
 
 def _check_op(n: int, op: Any) -> None:

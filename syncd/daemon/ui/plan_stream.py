@@ -11,17 +11,20 @@ from __future__ import annotations
 import codecs
 import json
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import Any, Protocol
 
 from syncd.copy.planfile import _unique_names
 
-__all__ = ["LIST_END", "STREAMED", "JsonStreamError", "members"]
+__all__ = ["LIST_END", "STREAMED", "JsonStreamError", "Readable", "members"]
 
 STREAMED = frozenset({"changes", "ops", "skips", "left_on_target"})
 """Top-level lists whose elements are given one at a time."""
 LIST_END: Any = object()
 """The value `members` gives when a streamed list ends."""
 CHUNK = 1 << 20
+MAX_VALUE = 16 << 20
+"""Characters of one value at most (an op whose body is a long page; the header's members):
+a crafted file cannot make the reader hold one huge value."""
 _WHITESPACE = " \t\n\r"
 
 
@@ -29,10 +32,14 @@ class JsonStreamError(ValueError):
     """The text is not one JSON object (or names a member twice)."""
 
 
+class Readable(Protocol):
+    def read(self, size: int, /) -> bytes: ...
+
+
 class _Text:
     """The decoded text of a binary file, read a chunk at a time, consumed from the front."""
 
-    def __init__(self, handle: IO[bytes]) -> None:
+    def __init__(self, handle: Readable) -> None:
         self.handle = handle
         self.decoder = codecs.getincrementaldecoder("utf-8")()
         self.buffer = ""
@@ -40,7 +47,7 @@ class _Text:
         self.ended = False
         self.json = json.JSONDecoder(object_pairs_hook=_unique_names)
 
-    def more(self, at_least: int = CHUNK) -> bool:
+    def more(self, at_least: int = 0) -> bool:
         """Read more of the file; False at its end."""
         if self.ended:
             return False
@@ -79,6 +86,8 @@ class _Text:
             try:
                 value, end = self.json.raw_decode(self.buffer, self.pos)
             except json.JSONDecodeError as exc:
+                if len(self.buffer) - self.pos > MAX_VALUE:
+                    raise JsonStreamError(f"a value is longer than {MAX_VALUE:,} characters") from None
                 if not self.more(wanted):
                     raise JsonStreamError(str(exc)) from None
                 wanted *= 2  # a long value: read in growing chunks, not quadratically
@@ -93,7 +102,7 @@ class _Text:
             wanted *= 2
 
 
-def members(handle: IO[bytes]) -> Iterator[tuple[str, Any, bool]]:
+def members(handle: Readable) -> Iterator[tuple[str, Any, bool]]:
     """(name, value, False) for each member of the file's top-level object, and for a list
     named in `STREAMED`: (name, element, True) for each element, then (name, LIST_END, False)."""
     text = _Text(handle)

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from syncd.copy.plancheck import BadField, check_op
+from syncd.copy.plancheck import BadField, check_element
 from syncd.copy.planfile import PlanFileError, saved_from
 from syncd.copy.review import ACTIONS, SECTIONS, SYMBOLS
 from syncd.daemon.ui.plan_stream import LIST_END, JsonStreamError, members
@@ -148,24 +148,6 @@ def _change(entry: Any) -> Change | None:
     )  # fmt: skip
 
 
-def _open_bounded(path: Path) -> BinaryIO:
-    """The regular file at `path`, opened once (no link followed, a FIFO not waited on), no
-    larger than `MAX_PLAN_BYTES`: what is checked is what is read.
-    FileNotFoundError when it is no such file; PlanFileError when it is too large."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        raise FileNotFoundError(path.name) from None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
-        os.close(fd)
-        raise FileNotFoundError(path.name)
-    if info.st_size > MAX_PLAN_BYTES:
-        os.close(fd)
-        raise PlanFileError(f"{path.name} is more than the page reads ({MAX_PLAN_BYTES:,} bytes): use `syncd mirror apply --plan {path.name} --dry-run`")
-    return _Bounded(os.fdopen(fd, "rb"), MAX_PLAN_BYTES, path.name)
-
-
 class _Bounded:
     """A binary file read to at most `limit` bytes (a file that grows while read is refused)."""
 
@@ -181,6 +163,24 @@ class _Bounded:
 
     def close(self) -> None:
         self.handle.close()
+
+
+def _open_bounded(path: Path) -> _Bounded:
+    """The regular file at `path`, opened once (no link followed, a FIFO not waited on), no
+    larger than `MAX_PLAN_BYTES`: what is checked is what is read.
+    FileNotFoundError when it is no such file; PlanFileError when it is too large."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        raise FileNotFoundError(path.name) from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise FileNotFoundError(path.name)
+    if info.st_size > MAX_PLAN_BYTES:
+        os.close(fd)
+        raise PlanFileError(f"{path.name} is more than the page reads ({MAX_PLAN_BYTES:,} bytes): use `syncd mirror apply --plan {path.name} --dry-run`")
+    return _Bounded(os.fdopen(fd, "rb"), MAX_PLAN_BYTES, path.name)
 
 
 @dataclass(frozen=True)
@@ -207,22 +207,24 @@ def read_plan(folder: Path, name: str, query: PlanQuery = PlanQuery()) -> PlanVi
     handle = _open_bounded(folder / name)
     try:
         return _stream_view(handle, name, query)
-    except (JsonStreamError, BadField) as exc:
+    except JsonStreamError as exc:
         raise PlanFileError(f"{name} cannot be read as a plan: {exc}") from None
+    except BadField as exc:  # worded as `saved_from` words it
+        raise PlanFileError(f"{name} is a damaged plan: {exc}: make a new plan") from None
     finally:
         handle.close()
 
 
-def _stream_view(handle: Any, name: str, query: PlanQuery) -> PlanView:
+def _stream_view(handle: _Bounded, name: str, query: PlanQuery) -> PlanView:
     header: dict[str, Any] = {}
     tally: Counter[str] = Counter()
     by_kind: dict[str, Counter[str]] = {}
     first = (max(query.page, 1) - 1) * query.size
     page: list[Change] = []
-    matched = total = entries = ops = 0
+    matched = total = entries = 0
     skips: list[dict[str, str]] = []
     left: list[dict[str, str]] = []
-    totals = {"skips": 0, "left_on_target": 0}
+    totals = {"ops": 0, "skips": 0, "left_on_target": 0}
     sections: dict[str, tuple[int, int]] = {}
     for member, value, element in members(handle):
         if not element:  # a member, or the end of a streamed list (held as [])
@@ -244,12 +246,10 @@ def _stream_view(handle: Any, name: str, query: PlanQuery) -> PlanView:
                     count, starts = sections.get(change.section, (0, matched // query.size + 1))
                     sections[change.section] = (count + 1, starts)
                 matched += 1
-        elif member == "ops":
-            check_op(ops, value)
-            ops += 1
-        elif member == "skips" and isinstance(value, dict):
-            totals["skips"] += 1
-            if len(skips) < MAX_SHOWN_LEFT:
+        elif member in ("ops", "skips"):
+            check_element(member, totals[member], value)
+            totals[member] += 1
+            if member == "skips" and len(skips) < MAX_SHOWN_LEFT:
                 skips.append({"kind": _text(value.get("kind")), "title": _text(value.get("title")), "reason": _text(value.get("reason"))})
         elif member == "left_on_target" and isinstance(value, dict):
             totals["left_on_target"] += 1
