@@ -3,8 +3,10 @@
 Why a folder and not a path from the page: the page may only show what the operator put where
 the daemon looks (`<state_dir>/plans`, where `mirror plan --out` can write and where the page's
 "plan now" saves), never a path a request names. A plan file is untrusted like any file: its
-name must be plain, its size is bounded, it must be a plan this syncd applies (`load_plan`
-checks it whole), and every line of its listing is checked for shape before it is shown.
+name must be plain, its size is bounded, it must be a plan this syncd applies (its header and
+each op and skip checked as `load_plan` checks them), and every line of its listing is checked
+for shape before it is shown. It is streamed (`plan_stream`), off the event loop, and shown a
+page at a time: a 60 MB plan must not freeze the daemon, nor be held whole in its memory.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from syncd.copy.planfile import PlanFileError, saved_from
 from syncd.copy.review import ACTIONS, SECTIONS, SYMBOLS
 from syncd.daemon.ui.plan_stream import LIST_END, JsonStreamError, members
 
-__all__ = ["MAX_PLAN_BYTES", "PAGE_SIZE", "Change", "PlanFile", "PlanQuery", "PlanView", "filtered", "grouped", "plan_files", "plan_name", "read_plan"]
+__all__ = ["MAX_PLAN_BYTES", "PAGE_SIZE", "Change", "PlanFile", "PlanQuery", "PlanView", "grouped", "plan_files", "plan_name", "read_plan"]
 
 MAX_PLAN_BYTES = 64 * 1024 * 1024
 """A plan larger than this is not read (a million operations are about 400 MB: use the CLI)."""
@@ -266,11 +268,6 @@ def _stream_view(handle: _Bounded, name: str, query: PlanQuery) -> PlanView:
         page=max(query.page, 1), size=query.size, skips_total=totals["skips"], left_total=totals["left_on_target"],
         sections={SECTIONS[section]: sections[section] for section in SECTIONS if section in sections},
     )  # fmt: skip
-
-
-def filtered(changes: list[Change], kind: str | None, action: str | None) -> list[Change]:
-    """The changes of one kind and/or one action (None or empty: any)."""
-    return [c for c in changes if (not kind or c.kind == kind) and (not action or c.action == action)]
 
 
 def grouped(changes: list[Change]) -> list[tuple[str, str, list[Change]]]:
