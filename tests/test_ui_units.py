@@ -15,9 +15,9 @@ from syncd.copy.ops import Leftover, Op, Plan, Skip
 from syncd.copy.planfile import PlanFileError, SavedPlan, plan_document, save_plan
 from syncd.copy.review import FieldChange, Item
 from syncd.daemon.run_history import RunRecord
-from syncd.daemon.ui import plans
+from syncd.daemon.ui import plan_stream, plans
 from syncd.daemon.ui.chart import MIN_BAR, history_chart, runs_label
-from syncd.daemon.ui.plans import filtered, grouped, plan_files, plan_name, read_plan
+from syncd.daemon.ui.plans import PlanQuery, grouped, plan_files, plan_name, read_plan
 from syncd.daemon.ui.render import ago, duration, render, when
 from syncd.daemon.ui.session import (
     SESSION_SECONDS,
@@ -164,9 +164,11 @@ def test_a_plan_reads_as_its_listing_and_filters_by_kind_and_action(tmp_path: Pa
     ]
     assert view.changes[1].fields == (("title", "Old", "Docs"),)
     assert view.counts == {"create": 1, "update": 1, "move": 1} and view.kinds == ["collection", "space"]
-    assert [c.action for c in filtered(view.changes, "space", None)] == ["create", "move"]
-    assert [c.kind for c in filtered(view.changes, None, "update")] == ["collection"]
-    assert filtered(view.changes, "space", "update") == [] and len(filtered(view.changes, "", "")) == 3
+    def shown(kind: str, action: str) -> list[tuple[str, str]]:
+        return [(c.kind, c.action) for c in read_plan(tmp_path, "p.json", PlanQuery(kind, action)).changes]
+
+    assert shown("space", "") == [("space", "create"), ("space", "move")] and shown("", "update") == [("collection", "update")]
+    assert shown("space", "update") == [] and len(shown("", "")) == 3
     assert view.skips == [{"kind": "comment", "title": "c", "reason": "history"}]
     assert view.left == [{"kind": "space", "title": "Old <notes>", "path": "Archive/Old <notes>"}]
 
@@ -202,6 +204,62 @@ def test_lines_of_a_listing_that_are_not_changes_are_counted_not_shown(tmp_path:
     view = read_plan(tmp_path, path.name)
     assert view.unreadable == 3 and [c.action for c in view.changes] == ["create", "update", "move", "delete"]
     assert view.changes[-1].title == '["x"]'  # shown as text, whatever it was
+
+
+def test_a_plan_streamed_a_few_bytes_at_a_time_reads_as_it_does_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    whole = read_plan(tmp_path, _plan_file(tmp_path).name)
+    monkeypatch.setattr(plan_stream, "CHUNK", 7)  # every value, number and name cut by a chunk's end
+    assert read_plan(tmp_path, "p.json") == whole
+    assert whole.total == 3 and whole.by_kind == {"collection": {"update": 1}, "space": {"create": 1, "move": 1}}
+    assert whole.left_total == 1 and whole.skips_total == 1
+
+
+def test_a_plan_is_shown_a_page_at_a_time_with_the_counts_of_the_whole_listing(tmp_path: Path) -> None:
+    import json
+
+    path = _plan_file(tmp_path)
+    document = json.loads(path.read_text())
+    document["changes"] = [{"action": "create", "kind": "page", "title": f"P{n}", "path": f"D/P{n}"} for n in range(5)] + document["changes"]
+    document["changes"].append({"action": "update", "kind": "organization", "title": "O", "path": "O", "section": "access"})
+    path.write_text(json.dumps(document))
+    second = read_plan(tmp_path, path.name, PlanQuery(page=2, size=2))
+    assert [c.title for c in second.changes] == ["P2", "P3"] and (second.total, second.matched, second.pages) == (9, 9, 5)
+    assert second.sections == {"Access settings": (1, 5)}  # its heading's count, and the page it starts on
+    last = read_plan(tmp_path, path.name, PlanQuery(kind="page", page=3, size=2))
+    assert [c.title for c in last.changes] == ["P4"] and (last.matched, last.pages) == (5, 3)
+    assert last.counts == {"create": 6, "update": 2, "move": 1} and last.by_kind["page"] == {"create": 5} and last.sections == {}
+    assert read_plan(tmp_path, path.name, PlanQuery(page=99, size=2)).changes == []
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ('"ops": null', "ops must be a list"),
+        ('"ops": [{"key": 7}]', "damaged plan: ops.0..key 7 is not a key"),
+        ('"ops": [], "skips": [5]', r"damaged plan: skips\[0\] must be an object"),
+        ('"ops": [], "ops": []', "given twice"),
+        ('"ops": [], "changes": [{"a": 1, "a": 2}]', "given twice"),
+        ('"ops": []} {', "text after"),
+        ('"ops": [', "cannot be read"),
+    ],
+)
+def test_a_damaged_plan_is_one_line_when_streamed(tmp_path: Path, text: str, why: str) -> None:
+    import json
+
+    document = json.loads(_plan_file(tmp_path).read_text())
+    head = json.dumps({k: v for k, v in document.items() if k not in ("ops", "changes", "skips")})
+    (tmp_path / "bad.json").write_text(head[:-1] + ", " + text + ("" if text.endswith(("{", "[")) or "} {" in text else "}"))
+    with pytest.raises(PlanFileError, match=why):
+        read_plan(tmp_path, "bad.json")
+
+
+def test_a_plan_value_longer_than_the_bound_is_refused_not_held(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _plan_file(tmp_path)
+    monkeypatch.setattr(plan_stream, "CHUNK", 64)
+    monkeypatch.setattr(plan_stream, "MAX_VALUE", 100)
+    path.write_text(path.read_text().replace('"mode"', '"long": "' + "x" * 1000 + '",\n  "mode"', 1))
+    with pytest.raises(PlanFileError, match="a value is longer than 100 characters"):
+        read_plan(tmp_path, path.name)
 
 
 # ----- a run's page -------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Any, get_args
 from syncd.catalog import BY_NAME
 from syncd.copy.ops import ACTIONS, Recipe
 
-__all__ = ["BadField", "check_document"]
+__all__ = ["BadField", "check_document", "check_element"]
 
 RECIPES: tuple[str, ...] = get_args(Recipe)
 METHODS: tuple[str, ...] = ("POST", "PUT", "PATCH", "DELETE")
@@ -95,6 +95,13 @@ def _check_options(options: Any) -> None:
     for name in ("include", "exclude"):
         if name in options:
             _texts(options[name], f"options.{name}")
+
+
+def check_element(name: str, n: int, value: Any) -> None:
+    """BadField when `value`, the n-th element of the document's list `name` ("ops" or
+    "skips"), is malformed: one element alone, for a reader that streams a plan (the web page)
+    and never holds it whole."""
+    {"ops": _check_op, "skips": _check_skip}[name](n, value)
 
 
 def _check_skip(n: int, skip: Any) -> None:

@@ -29,6 +29,8 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from syncd.config import JOB_KINDS, BackupJob, JobConfig, MirrorJob, Settings, SyncJob
 from syncd.copy import copy_org
 from syncd.cron import zone
@@ -290,11 +292,15 @@ async def save_mirror_plan(settings: Settings, job: MirrorJob, folder: Path, now
         settings, job.source, job.target, mode=job.mode, max_delete=job.max_delete, db=default_db(settings), scope=job.scope,
         with_access=job.with_access, on_read=run_progress().reading,
     )  # fmt: skip
-    items = review(plan, reading.source.snapshot, reading.target.snapshot, reading.idmap)
     saved = saved_plan(reading, plan, job.source, job.target, job.mode, plan_options(job.max_delete, True, job.with_access, job.scope))
-    private_dir(folder)
     path = folder / f"{job.name}-{now.astimezone(UTC):%Y%m%dT%H%M%SZ}.json"
-    save_plan(path, plan_document(saved, items))
+
+    def write() -> None:  # tens of MB of JSON for a big plan: not on the event loop
+        items = review(plan, reading.source.snapshot, reading.target.snapshot, reading.idmap)
+        private_dir(folder)
+        save_plan(path, plan_document(saved, items))
+
+    await anyio.to_thread.run_sync(write)
     return path
 
 

@@ -15,8 +15,9 @@ from datetime import UTC, datetime
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
+import anyio
 from aiohttp import web
 
 from syncd.copy.planfile import PlanFileError
@@ -28,7 +29,7 @@ from syncd.daemon.run_history import RunRecord
 from syncd.daemon.ui.address import address_of
 from syncd.daemon.ui.chart import history_chart
 from syncd.daemon.ui.guard import COOKIE, DAEMON, LOGIN_COOKIE, guard, session_of
-from syncd.daemon.ui.plans import filtered, grouped, plan_files, read_plan
+from syncd.daemon.ui.plans import PlanQuery, grouped, plan_files, read_plan
 from syncd.daemon.ui.render import page
 from syncd.daemon.ui.session import (
     SESSION_SECONDS,
@@ -343,11 +344,17 @@ async def fleet_page(request: web.Request) -> web.Response:
 # ----- plans ------------------------------------------------------------------------------------
 
 
+PLAN_READERS = anyio.CapacityLimiter(2)
+"""Plan files read at once, each in a worker thread: the event loop never reads one, and
+however many views are open the daemon holds at most two read buffers (`plans.read_plan`)."""
+
+
 @routes.get("/plans")
 async def plans_page(request: web.Request) -> web.Response:
     daemon = _daemon(request)
     mirror_jobs = [name for name, state in sorted(daemon.jobs.items()) if state.config.kind == "mirror" and not state.removed]
-    values = _common(request, plans=plan_files(daemon.plans_dir), folder=str(daemon.plans_dir), mirror_jobs=mirror_jobs, page_name="plans")
+    listed = await anyio.to_thread.run_sync(plan_files, daemon.plans_dir, limiter=PLAN_READERS)
+    values = _common(request, plans=listed, folder=str(daemon.plans_dir), mirror_jobs=mirror_jobs, page_name="plans")
     return page("plans.html", title="Plans", **values)
 
 
@@ -355,19 +362,31 @@ async def plans_page(request: web.Request) -> web.Response:
 async def plan_page(request: web.Request) -> web.Response:
     daemon = _daemon(request)
     name = request.match_info["name"]
+    kind, action = (request.query.get("kind") or "")[:200], (request.query.get("action") or "")[:50]
+    number = request.query.get("page", "1")
+    query = PlanQuery(kind, action, int(number) if number.isdigit() and 0 < len(number) < 8 else 1)
     try:
-        view = read_plan(daemon.plans_dir, name)
+        view = await anyio.to_thread.run_sync(read_plan, daemon.plans_dir, name, query, limiter=PLAN_READERS)
     except FileNotFoundError:
         raise web.HTTPNotFound(text=f"no plan {name!r} in {daemon.plans_dir}") from None
     except PlanFileError as exc:
         raise web.HTTPUnprocessableEntity(text=str(exc)) from None
-    kind, action = request.query.get("kind") or "", request.query.get("action") or ""
-    shown = filtered(view.changes, kind, action)
     values = _common(
-        request, plan=view, groups=grouped(shown), shown=len(shown), kind=kind, action=action,
-        actions=[a for a in ACTIONS if a in view.counts], page_name="plans",
+        request, plan=view, groups=grouped(view.changes), shown=len(view.changes), kind=kind, action=action,
+        actions=[a for a in ACTIONS if a in view.counts], page_name="plans", links=_plan_links(view, kind, action),
     )  # fmt: skip
     return page("plan.html", title=f"Plan {name}", **values)
+
+
+def _plan_links(view: Any, kind: str, action: str) -> dict[str, str]:
+    """The previous and next pages' addresses, keeping the filter."""
+    base = f"/ui/plans/{quote(view.name)}"
+    links = {}
+    for label, number in (("previous", view.page - 1), ("next", view.page + 1)):
+        if 1 <= number <= view.pages:
+            query = urlencode([(key, value) for key, value in (("kind", kind), ("action", action)) if value] + ([("page", str(number))] if number > 1 else []))
+            links[label] = f"{base}?{query}" if query else base
+    return links
 
 
 def create_ui_app(daemon: Any) -> web.Application:

@@ -3,8 +3,10 @@
 Why a folder and not a path from the page: the page may only show what the operator put where
 the daemon looks (`<state_dir>/plans`, where `mirror plan --out` can write and where the page's
 "plan now" saves), never a path a request names. A plan file is untrusted like any file: its
-name must be plain, its size is bounded, it must be a plan this syncd applies (`load_plan`
-checks it whole), and every line of its listing is checked for shape before it is shown.
+name must be plain, its size is bounded, it must be a plan this syncd applies (its header and
+each op and skip checked as `load_plan` checks them), and every line of its listing is checked
+for shape before it is shown. It is streamed (`plan_stream`), off the event loop, and shown a
+page at a time: a 60 MB plan must not freeze the daemon, nor be held whole in its memory.
 """
 
 from __future__ import annotations
@@ -17,16 +19,24 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from syncd.copy.planfile import PlanFileError, plan_data, saved_from
+from syncd.copy.plancheck import BadField, check_element
+from syncd.copy.planfile import PlanFileError, saved_from
 from syncd.copy.review import ACTIONS, SECTIONS, SYMBOLS
+from syncd.daemon.ui.plan_stream import LIST_END, JsonStreamError, members
 
-__all__ = ["MAX_PLAN_BYTES", "Change", "PlanFile", "PlanView", "filtered", "grouped", "plan_files", "plan_name", "read_plan"]
+__all__ = ["MAX_PLAN_BYTES", "PAGE_SIZE", "Change", "PlanFile", "PlanQuery", "PlanView", "grouped", "plan_files", "plan_name", "read_plan"]
 
 MAX_PLAN_BYTES = 64 * 1024 * 1024
 """A plan larger than this is not read (a million operations are about 400 MB: use the CLI)."""
 MAX_LISTED = 500
+PAGE_SIZE = 200
+"""Changes on one page of a plan: the page is a few hundred kB whatever the plan's size."""
+MAX_SHOWN_LEFT = 500
+"""Skips and objects left on the target held (and shown) at most; the rest are counted."""
+MAX_KINDS = 200
+"""Kinds counted apart at most (syncd knows a few dozen; a crafted file could name millions)."""
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,150}\.json")
 
 
@@ -77,6 +87,22 @@ class PlanView:
     refused: str | None = None
     unreadable: int = 0
     """Lines of the listing that were not shaped like one (counted, not shown)."""
+    total: int = 0
+    """Changes of the whole listing (`changes` holds one page of them)."""
+    matched: int = 0
+    """Changes of the kind and action asked for."""
+    by_kind: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Changes per kind, per action."""
+    page: int = 1
+    size: int = PAGE_SIZE
+    skips_total: int = 0
+    left_total: int = 0
+    sections: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Per section (Access settings) of the changes asked for: how many, and the page it starts on."""
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.matched // self.size))
 
 
 def _regular(path: Path) -> os.stat_result | None:
@@ -124,61 +150,124 @@ def _change(entry: Any) -> Change | None:
     )  # fmt: skip
 
 
-def _read_bounded(path: Path) -> bytes:
-    """The bytes of the regular file at `path`, opened once (no link followed, a FIFO not waited
-    on) and read to at most `MAX_PLAN_BYTES`: what is checked is what is read.
+class _Bounded:
+    """A binary file read to at most `limit` bytes (a file that grows while read is refused)."""
+
+    def __init__(self, handle: BinaryIO, limit: int, name: str) -> None:
+        self.handle, self.left, self.name = handle, limit, name
+
+    def read(self, size: int) -> bytes:
+        raw = self.handle.read(min(size, self.left + 1))
+        self.left -= len(raw)
+        if self.left < 0:
+            raise PlanFileError(f"{self.name} is more than the page reads ({MAX_PLAN_BYTES:,} bytes): use `syncd mirror apply --plan {self.name} --dry-run`")
+        return raw
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+def _open_bounded(path: Path) -> _Bounded:
+    """The regular file at `path`, opened once (no link followed, a FIFO not waited on), no
+    larger than `MAX_PLAN_BYTES`: what is checked is what is read.
     FileNotFoundError when it is no such file; PlanFileError when it is too large."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         raise FileNotFoundError(path.name) from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
         os.close(fd)
         raise FileNotFoundError(path.name)
-    with os.fdopen(fd, "rb") as handle:
-        raw = handle.read(MAX_PLAN_BYTES + 1)
-    if len(raw) > MAX_PLAN_BYTES:
+    if info.st_size > MAX_PLAN_BYTES:
+        os.close(fd)
         raise PlanFileError(f"{path.name} is more than the page reads ({MAX_PLAN_BYTES:,} bytes): use `syncd mirror apply --plan {path.name} --dry-run`")
-    return raw
+    return _Bounded(os.fdopen(fd, "rb"), MAX_PLAN_BYTES, path.name)
 
 
-def read_plan(folder: Path, name: str) -> PlanView:
-    """The plan `name` of `folder`; FileNotFoundError when there is no such plan file there,
-    PlanFileError (one line) when it is not a plan this syncd reads."""
+@dataclass(frozen=True)
+class PlanQuery:
+    """What of a plan the page asks for: one kind and/or action ("": any), one page (from 1)."""
+
+    kind: str = ""
+    action: str = ""
+    page: int = 1
+    size: int = PAGE_SIZE
+
+
+def read_plan(folder: Path, name: str, query: PlanQuery = PlanQuery()) -> PlanView:
+    """The plan `name` of `folder` as one page of its listing (`query`) with the counts of the
+    whole listing; FileNotFoundError when there is no such plan file there, PlanFileError (one
+    line) when it is not a plan this syncd reads. Blocking: call it off the event loop.
+
+    The file is streamed (`plan_stream`): whatever its size, what is held is its header, one
+    page of changes, `MAX_KINDS` kinds and the first `MAX_SHOWN_LEFT` skips and leftovers. Every
+    op is checked for shape one at a time; how the ops relate (order, waits) is checked by
+    `mirror apply --plan`, which reads the file whole."""
     if not plan_name(name):
         raise FileNotFoundError(name)
-    raw = _read_bounded(folder / name)
+    handle = _open_bounded(folder / name)
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
+        return _stream_view(handle, name, query)
+    except JsonStreamError as exc:
         raise PlanFileError(f"{name} cannot be read as a plan: {exc}") from None
-    document = plan_data(text, Path(name))
-    saved = saved_from(document, Path(name))  # the whole document checked as `mirror apply --plan` checks it
-    raw_changes = document.get("changes")
-    entries = raw_changes if isinstance(raw_changes, list) else []
-    changes = [change for change in map(_change, entries) if change is not None]
-    tally = Counter(change.action for change in changes)
-    skips = [
-        {"kind": _text(s.get("kind")), "title": _text(s.get("title")), "reason": _text(s.get("reason"))}
-        for s in document.get("skips") or () if isinstance(s, dict)
-    ]
-    raw_left = document.get("left_on_target")
-    left = [
-        {"kind": _text(item.get("kind")), "title": _text(item.get("title")), "path": _text(item.get("path"))}
-        for item in (raw_left if isinstance(raw_left, list) else ()) if isinstance(item, dict)
-    ]
+    except BadField as exc:  # worded as `saved_from` words it
+        raise PlanFileError(f"{name} is a damaged plan: {exc}: make a new plan") from None
+    finally:
+        handle.close()
+
+
+def _stream_view(handle: _Bounded, name: str, query: PlanQuery) -> PlanView:
+    header: dict[str, Any] = {}
+    tally: Counter[str] = Counter()
+    by_kind: dict[str, Counter[str]] = {}
+    first = (max(query.page, 1) - 1) * query.size
+    page: list[Change] = []
+    matched = total = entries = 0
+    skips: list[dict[str, str]] = []
+    left: list[dict[str, str]] = []
+    totals = {"ops": 0, "skips": 0, "left_on_target": 0}
+    sections: dict[str, tuple[int, int]] = {}
+    for member, value, element in members(handle):
+        if not element:  # a member, or the end of a streamed list (held as [])
+            header[member] = [] if value is LIST_END else value
+            continue
+        if member == "changes":
+            entries += 1
+            change = _change(value)
+            if change is None:
+                continue
+            total += 1
+            tally[change.action] += 1
+            if change.kind in by_kind or len(by_kind) < MAX_KINDS:
+                by_kind.setdefault(change.kind, Counter())[change.action] += 1
+            if (not query.kind or change.kind == query.kind) and (not query.action or change.action == query.action):
+                if first <= matched < first + query.size:
+                    page.append(change)
+                if change.section:
+                    count, starts = sections.get(change.section, (0, matched // query.size + 1))
+                    sections[change.section] = (count + 1, starts)
+                matched += 1
+        elif member in ("ops", "skips"):
+            check_element(member, totals[member], value)
+            totals[member] += 1
+            if member == "skips" and len(skips) < MAX_SHOWN_LEFT:
+                skips.append({"kind": _text(value.get("kind")), "title": _text(value.get("title")), "reason": _text(value.get("reason"))})
+        elif member == "left_on_target" and isinstance(value, dict):
+            totals["left_on_target"] += 1
+            if len(left) < MAX_SHOWN_LEFT:
+                left.append({"kind": _text(value.get("kind")), "title": _text(value.get("title")), "path": _text(value.get("path"))})
+    saved = saved_from(header, Path(name))  # the header checked as `mirror apply --plan` checks it; lists as []
     return PlanView(
         name=name, source=saved.source or str(saved.pair.source_org), target=saved.target or str(saved.pair.target_org),
-        mode=saved.mode, created_at=saved.created_at, changes=changes,
+        mode=saved.mode, created_at=saved.created_at, changes=page,
         counts={action: tally[action] for action in ACTIONS if tally[action]},
-        kinds=sorted({change.kind for change in changes}), skips=skips, left=left, warnings=list(saved.plan.warnings),
-        refused=saved.plan.refused, unreadable=len(entries) - len(changes),
+        kinds=sorted(by_kind), skips=skips, left=left, warnings=list(saved.plan.warnings),
+        refused=saved.plan.refused, unreadable=entries - total, total=total, matched=matched,
+        by_kind={kind: {a: n[a] for a in ACTIONS if n[a]} for kind, n in sorted(by_kind.items())},
+        page=max(query.page, 1), size=query.size, skips_total=totals["skips"], left_total=totals["left_on_target"],
+        sections={SECTIONS[section]: sections[section] for section in SECTIONS if section in sections},
     )  # fmt: skip
-
-
-def filtered(changes: list[Change], kind: str | None, action: str | None) -> list[Change]:
-    """The changes of one kind and/or one action (None or empty: any)."""
-    return [c for c in changes if (not kind or c.kind == kind) and (not action or c.action == action)]
 
 
 def grouped(changes: list[Change]) -> list[tuple[str, str, list[Change]]]:
