@@ -373,14 +373,14 @@ async def plan_page(request: web.Request) -> web.Response:
         raise web.HTTPUnprocessableEntity(text=str(exc)) from None
     values = _common(
         request, plan=view, groups=grouped(view.changes), shown=len(view.changes), kind=kind, action=action,
-        actions=[a for a in ACTIONS if a in view.counts], page_name="plans", links=_plan_links(view, kind, action),
+        actions=[a for a in ACTIONS if a in view.counts], page_name="plans", links=_plan_links(request, view, kind, action),
     )  # fmt: skip
     return page("plan.html", title=f"Plan {name}", **values)
 
 
-def _plan_links(view: Any, kind: str, action: str) -> dict[str, str]:
-    """The previous and next pages' addresses, keeping the filter."""
-    base = f"/ui/plans/{quote(view.name)}"
+def _plan_links(request: web.Request, view: Any, kind: str, action: str) -> dict[str, str]:
+    """The previous and next pages' addresses as the browser sees them, keeping the filter."""
+    base = _sent(request, f"/ui/plans/{quote(view.name)}")
     links = {}
     for label, number in (("previous", view.page - 1), ("next", view.page + 1)):
         if 1 <= number <= view.pages:
