@@ -25,7 +25,7 @@ import pytest
 from tests.console_script import SCRIPT
 from tests.hostile.cli_support import Ran
 
-__all__ = ["on_read_only_root", "syncd_on_read_only_root"]
+__all__ = ["on_read_only_root", "start_on_read_only_root", "syncd_on_read_only_root"]
 
 _PLACES = ("/", "/tmp", "/var/tmp", "/usr/tmp")
 
@@ -48,24 +48,38 @@ def _mount_point(path: Path) -> Path:
     return path
 
 
-def on_read_only_root(
-    argv: Sequence[str | Path], *, env: dict[str, str], cwd: Path, writable: Sequence[Path], timeout: float = 120
-) -> Ran:
-    """The program `argv` with only `writable` writable (module docstring); the case is skipped,
-    with the reason, where a mount namespace cannot be made (not root, no unshare)."""
+def _namespaced(argv: Sequence[str | Path], env: dict[str, str], cwd: Path, writable: Sequence[Path]) -> tuple[list[str], dict[str, str]]:
+    """The command line that runs `argv` on a read-only root, and its environment."""
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         pytest.skip("a read-only root needs root and unshare (a private mount namespace)")
     env = {k: v for k, v in env.items() if not k.startswith("COVERAGE_")}
     kept = [Path(p).resolve() for p in writable]
     places = [Path(p) for p in (*_PLACES, env.get("TMPDIR"), env.get("SQLITE_TMPDIR"), cwd) if p and Path(p).exists()]
     read_only = sorted({_mount_point(p) for p in places} - set(kept))
-    argv = [str(a) for a in argv]
     command = ["unshare", "-m", "--propagation", "private", "sh", "-c", _SCRIPT, "sh",
-               str(len(kept)), *map(str, kept), str(len(read_only)), *map(str, read_only), *argv]  # fmt: skip
+               str(len(kept)), *map(str, kept), str(len(read_only)), *map(str, read_only), *map(str, argv)]  # fmt: skip
+    return command, env
+
+
+def on_read_only_root(
+    argv: Sequence[str | Path], *, env: dict[str, str], cwd: Path, writable: Sequence[Path], timeout: float = 120
+) -> Ran:
+    """The program `argv` with only `writable` writable (module docstring), to its end; the case
+    is skipped, with the reason, where a mount namespace cannot be made (not root, no unshare)."""
+    command, env = _namespaced(argv, env, cwd, writable)
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, timeout=timeout)
     if done.returncode != 0 and (b"unshare: " in done.stderr or b"mount: " in done.stderr):
         pytest.skip(f"cannot make a read-only root here: {done.stderr.decode(errors='replace').strip()[-300:]}")
-    return Ran(tuple(argv), done.returncode, done.stdout, done.stderr)
+    return Ran(tuple(str(a) for a in argv), done.returncode, done.stdout, done.stderr)
+
+
+def start_on_read_only_root(
+    argv: Sequence[str | Path], *, env: dict[str, str], cwd: Path, writable: Sequence[Path], output: int
+) -> subprocess.Popen[bytes]:
+    """`argv` started on a read-only root, its stdout and stderr to the file descriptor `output`.
+    Its pid is the program's own: unshare and the shell exec it."""
+    command, env = _namespaced(argv, env, cwd, writable)
+    return subprocess.Popen(command, cwd=cwd, env=env, stdout=output, stderr=output)
 
 
 def syncd_on_read_only_root(*args: str | Path, env: dict[str, str], cwd: Path, writable: Sequence[Path]) -> Ran:

@@ -13,8 +13,10 @@ import pytest
 
 from syncd import temp_dir
 from syncd.state.sqlite_file import database_failure
+from tests.console_script import SCRIPT
+from tests.daemon_support import DaemonProcess, daemon_config
 from tests.hostile.cli_support import clean_env
-from tests.read_only_root import on_read_only_root, syncd_on_read_only_root
+from tests.read_only_root import on_read_only_root, start_on_read_only_root, syncd_on_read_only_root
 from tests.thread_emulator import TOKEN, ThreadEmulator, module_thread_emulator
 
 emulator = module_thread_emulator("orgs=1,collections=2,spaces=4,pages=20,files=1,sites=0")
@@ -58,6 +60,26 @@ def test_a_temp_dir_that_cannot_be_written_is_named(emulator: ThreadEmulator, tm
     assert "\n" not in line and "Traceback" not in line, ran.show()
     assert f"the temporary directory {unwritable} is not writable" in line and "set temp_dir" in line, ran.show()
     assert "check the disk" not in line
+
+
+def test_a_daemon_on_a_read_only_root_syncs_again_and_again(emulator: ThreadEmulator, tmp_path: Path) -> None:
+    """The issue's own case: `syncd serve` with only its state writable; before, its first sync
+    succeeded and the second failed in 0.03 s with "disk I/O error: check the disk"."""
+    state, unwritable = tmp_path / "state", tmp_path / "tmp"
+    env = _environment(emulator, state, unwritable)
+    config = daemon_config(tmp_path, emulator.url, TOKEN, retry={"max_attempts": 1}, daemon={},
+                           jobs=[{"name": "sync", "kind": "sync", "source": "src"}])  # fmt: skip
+    log = tmp_path / "daemon.log"
+    with log.open("wb") as handle:
+        process = start_on_read_only_root([SCRIPT, "serve", "--config", config], env=env, cwd=tmp_path, writable=[state], output=handle.fileno())
+    daemon = DaemonProcess(config, state, process, log)  # type: ignore[arg-type]  (a Popen: the part DaemonProcess uses)
+    try:
+        daemon.wait_ready()
+        for _ in range(3):
+            run = daemon.wait_run(daemon.post("/jobs/sync/run")[1]["run"]["id"], timeout=120)
+            assert run["outcome"] == "succeeded", (run, daemon.log()[-2000:])
+    finally:
+        assert daemon.stop() == 0, daemon.log()[-2000:]
 
 
 @pytest.mark.parametrize("errorname", ["SQLITE_IOERR_GETTEMPPATH", "SQLITE_CANTOPEN_NOTEMPDIR"])
