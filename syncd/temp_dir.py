@@ -14,8 +14,8 @@ Not the `SQLITE_TMPDIR` environment variable: SQLite reads it once, when the `sq
 is imported (Python initializes the library then), long before the settings are known. The
 pragma is deprecated but sets the one process-wide variable SQLite documents for this,
 `sqlite3_temp_directory`; it is set from no value once, before the first temporary file, and
-changed only if another place is chosen (a test process): changing it while another thread
-opens a temporary file is unsafe in SQLite before 3.41.
+changed only if another place is chosen (a test process): SQLite releases that do not guard
+it with a mutex are unsafe when it changes while another thread opens a temporary file.
 """
 
 from __future__ import annotations
@@ -110,7 +110,12 @@ def use_chosen(*, create: bool) -> Path | None:
             if create:
                 raise unwritable(directory, why)
             return None
-        _point_sqlite_at(directory)
+        try:
+            _point_sqlite_at(directory)
+        except TempDirError:
+            if create:
+                raise
+            return None
     return directory
 
 
