@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from syncd import temp_dir
 from syncd.api import TenantClient
 from syncd.emulator.canonical import dump_org
 from syncd.emulator.server import RunningEmulator
@@ -160,9 +161,10 @@ def test_two_runs_open_on_one_store_keep_their_staging_apart(state: Path | str) 
 
 
 def test_a_full_temporary_directory_is_named_in_the_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The staging lives in SQLite's temporary directory: when it fills up (played here by a
-    page limit on the TEMP database, the same SQLITE_FULL), the error names that place too."""
-    monkeypatch.setenv("SQLITE_TMPDIR", str(tmp_path))
+    """The staging lives in the temporary directory (`syncd.temp_dir`: `tmp` in the state
+    directory): when it fills up (played here by a page limit on the TEMP database, the same
+    SQLITE_FULL), the error names that place too."""
+    monkeypatch.setattr(temp_dir, "_chosen", tmp_path / "tmp")  # as loading the settings chooses it
     with pytest.raises(StorageError) as raised:
         with StateStore(tmp_path / "state.db") as mirror:
             mirror.db.execute("PRAGMA temp.max_page_count = 40")
@@ -170,7 +172,7 @@ def test_a_full_temporary_directory_is_named_in_the_one_line_error(tmp_path: Pat
             mirror.stage(run, [row("t", "page", f"p{n}", title="x" * 2000) for n in range(500)])
     message = str(raised.value)
     assert message.startswith(f"{tmp_path / 'state.db'}: no space left on the device") and "\n" not in message
-    assert f"(or free space in {tmp_path}: SQLite's temporary directory, where a run stages what it reads" in message
+    assert f"(or free space in {tmp_path / 'tmp'}: the temporary directory, where a run stages what it reads" in message
     assert raised.value.exit_code == 1
     with StateStore(tmp_path / "state.db") as mirror:  # nothing of the run became current; the file is whole
         assert not list(mirror.current_keys("t"))

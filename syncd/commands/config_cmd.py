@@ -130,6 +130,7 @@ def _print_pretty(settings: Settings, env: Mapping[str, str] | None) -> None:
             "general",
             [
                 ("state_dir", str(settings.state_dir)),
+                ("temp_dir", str(settings.temp_path)),
                 ("concurrency", str(settings.concurrency)),
                 ("request_timeout", format_duration(settings.request_timeout)),
                 (

@@ -30,6 +30,7 @@ from syncd.config.settings import ENV_NESTED_DELIMITER, ENV_PREFIX, Settings
 from syncd.config.tenants import TOKEN_KEYS
 from syncd.errors import ConfigError, ConfigProblem
 from syncd.logging import register_secret
+from syncd.temp_dir import choose as choose_temp_dir
 
 __all__ = ["DEFAULT_CONFIG_PATH", "load_settings"]
 
@@ -294,6 +295,7 @@ def load_settings(
     except ValidationError as exc:
         raise ConfigError(problems=_problems(exc, file_data, env_data, config_path)) from None
     settings._config_file = Path(config_path) if config_path is not None else None
+    choose_temp_dir(settings.temp_path)  # recorded only: made when a state is first written
     settings._env = env
     env_tenants = env_data.get("tenants")
     for name, tenant in settings.tenants.items():

@@ -1,7 +1,7 @@
 """`Settings`: everything syncd is configured with, in one validated model, and the checks
 that span its parts (job names, the tenants jobs name).
 
-Relative paths (`state_dir`, `token_file`) are relative to the working directory.
+Relative paths (`state_dir`, `temp_dir`, `token_file`) are relative to the working directory.
 """
 
 from __future__ import annotations
@@ -50,6 +50,9 @@ class Settings(BaseSettings):
 
     tenants: dict[str, TenantConfig] = Field(default_factory=dict)
     state_dir: Path = Path("state")
+    temp_dir: Path | None = None
+    """Where temporary files go (a run's staging, SQLite's spills); unset: `tmp` in state_dir,
+    made private when first needed (`syncd.temp_dir`: never the system's, which a read-only root lacks)."""
     state_url: Annotated[SecretStr | None, BeforeValidator(check_state_url)] = None
     """A PostgreSQL that replicas of `syncd serve` share (README "Fleet"); unset: one daemon, SQLite in state_dir."""
     fleet: FleetConfig = Field(default_factory=FleetConfig)
@@ -110,12 +113,19 @@ class Settings(BaseSettings):
             tenant._name = name
         return value
 
-    @field_validator("state_dir")
+    @field_validator("state_dir", "temp_dir")
     @classmethod
-    def _state_dir(cls, value: Path) -> Path:
+    def _state_dir(cls, value: Path | None) -> Path | None:
+        if value is None:
+            return None
         if not str(value).strip():
             raise ValueError("must not be empty")
         return value.expanduser()
+
+    @property
+    def temp_path(self) -> Path:
+        """Where this process's temporary files go: `temp_dir`, else `tmp` in `state_dir`."""
+        return self.temp_dir if self.temp_dir is not None else self.state_dir / "tmp"
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Settings:

@@ -61,6 +61,8 @@ from syncd.files import private_dir
 from syncd.listening import listening
 from syncd.logging import get_logger
 from syncd.state.lock import WriterLock
+from syncd.temp_dir import choose as choose_temp_dir
+from syncd.temp_dir import use_chosen as use_temp_dir
 
 __all__ = ["Daemon", "DaemonBusyError", "JobState", "TriggerResult", "log_run_end"]
 
@@ -194,6 +196,8 @@ class Daemon:
             raise ConfigError(f"state_dir {self.state_dir}: cannot create it: {exc.strerror or exc}") from None
         if not os.access(self.state_dir, os.W_OK | os.X_OK):
             raise ConfigError(f"state_dir {self.state_dir}: not writable by this user")
+        choose_temp_dir(self.settings.temp_path)
+        use_temp_dir(create=True)  # before any job's thread: SQLite's temporary files go there from the start
 
     def _state_lock(self) -> WriterLock:
         directory = self.state_dir
@@ -356,6 +360,7 @@ class Daemon:
             if (new.daemon.token is None) != (self.settings.daemon.token is None) and self.url is not None:
                 self._write_info(new)  # the token clients must read from it comes or goes
         except Exception as exc:  # noqa: BLE001 - whatever broke, the running configuration stays
+            choose_temp_dir(self.settings.temp_path)  # loading recorded the rejected file's
             self.metrics.reloads.labels("rejected").inc()
             log.error("config.reload_rejected", error=describe_error(exc), kept="the running configuration")
             return False
@@ -363,10 +368,12 @@ class Daemon:
             key for key in ("host", "port") if getattr(new.daemon, key) != getattr(self.settings.daemon, key)
         ] + (["state_dir"] if new.state_dir != self.settings.state_dir else []) + (
             ["state_url"] if new.state_url != self.settings.state_url or new.fleet != self.settings.fleet else []
-        )
+        ) + (["temp_dir"] if new.temp_dir != self.settings.temp_dir else [])
         if needs_restart:
             log.warning("config.restart_needed", settings=needs_restart, detail="these take effect when the daemon restarts")
             new.state_dir, new.state_url, new.fleet = self.settings.state_dir, self.settings.state_url, self.settings.fleet
+            new.temp_dir = self.settings.temp_dir  # SQLite's temporary directory is the process's: moved by a restart only
+            choose_temp_dir(self.settings.temp_path)
             new.daemon = new.daemon.model_copy(update={"host": self.settings.daemon.host, "port": self.settings.daemon.port})
         self.settings = new
         report = self._adopt_jobs(new.jobs)

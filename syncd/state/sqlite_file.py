@@ -38,6 +38,7 @@ from syncd.state.errors import StateError
 from syncd.state.dialect import SQLITE
 from syncd.state.sqlite_schema import check_readable, migrate
 from syncd.state.tables import LISTINGS, STAGED, STAGED_SCOPES, apart
+from syncd.temp_dir import TempDirError, chosen, sqlite_temp_dir, use_chosen
 
 __all__ = ["database_failure", "identity", "open_readonly", "open_writable"]
 
@@ -112,9 +113,16 @@ def database_failure(path: Path | str, exc: BaseException) -> SyncdError | None:
     if name.startswith("SQLITE_FULL") or "disk is full" in text:
         error = storage_error(OSError(errno.ENOSPC, "no space left on the device (the database or disk is full)"), path)
         if error is not None:  # the staging is in the temporary directory (`stage_apart`): it may be the one full
-            error.args = (f"{error} (or free space in {temp_dir()}: SQLite's temporary directory, where a run stages "
-                          "what it reads; SQLITE_TMPDIR chooses another)",)  # fmt: skip
+            error.args = (f"{error} (or free space in {sqlite_temp_dir()}: the temporary directory, where a run stages "
+                          "what it reads; set temp_dir to choose another)",)  # fmt: skip
         return error
+    if name.startswith(("SQLITE_IOERR_GETTEMPPATH", "SQLITE_CANTOPEN_NOTEMPDIR")):
+        place = chosen()  # None: a command that reads no configuration (export, check), SQLite's own choice
+        if place is not None:
+            return TempDirError(f"{path}: no writable temporary directory: the temporary directory {place} is not "
+                                "writable or is gone: set temp_dir to a writable place or make it writable")  # fmt: skip
+        return TempDirError(f"{path}: no writable temporary directory (SQLITE_TMPDIR, TMPDIR, /var/tmp, /usr/tmp, /tmp): "
+                            "set SQLITE_TMPDIR to a writable place")  # fmt: skip
     if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "malformed" in text or "not a database" in text:
         return StateError(
             f"{path} cannot be read, it is damaged: {text}; restore it from a backup, or sync into a new file (--db)"
@@ -154,6 +162,7 @@ def open_writable(path: Path, *, create: bool, busy_timeout: float) -> Database:
     in WAL mode, checked whole and migrated; StateError or StorageError in one line."""
     if not create and not path.exists():
         raise StateError(f"no state file at {path}")
+    use_chosen(create=True)  # before the first TEMP table: the staging's file goes there
     try:
         # Private from the start: SQLite gives -wal and -shm the mode of the file.
         private_dir(path.parent)
@@ -200,20 +209,10 @@ listings are `run_listings`, so that the file's own (failed ones, kept) stay in 
 
 def stage_apart(db: Database) -> None:
     """Keep what this connection's runs stage in TEMP tables (`APART`). SQLite keeps them in a
-    file of its temporary directory (`SQLITE_TMPDIR`, `TMPDIR`, else /var/tmp), unlinked, gone
-    with the connection: a crash leaves nothing to drop."""
+    file of the process's temporary directory (`syncd.temp_dir`: `temp_dir`, else `tmp` in the
+    state directory), unlinked, gone with the connection: a crash leaves nothing to drop."""
     for name, table in APART.items():
         db.execute(apart(table).create(SQLITE, named=name, temp=True))
-
-
-def temp_dir() -> str:
-    """Where SQLite puts this process's temporary files: the first writable of its unix
-    candidates, in its order (`SQLITE_TMPDIR`, `TMPDIR`, /var/tmp, /usr/tmp, /tmp, the
-    current directory)."""
-    for candidate in (os.environ.get("SQLITE_TMPDIR"), os.environ.get("TMPDIR"), "/var/tmp", "/usr/tmp", "/tmp"):
-        if candidate and os.path.isdir(candidate) and os.access(candidate, os.W_OK | os.X_OK):
-            return candidate
-    return "."
 
 
 def empty_apart(db: Database) -> None:
@@ -252,6 +251,7 @@ def open_readonly(path: Path, *, busy_timeout: float) -> tuple[Database, tuple[i
     """The file opened for reading one snapshot (module docstring), and, when it was opened
     `immutable`, what identifies its state then (see `identity`); None otherwise."""
     header = _sqlite_header(path)
+    use_chosen(create=False)  # big sorts spill there; nothing is made for a reader
     wal_mode = header[18] == 2
     wal = path.with_name(path.name + "-wal")
     immutable = wal_mode and not wal.exists()
