@@ -130,3 +130,48 @@ def test_a_sighup_naming_a_fifo_leaves_the_daemon_answering(daemon: DaemonProces
     daemon.signal(signal.SIGTERM)
     daemon.process.wait(timeout=BOUND)
     assert daemon.process.returncode == 0, daemon.log()
+
+
+def test_a_reload_not_read_within_its_deadline_is_rejected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reading that never ends (a file on a hung network mount: no FIFO trick stops that)
+    is given up after `RELOAD_DEADLINE`; the loop runs meanwhile and the configuration stays."""
+    import threading
+
+    import anyio
+
+    from syncd.config import load_settings
+    from syncd.daemon import service
+
+    token = tmp_path / "token"
+    token.write_text("src-token-0123456789\n")
+    settings = load_settings(_config(tmp_path, token), env={})
+    monkeypatch.setattr(service, "RELOAD_DEADLINE", 0.5)
+    hung = threading.Event()
+
+    def never_read() -> object:
+        hung.wait(BOUND)
+        raise AssertionError("read after its deadline")
+
+    async def main() -> tuple[bool, int]:
+        daemon = service.Daemon(settings, reload=never_read)  # type: ignore[arg-type]
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await anyio.sleep(0.01)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(tick)
+            with anyio.fail_after(BOUND):
+                adopted = await daemon.reload_off_loop()
+            group.cancel_scope.cancel()
+        assert daemon.settings is settings
+        return adopted, ticks
+
+    try:
+        adopted, ticks = anyio.run(main)
+    finally:
+        hung.set()
+    assert adopted is False and ticks > 10  # rejected, and the loop ran while it waited
