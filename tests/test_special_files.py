@@ -134,7 +134,8 @@ def test_a_sighup_naming_a_fifo_leaves_the_daemon_answering(daemon: DaemonProces
 
 def test_a_reload_not_read_within_its_deadline_is_rejected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A reading that never ends (a file on a hung network mount: no FIFO trick stops that)
-    is given up after `RELOAD_DEADLINE`; the loop runs meanwhile and the configuration stays."""
+    is given up after `RELOAD_DEADLINE`; the loop runs meanwhile, the configuration stays, and
+    the thread left reading is a daemon thread (the interpreter does not wait for it at exit)."""
     import threading
 
     import anyio
@@ -168,6 +169,8 @@ def test_a_reload_not_read_within_its_deadline_is_rejected(tmp_path: Path, monke
                 adopted = await daemon.reload_off_loop()
             group.cancel_scope.cancel()
         assert daemon.settings is settings
+        left = [thread for thread in threading.enumerate() if thread.name == "syncd reload"]
+        assert left and all(thread.daemon for thread in left)  # a hung read never keeps the process from exiting
         return adopted, ticks
 
     try:

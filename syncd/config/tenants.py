@@ -39,9 +39,9 @@ __all__ = ["TOKEN_KEYS", "TOKEN_MASK", "Ref", "RetryConfig", "TargetRef", "Tenan
 TOKEN_MASK = "********"
 """What is shown in place of a token."""
 TOKEN_KEYS = ("token", "token_env", "token_file")
+"""A tenant's token sources: exactly one is given."""
 TOKEN_FILE_LIMIT = 64 * 1024
 """The most of a `token_file` read: a token is a line; a larger file is not one (`/dev/zero`)."""
-"""A tenant's token sources: exactly one is given."""
 _ENV_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 
 

@@ -34,7 +34,7 @@ class DaemonUnreachable(SyncdError):
 
 def _daemon_info(settings: Settings, key: str) -> str | None:
     """A string of the running daemon's `state/daemon.json`, None without a usable one (a FIFO
-or a device there is not waited on nor read without end: `syncd.safe_read`)."""
+    or a device there is not waited on nor read without end: `syncd.safe_read`)."""
     try:
         text = read_regular(settings.state_dir / "daemon.json", DAEMON_INFO_LIMIT, "daemon's file", encoding="utf-8")
         value = json.loads(text).get(key)

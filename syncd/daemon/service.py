@@ -12,9 +12,9 @@ Structure (one event loop, everything supervised by anyio task groups):
   not for the times it missed), and **cancel** its run: the run's own cancel scope, the path
   a shutdown takes, so the run ends `cancelled` with its state as consistent as after SIGTERM;
 - the **signal watcher**: SIGHUP reloads the configuration (a broken file is rejected with
-  a log line and the old configuration stays), read in a worker thread within
-  `RELOAD_DEADLINE` so that a slow or strange file never stops the loop; SIGTERM/SIGINT stop the scheduler, give the
-  runs `daemon.shutdown_deadline` to finish, then cancel them (a second signal cancels at
+  a log line and the old configuration stays), read in a thread within `RELOAD_DEADLINE` so
+  that a slow or strange file never stops the loop; SIGTERM/SIGINT stop the scheduler, give
+  the runs `daemon.shutdown_deadline` to finish, then cancel them (a second signal cancels at
   once). A cancelled crawl leaves its mirror run unfinished (the previous snapshot stays
   current) and a cancelled apply leaves its intents in the journal, to be settled by the
   next run: cancellation is safe at any await;
@@ -48,6 +48,7 @@ from pydantic import SecretStr
 from syncd.api.telemetry import observing
 from syncd.config import JobConfig, MirrorJob, Settings, _is_loopback, load_settings
 from syncd.daemon.control_token import ControlToken
+from syncd.daemon.detached import in_detached_thread
 from syncd.daemon.jobs import execute_job, save_mirror_plan, state_files
 from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.pauses import JobPaused, NothingToCancel, Pause, cancelled_by
@@ -375,12 +376,12 @@ class Daemon:
         return self._adopt_settings(new)
 
     async def reload_off_loop(self) -> bool:
-        """`reload`, the configuration read in a worker thread: a file that is slow to read (a
-        hung network mount) never stops the loop, and one not read within `RELOAD_DEADLINE`
-        rejects the reload (the thread is left to end on its own)."""
+        """`reload`, the configuration read in a thread of its own: a file that is slow to read
+        (a hung network mount) never stops the loop, and one not read within `RELOAD_DEADLINE`
+        rejects the reload (the thread is left to end on its own, and never keeps the process
+        from exiting: `in_detached_thread`)."""
         try:
-            with anyio.fail_after(RELOAD_DEADLINE):
-                new = await anyio.to_thread.run_sync(self._read_settings, abandon_on_cancel=True)
+            new = await in_detached_thread(self._read_settings, deadline=RELOAD_DEADLINE, name="syncd reload")
         except TimeoutError:
             return self._reject_reload(f"the configuration was not read within {RELOAD_DEADLINE:g} s (a file that does not answer?)")
         except Exception as exc:  # noqa: BLE001 - whatever broke, the running configuration stays
