@@ -103,7 +103,10 @@ def read_regular(path: Path | str, limit: int, what: str, *, encoding: str | Non
     UnicodeDecodeError as decoding raises it), at most `limit` of them: a larger file is
     FileRefused, as is anything but a regular file (`open_regular_file`)."""
     with open_regular_file(path, what, follow_links=follow_links) as handle:
-        raw = handle.read(limit + 1)
+        expected = min(os.fstat(handle.fileno()).st_size, limit) + 1  # read(n) allocates n bytes first
+        raw = handle.read(expected)
+        if len(raw) == expected <= limit:  # it grew since: read on, to the bound
+            raw += handle.read(limit + 1 - expected)
     if len(raw) > limit:
         raise FileRefused(path, f"the {what} is larger than {_size(limit)}, the most syncd reads of one")
     return raw if encoding is None else raw.decode(encoding)
