@@ -271,7 +271,7 @@ def _resolve_tokens(settings: Settings) -> None:
 
 def _problems_document(config: Path | None, error: ConfigError) -> dict[str, Any]:
     """`config check --json` of a configuration that cannot be used: its problems, no settings."""
-    if config is None and DEFAULT_CONFIG_PATH.is_file():
+    if config is None and DEFAULT_CONFIG_PATH.exists():
         config = DEFAULT_CONFIG_PATH
     document = {
         "config_file": str(config) if config is not None else None,

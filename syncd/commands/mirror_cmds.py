@@ -319,7 +319,9 @@ def dry_run_saved(saved: SavedPlan, plan_file: Path, db: StateLocation, as_json:
             idmap = load_idmap(store, saved.pair)
     lines = dry_run_lines(saved.plan, idmap)
     if as_json:
-        _emit({**json.loads(plan_file.read_text(encoding="utf-8")), "calls": lines})
+        from syncd.copy.planfile import plan_text
+
+        _emit({**json.loads(plan_text(plan_file)), "calls": lines})
     else:
         out = _console(False)
         out.print(f"dry run of a saved plan: {len(lines)} steps would be sent, nothing was written", markup=False)

@@ -30,11 +30,14 @@ from syncd.config.settings import ENV_NESTED_DELIMITER, ENV_PREFIX, Settings
 from syncd.config.tenants import TOKEN_KEYS
 from syncd.errors import ConfigError, ConfigProblem
 from syncd.logging import register_secret
+from syncd.safe_read import FileRefused, read_regular
 from syncd.temp_dir import choose as choose_temp_dir
 
 __all__ = ["DEFAULT_CONFIG_PATH", "load_settings"]
 
 DEFAULT_CONFIG_PATH = Path("config/syncd.toml")
+CONFIG_FILE_LIMIT = 16 * 1024 * 1024
+"""The most of a configuration file read (a file of thousands of jobs is a few hundred KB)."""
 
 
 class _MappingEnvSource(EnvSettingsSource):
@@ -51,18 +54,18 @@ class _MappingEnvSource(EnvSettingsSource):
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    """Read the file, turning every failure into one line (with the line number for syntax)."""
+    """Read the file (a regular file, to a bound: `syncd.safe_read`), turning every failure
+    into one line (with the line number for syntax)."""
 
     def problem(message: str) -> ConfigError:
         return ConfigError(problems=[ConfigProblem(str(path), None, message)])
 
     try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
+        return tomllib.loads(read_regular(path, CONFIG_FILE_LIMIT, "config file", encoding="utf-8"))
     except FileNotFoundError:
         raise problem("config file does not exist") from None
-    except IsADirectoryError:
-        raise problem("is a directory, not a config file") from None
+    except FileRefused as exc:  # a FIFO, a device, a directory, too large: one line, not a hang
+        raise problem(exc.reason) from None
     except OSError as exc:
         raise problem(f"cannot read config file: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
@@ -271,7 +274,7 @@ def load_settings(
     explicitly must exist. `env` defaults to `os.environ` (tests pass a dict). Problems are
     one ConfigError with every problem found, each naming its source and field.
     """
-    if config_path is None and DEFAULT_CONFIG_PATH.is_file():
+    if config_path is None and DEFAULT_CONFIG_PATH.exists():  # a FIFO or a folder there is refused, not passed over
         config_path = DEFAULT_CONFIG_PATH
     file_data: dict[str, Any] = {}
     if config_path is not None:

@@ -31,6 +31,7 @@ from pydantic import (
 from syncd.config.base import NAME_RE, Seconds, StrictModel, format_duration, trimmed_secret
 from syncd.errors import ConfigError, ConfigProblem
 from syncd.logging import register_secret
+from syncd.safe_read import FileRefused, read_regular
 from syncd.safe_text import check_secret
 
 __all__ = ["TOKEN_KEYS", "TOKEN_MASK", "Ref", "RetryConfig", "TargetRef", "TenantConfig", "parse_ref"]
@@ -39,6 +40,8 @@ TOKEN_MASK = "********"
 """What is shown in place of a token."""
 TOKEN_KEYS = ("token", "token_env", "token_file")
 """A tenant's token sources: exactly one is given."""
+TOKEN_FILE_LIMIT = 64 * 1024
+"""The most of a `token_file` read: a token is a line; a larger file is not one (`/dev/zero`)."""
 _ENV_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -193,9 +196,11 @@ class TenantConfig(StrictModel):
         else:
             assert self.token_file is not None
             try:
-                value = self.token_file.read_text(encoding="utf-8").strip()
+                value = read_regular(self.token_file, TOKEN_FILE_LIMIT, "token file", encoding="utf-8").strip()
             except FileNotFoundError:
                 raise _problem(f"{where}.token_file", f"{self.token_file} does not exist") from None
+            except FileRefused as exc:  # a FIFO, a device, a directory, too large
+                raise _problem(f"{where}.token_file", str(exc)) from None
             except (OSError, UnicodeDecodeError) as exc:
                 reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
                 raise _problem(f"{where}.token_file", f"cannot read {self.token_file}: {reason}") from None

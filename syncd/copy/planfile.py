@@ -44,6 +44,7 @@ from syncd.copy.review import Item, counts
 from syncd.copy.rules import COPIED_KINDS
 from syncd.errors import SyncdError, UsageError
 from syncd.files import write_private
+from syncd.safe_read import FileRefused, read_regular
 from syncd.scope import Scope
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "fingerprint",
     "load_plan",
     "now_text",
+    "plan_text",
     "plan_data",
     "plan_document",
     "plan_options",
@@ -74,6 +76,8 @@ __all__ = [
 
 PLAN_FORMAT = "syncd-plan"
 PLAN_VERSION = 1
+PLAN_FILE_LIMIT = 1 << 30
+"""The most of a plan file the command line reads (a million operations are about 400 MB)."""
 FINGERPRINTED_KINDS: frozenset[str] = frozenset(COPIED_KINDS) | {"page", "file", "space-custom-field-value", "openapi-spec-source"}
 """What a plan is made from (module docstring)."""
 
@@ -219,13 +223,20 @@ def save_plan(path: Path, document: Mapping[str, Any]) -> None:
 def load_plan(path: Path) -> SavedPlan:
     """Read a plan file; PlanFileError (one line) when it is not one this syncd applies: the
     whole file is checked field by field (`plancheck`) before anything is done with it."""
+    return saved_from(plan_data(plan_text(path), path), path)
+
+
+def plan_text(path: Path) -> str:
+    """The text of the plan file `path`: a regular file (a FIFO is not waited on, a device not
+    read without end) of at most `PLAN_FILE_LIMIT` bytes; PlanFileError (one line) otherwise."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return read_regular(path, PLAN_FILE_LIMIT, "plan", encoding="utf-8")
     except FileNotFoundError:
         raise PlanFileError(f"{path}: no such plan file") from None
+    except FileRefused as exc:
+        raise PlanFileError(str(exc)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise PlanFileError(f"{path} cannot be read as a plan: {exc}") from None
-    return saved_from(plan_data(text, path), path)
 
 
 def plan_data(text: str, path: Path) -> Any:

@@ -19,8 +19,13 @@ import anyio
 from syncd.config import Settings
 from syncd.errors import SyncdError
 from syncd.listening import local_url
+from syncd.safe_read import FileRefused, read_regular
 
 __all__ = ["ControlClient", "DaemonUnreachable", "daemon_token", "daemon_url", "local_url"]
+
+
+DAEMON_INFO_LIMIT = 64 * 1024
+"""The most of `daemon.json` read (the daemon writes a few hundred bytes)."""
 
 
 class DaemonUnreachable(SyncdError):
@@ -28,10 +33,12 @@ class DaemonUnreachable(SyncdError):
 
 
 def _daemon_info(settings: Settings, key: str) -> str | None:
-    """A string of the running daemon's `state/daemon.json`, None without one."""
+    """A string of the running daemon's `state/daemon.json`, None without a usable one (a FIFO
+    or a device there is not waited on nor read without end: `syncd.safe_read`)."""
     try:
-        value = json.loads((settings.state_dir / "daemon.json").read_text()).get(key)
-    except (OSError, ValueError, AttributeError):
+        text = read_regular(settings.state_dir / "daemon.json", DAEMON_INFO_LIMIT, "daemon's file", encoding="utf-8")
+        value = json.loads(text).get(key)
+    except (OSError, ValueError, AttributeError, FileRefused):
         return None
     return value if isinstance(value, str) and value else None
 

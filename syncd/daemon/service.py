@@ -12,8 +12,9 @@ Structure (one event loop, everything supervised by anyio task groups):
   not for the times it missed), and **cancel** its run: the run's own cancel scope, the path
   a shutdown takes, so the run ends `cancelled` with its state as consistent as after SIGTERM;
 - the **signal watcher**: SIGHUP reloads the configuration (a broken file is rejected with
-  a log line and the old configuration stays); SIGTERM/SIGINT stop the scheduler, give the
-  runs `daemon.shutdown_deadline` to finish, then cancel them (a second signal cancels at
+  a log line and the old configuration stays), read in a thread within `RELOAD_DEADLINE` so
+  that a slow or strange file never stops the loop; SIGTERM/SIGINT stop the scheduler, give
+  the runs `daemon.shutdown_deadline` to finish, then cancel them (a second signal cancels at
   once). A cancelled crawl leaves its mirror run unfinished (the previous snapshot stays
   current) and a cancelled apply leaves its intents in the journal, to be settled by the
   next run: cancellation is safe at any await;
@@ -47,6 +48,7 @@ from pydantic import SecretStr
 from syncd.api.telemetry import observing
 from syncd.config import JobConfig, MirrorJob, Settings, _is_loopback, load_settings
 from syncd.daemon.control_token import ControlToken
+from syncd.daemon.detached import in_detached_thread
 from syncd.daemon.jobs import execute_job, save_mirror_plan, state_files
 from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.pauses import JobPaused, NothingToCancel, Pause, cancelled_by
@@ -69,6 +71,9 @@ __all__ = ["Daemon", "DaemonBusyError", "JobState", "TriggerResult", "log_run_en
 log = get_logger("syncd.daemon")
 _IDLE_WAKE = 60.0
 """Longest sleep of the scheduler loop: a clock jump is noticed within a minute."""
+RELOAD_DEADLINE = 10.0
+"""Longest a SIGHUP's reading of the configuration (the file, the job's token files) may take,
+in a worker thread; past it the reload is rejected and the running configuration stays."""
 
 
 class DaemonBusyError(SyncdError):
@@ -177,6 +182,7 @@ class Daemon:
         self._file_locks: dict[str, anyio.Lock] = {}
         self._runs_group: TaskGroup | None = None
         self._token = ControlToken()
+        self._reload_wanted = anyio.Event()
 
     @property
     def control_token(self) -> SecretStr:
@@ -223,6 +229,7 @@ class Daemon:
             # Listen first: a port in use is a plain error, not one wrapped by a task group.
             async with self._control_api() as url, anyio.create_task_group() as group:
                 await group.start(self._watch_signals)
+                group.start_soon(self._reload_when_asked)
                 self.url = url
                 self._joined(url)
                 self._write_info(self.settings)
@@ -301,7 +308,7 @@ class Daemon:
             task_status.started()
             async for signum in signals:
                 if signum == signal.SIGHUP:
-                    self.reload()
+                    self._reload_wanted.set()  # read by `_reload_when_asked`: this loop stays free for SIGTERM
                 elif self.stopping:
                     log.warning("daemon.cancel_now", signal=signal.Signals(signum).name)
                     if self._runs_group is not None:
@@ -351,19 +358,56 @@ class Daemon:
                 state.timer.reschedule(job.schedule, now, self.rng)
         return report
 
+    def _read_settings(self) -> Settings:
+        """The configuration as the files say now, with every token its jobs need read: what a
+        reload would adopt. Reads files only: run in a worker thread (`reload_off_loop`)."""
+        new = self._reload_settings()
+        check_job_tokens(new)
+        return new
+
+    def _reject_reload(self, error: str) -> bool:
+        choose_temp_dir(self.settings.temp_path)  # loading recorded the rejected file's
+        self.metrics.reloads.labels("rejected").inc()
+        log.error("config.reload_rejected", error=error, kept="the running configuration")
+        return False
+
     def reload(self) -> bool:
-        """Re-read the configuration; a broken one is rejected and the old one stays."""
+        """Re-read the configuration here and now; a broken one is rejected and the old one
+        stays. The daemon reads it off its loop instead (`reload_off_loop`)."""
         try:
-            new = self._reload_settings()
-            check_job_tokens(new)
+            new = self._read_settings()
+        except Exception as exc:  # noqa: BLE001 - whatever broke, the running configuration stays
+            return self._reject_reload(describe_error(exc))
+        return self._adopt_settings(new)
+
+    async def reload_off_loop(self) -> bool:
+        """`reload`, the configuration read in a thread of its own: a file that is slow to read
+        (a hung network mount) never stops the loop, and one not read within `RELOAD_DEADLINE`
+        rejects the reload (the thread is left to end on its own, and never keeps the process
+        from exiting: `in_detached_thread`)."""
+        try:
+            new = await in_detached_thread(self._read_settings, deadline=RELOAD_DEADLINE, name="syncd reload")
+        except TimeoutError:
+            return self._reject_reload(f"the configuration was not read within {RELOAD_DEADLINE:g} s (a file that does not answer?)")
+        except Exception as exc:  # noqa: BLE001 - whatever broke, the running configuration stays
+            return self._reject_reload(describe_error(exc))
+        return self._adopt_settings(new)
+
+    async def _reload_when_asked(self) -> None:
+        """Reload once per SIGHUP, one at a time; SIGHUPs that come during a reload make one more."""
+        while True:
+            await self._reload_wanted.wait()
+            self._reload_wanted = anyio.Event()
+            await self.reload_off_loop()
+
+    def _adopt_settings(self, new: Settings) -> bool:
+        """Run with `new` from now on, unless it would open the control API (rejected)."""
+        try:
             check_reload(self.settings, new)
             if (new.daemon.token is None) != (self.settings.daemon.token is None) and self.url is not None:
                 self._write_info(new)  # the token clients must read from it comes or goes
         except Exception as exc:  # noqa: BLE001 - whatever broke, the running configuration stays
-            choose_temp_dir(self.settings.temp_path)  # loading recorded the rejected file's
-            self.metrics.reloads.labels("rejected").inc()
-            log.error("config.reload_rejected", error=describe_error(exc), kept="the running configuration")
-            return False
+            return self._reject_reload(describe_error(exc))
         needs_restart = [
             key for key in ("host", "port") if getattr(new.daemon, key) != getattr(self.settings.daemon, key)
         ] + (["state_dir"] if new.state_dir != self.settings.state_dir else []) + (

@@ -35,6 +35,7 @@ from typing import Any, BinaryIO
 
 from syncd.errors import SyncdError
 from syncd.files import create_private, private_dir, write_private
+from syncd.safe_read import FileRefused, file_kind, read_regular
 
 __all__ = [
     "FILE_KINDS",
@@ -49,6 +50,8 @@ FILE_KINDS = frozenset({"file", "change-request-file"})
 """The kinds of mirror rows whose binaries a blob folder holds (the manifest's keys)."""
 MANIFEST = "manifest.json"
 _CHUNK = 1 << 16
+MANIFEST_LIMIT = 1 << 30
+"""The most of a manifest read (a million files are about 200 MB of it)."""
 _SHA256 = re.compile(r"\A[0-9a-f]{64}\Z")  # `\Z`: `$` would let "<hex>\n" through
 
 
@@ -77,25 +80,10 @@ _DIRECTORY_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_
 _DIR_FD = os.open in os.supports_dir_fd
 
 
-def _what(mode: int) -> str:
-    """What a non-regular file is, in words."""
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a regular file"
-
-
 def _refusal(mode: int) -> BlobRefused:
     if stat.S_ISLNK(mode):
         return BlobRefused("symlink", "is a symbolic link, not a regular file")
-    return BlobRefused("not-regular", f"is not a regular file ({_what(mode)})")
+    return BlobRefused("not-regular", f"is not a regular file ({file_kind(mode)})")
 
 
 def _failed_open(exc: OSError, path: Path, dir_fd: int | None) -> BlobRefused:
@@ -155,7 +143,7 @@ def _folder_refusal(exc: OSError, folder: Path) -> BlobRefused:
     if stat.S_ISLNK(mode):
         return BlobRefused("symlink", f"is in a folder that is a symbolic link ({folder.name}/), not a folder")
     if not stat.S_ISDIR(mode):
-        return BlobRefused("not-regular", f"is in {folder.name}, which is not a folder ({_what(mode)})")
+        return BlobRefused("not-regular", f"is in {folder.name}, which is not a folder ({file_kind(mode)})")
     return BlobRefused("unreadable", f"cannot be read ({exc.strerror or exc})")
 
 
@@ -213,9 +201,11 @@ class BlobStore:
     def manifest(self) -> dict[str, dict[str, Any]]:
         """File row id -> {sha256, size, name, contentType}; empty when there is none yet."""
         try:
-            data = json.loads(self.manifest_path.read_text(encoding="utf-8"))
+            data = json.loads(read_regular(self.manifest_path, MANIFEST_LIMIT, "blob manifest", encoding="utf-8"))
         except FileNotFoundError:
             return {}
+        except FileRefused as exc:  # a FIFO, a device, a folder, too large: beside a backup from anywhere
+            raise BlobError(f"{exc}; move it away to download again") from None
         except (OSError, ValueError, RecursionError) as exc:
             raise BlobError(f"{self.manifest_path} is unreadable ({exc}); move it away to download again") from None
         if not isinstance(data, dict):

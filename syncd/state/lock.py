@@ -93,7 +93,7 @@ def lock_holder(lock: Path) -> str | None:
     if fcntl is None:  # pragma: no cover
         return None
     try:
-        fd = os.open(lock, os.O_RDONLY)
+        fd = os.open(lock, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO put there is not waited on
     except OSError:
         return None  # no lock file: nobody holds it (the holder creates it, and removes it when done)
     try:

@@ -27,13 +27,13 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
-import stat
 from pathlib import Path
 
 from sqlite_utils import Database
 
 from syncd.errors import SyncdError
 from syncd.files import create_private, private_dir, storage_error
+from syncd.safe_read import FileRefused, check_regular, open_regular_file
 from syncd.state.errors import StateError
 from syncd.state.dialect import SQLITE
 from syncd.state.sqlite_schema import check_readable, migrate
@@ -55,16 +55,16 @@ def identity(path: Path) -> tuple[int, int, int, int] | None:
 
 
 def _sqlite_header(path: Path) -> bytes:
-    """The first 100 bytes of `path`, after checking it is an SQLite file (StateError)."""
+    """The first 100 bytes of `path`, after checking it is an SQLite file (StateError). Opened
+    without waiting and checked regular first (`syncd.safe_read`): SQLite, which opens it next,
+    would wait on a FIFO for ever."""
     try:
-        with open(path, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise StateError(f"{path} is not a syncd mirror or backup (not a regular file)")
+        with open_regular_file(path, "state file") as handle:
             header = handle.read(100)
     except FileNotFoundError:
         raise StateError(f"no state file at {path}") from None
-    except IsADirectoryError:
-        raise StateError(f"{path} is not a syncd mirror or backup (a directory)") from None
+    except FileRefused as exc:
+        raise StateError(f"{path} is not a syncd mirror or backup ({exc.kind or exc.reason})") from None
     except OSError as exc:
         raise StateError(f"{path} cannot be read: {exc.strerror or exc}") from None
     if not header:
@@ -167,6 +167,9 @@ def open_writable(path: Path, *, create: bool, busy_timeout: float) -> Database:
         # Private from the start: SQLite gives -wal and -shm the mode of the file.
         private_dir(path.parent)
         created = create_private(path)
+        check_regular(path, "state file")  # SQLite would wait on a FIFO for ever
+    except FileRefused as exc:
+        raise StateError(f"{path} is not a syncd mirror or backup ({exc.kind})") from None
     except OSError as exc:
         failure = storage_error(exc, doing="create the state file")
         raise (failure or StateError(f"{path}: cannot create the state file: {exc.strerror or exc}")) from None
