@@ -21,6 +21,7 @@ import sys
 import textwrap
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlite_utils import Database
@@ -103,17 +104,23 @@ def _holds_open(pid: int, path: Path) -> bool:
     return any(os.path.realpath(folder / fd) == str(path.resolve()) for fd in os.listdir(folder))
 
 
+def _stopped_by(process: Any, signum: int, what: str) -> str:
+    """Send `signum` to `process` (a Popen or a zygote's child) once; its stderr once it ended,
+    a test failure when it has not ended within `STOP_BOUND` seconds."""
+    process.send_signal(signum)
+    try:
+        return str(process.communicate(timeout=STOP_BOUND)[1])
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{what} did not stop within {STOP_BOUND:g} s of {signal.Signals(signum).name}")
+
+
 def test_export_of_the_crafted_backup_ends_on_the_first_sigint(crafted: Path) -> None:
     """Before the fix, `export` read the view for ever, and SIGINT, SIGINT, SIGTERM, SIGTERM did
     not end it. Now it ends: refused at once (exit 2), or, if the signal comes first, stopped (130)."""
     process = cli_zygote.started(["export", str(crafted), str(crafted.parent / "out")], env=clean_env(), cwd=crafted.parent)
     try:
         wait_for("export to open the file", lambda: process.poll() is not None or _holds_open(process.pid, crafted), timeout=30, interval=0.02)
-        process.send_signal(signal.SIGINT)
-        try:
-            _, err = process.communicate(timeout=STOP_BOUND)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"export did not stop within {STOP_BOUND:g} s of SIGINT")
+        err = _stopped_by(process, signal.SIGINT, "export")
     finally:
         process.kill()
     assert process.returncode in (2, 130), err
@@ -255,11 +262,7 @@ def test_the_first_signal_interrupts_a_long_query_on_a_file_syncd_reads(made: Pa
     process = subprocess.Popen([sys.executable, "-c", script, str(path), how], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None and process.stdout.readline() == "reading\n"
-        process.send_signal(signum)
-        try:
-            _, err = process.communicate(timeout=STOP_BOUND)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"the query did not stop within {STOP_BOUND:g} s of {signal.Signals(signum).name}")
+        err = _stopped_by(process, signum, "the query")
     finally:
         process.kill()
         process.wait()
