@@ -188,7 +188,12 @@ def known_failure(exc: BaseException) -> SyncdError | None:
 
 
 def _interrupted(exc: BaseException) -> bool:
-    return isinstance(exc, BaseExceptionGroup) and any(isinstance(leaf, KeyboardInterrupt) for leaf in _leaves(exc))
+    """A KeyboardInterrupt inside a group, or a query SIGINT stopped: where no `interrupt.stoppable`
+    catches it, SIGINT raises KeyboardInterrupt inside SQLite's progress handler, which aborts
+    the query (`syncd.state.sqlite_file.stop_on_request`) and leaves that error instead."""
+    from syncd.state.sqlite_file import stopped
+
+    return any(isinstance(leaf, KeyboardInterrupt) or stopped(leaf) for leaf in _leaves(exc))
 
 
 def error_lines(exc: BaseException) -> str:

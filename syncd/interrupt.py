@@ -11,6 +11,14 @@ signal's number, as shells report it: 130 for SIGINT, 143 for SIGTERM.
 
 A second signal while the first is being handled is not caught: the default action stops
 the process at once (SIGINT raises KeyboardInterrupt, SIGTERM ends it).
+
+Inside one long SQLite call (a query over a large or crafted file) Python runs no signal
+handler: it waits for the call to return. So the connections that read a file the user named
+(`syncd.state.sqlite_file`) have a progress handler, Python code SQLite calls every few
+thousand steps: calling it lets a pending signal's handler run (on the main thread), and it
+aborts the query once `stop_requested()` (from any thread: an async command reads in worker
+threads). The aborted query raises, the command unwinds, and `run` or `stoppable` turns
+whatever it raised into Interrupted.
 """
 
 from __future__ import annotations
@@ -27,11 +35,30 @@ import anyio
 from syncd import event_loop
 from syncd.errors import SyncdError
 
-__all__ = ["SIGNALS", "Interrupted", "StopFlag", "run", "stoppable"]
+__all__ = ["SIGNALS", "Interrupted", "StopFlag", "run", "stop_requested", "stoppable"]
 
 T = TypeVar("T")
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 RUN_CANCELLED = "the run is marked cancelled, what it had finished is kept"
+_requested: list[int] = []
+"""The signals that asked the command running in this process to stop (within `run` or
+`stoppable`); empty when none did."""
+
+
+def stop_requested() -> bool:
+    """Whether SIGINT or SIGTERM asked the running command to stop: what the progress handler
+    of SQLite asks (module docstring). Any thread may ask."""
+    return bool(_requested)
+
+
+@contextmanager
+def _requests() -> Iterator[None]:
+    """The stop requests of the block are forgotten after it (a test runs many commands)."""
+    before = list(_requested)
+    try:
+        yield
+    finally:
+        _requested[:] = before
 
 
 class Interrupted(SyncdError):
@@ -59,6 +86,7 @@ def run(work: Callable[..., Awaitable[T]], *args: Any, what: str = RUN_CANCELLED
                     task_status.started()
                     async for signum in signals:
                         caught.append(int(signum))
+                        _requested.append(int(signum))  # reads in worker threads: their queries stop
                         group.cancel_scope.cancel()
                         return
 
@@ -70,7 +98,8 @@ def run(work: Callable[..., Awaitable[T]], *args: Any, what: str = RUN_CANCELLED
             group.cancel_scope.cancel()  # the work is done: stop watching
 
     try:
-        event_loop.run(main)
+        with _requests():
+            event_loop.run(main)
     except BaseException:
         if caught:
             raise Interrupted(caught[0], what) from None
@@ -99,6 +128,7 @@ class StopFlag:
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.signum is None:
             self.signum = signum
+            _requested.append(signum)  # a query under way stops (module docstring)
         else:  # a second signal: stop now
             signal.signal(signum, signal.SIG_DFL)
             signal.raise_signal(signum)
@@ -111,14 +141,20 @@ class StopFlag:
 @contextmanager
 def stoppable(what: str) -> Iterator[StopFlag]:
     """Catch SIGINT and SIGTERM for the block (main thread only) into a StopFlag; the previous
-    handlers come back after it, and a signal that came is raised as Interrupted at its end."""
+    handlers come back after it, and a signal that came is raised as Interrupted at its end,
+    in place of what the block raised (a query the signal stopped raises, see the module
+    docstring)."""
     flag = StopFlag(what)
     if not _on_main_thread():  # (the command run by a library or a test in a worker thread)
         yield flag
         return
     previous = {signum: signal.signal(signum, flag._handle) for signum in SIGNALS}
     try:
-        yield flag
+        with _requests():
+            yield flag
+    except BaseException:
+        flag.check()
+        raise
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

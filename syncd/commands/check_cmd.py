@@ -1,7 +1,8 @@
 """`syncd check BACKUP.db`: verify a backup, reading only (`syncd.read.check`).
 
 Exit codes: 0 the backup is whole; 1 problems were found (one line each, then a summary); 2
-the file is no syncd backup or cannot be read at all (one line, `syncd: error: ...`). With
+the file is no syncd backup or cannot be read at all (one line, `syncd: error: ...`); 130/143
+stopped by SIGINT/SIGTERM (`syncd.interrupt`), the backup only read. With
 `--json` the report is one JSON document on stdout (schema `syncd/schemas/check.json`) and
 the lines go to stderr.
 """
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import typer
 
+from syncd import interrupt
 from syncd.commands.file_args import backup_file
 from syncd.commands.machine_output import emit, human_console
 from syncd.read.check import CheckReport, check_backup
@@ -52,7 +54,9 @@ def check(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (schemas/check.json); the lines go to stderr."),
 ) -> None:
     """Verify a backup, reading only: SQLite integrity, every blob's hash, every file's blob present."""
-    report = check_backup(backup_file(backup, "check"))
+    path = backup_file(backup, "check")
+    with interrupt.stoppable("the backup was only read") as stop:  # SIGINT/SIGTERM: exit 130/143
+        report = check_backup(path, on_blob=lambda size: stop.check())
     shown = human_console(as_json)
     for problem in report.problems:
         shown.print(f"[red]{markup(problem.kind)}[/red]: {markup(problem.subject)}: {markup(problem.message)}", soft_wrap=True)

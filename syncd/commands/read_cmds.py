@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from syncd.read.sync import StateLocation
 
 EXIT_PARTIAL = 3
+ONLY_READ = "the file was only read"
+"""What a stopped `status` or `diff` leaves (SIGINT/SIGTERM: exit 130/143, `syncd.interrupt`)."""
 MISSING_SHOWN = 20
 ConfigOption = typer.Option(None, "--config", "-c", help="Configuration file (default: config/syncd.toml when present).")
 DbOption = typer.Option(None, "--db", help="Mirror file (default: STATE_DIR/syncd.db).")
@@ -178,7 +180,7 @@ def diff(
     if len(run) > 2:
         raise UsageError("give --run at most twice (A then B)")
     db_path = existing_db(db or default_db(load_settings(config)))
-    with StateStore(db_path, readonly=True) as store:  # only read: works on read-only media, beside a writer
+    with interrupt.stoppable(ONLY_READ), StateStore(db_path, readonly=True) as store:  # works on read-only media, beside a writer
         run_a, run_b = _pick_runs(store, run[0] if len(run) == 2 else None, run[-1] if run else None)
         changes = store.diff(run_a, run_b)
         lines = [] if as_json else change_lines(changes, store.location, every=show_all)
@@ -241,7 +243,7 @@ def status(
 
     db_path = existing_db(db or default_db(load_settings(config)))
     try:
-        with StateStore(db_path, readonly=True) as store:
+        with interrupt.stoppable(ONLY_READ), StateStore(db_path, readonly=True) as store:
             runs = store.runs()
             counts = {tenant: store.counts(tenant) for tenant in sorted({r["tenant"] for r in runs})}
     except sqlite3.DatabaseError as exc:  # the header and schema read, a later page is damaged
@@ -345,7 +347,7 @@ def export(
 
     source = backup_file(source, "export")
     scope = scope_from(include, exclude)
-    stopping = interrupt.stoppable(f"the export stopped between two spaces (every file in {out_dir} is whole); run it again")
+    stopping = interrupt.stoppable(f"the export stopped (every file in {out_dir} is whole, none half-written); run it again")
     with stopping as stop, ExportProgress(f"export {source.name}") as progress:
 
         def spaces(done: int, total: int | None, files: int) -> None:

@@ -35,6 +35,7 @@ from syncd.read.backup import blobs_dir
 from syncd.read.blobs import FILE_KINDS, BlobError, BlobRefused, BlobStore, hash_stream, open_regular
 from syncd.state import FINISHED, StateError
 from syncd.state.sqlite_schema import check_readable
+from syncd.state.sqlite_file import stopped
 from syncd.state.store import _connect_readonly, _sqlite_header, database_failure
 
 __all__ = ["INTEGRITY_LINES", "CheckReport", "NotABackup", "Problem", "check_backup"]
@@ -136,13 +137,17 @@ def _integrity(conn: sqlite3.Connection, report: CheckReport) -> None:
     some), each table is checked on its own, so the lines say which tables are damaged."""
     try:
         lines = _check(conn)
-    except sqlite3.DatabaseError:
+    except sqlite3.DatabaseError as exc:
+        if stopped(exc):
+            raise
         lines = []
         tables = [str(name) for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
         for table in tables:
             try:
                 lines += [f"table {table}: {line}" for line in _check(conn, table) if line != "ok"]
             except sqlite3.DatabaseError as exc:
+                if stopped(exc):
+                    raise
                 lines.append(f"table {table}: {exc}")
         lines = lines[:INTEGRITY_LINES] or ["the check stopped: the file is damaged where no table is"]
     if lines != ["ok"]:
@@ -173,6 +178,8 @@ def _rows(conn: sqlite3.Connection, report: CheckReport) -> list[tuple[str, str,
                 decoded = None
             rows.append((str(tenant), str(row_id), decoded if isinstance(decoded, dict) else {}))
     except sqlite3.DatabaseError as exc:
+        if stopped(exc):
+            raise
         why = f"the runs and file rows cannot be read: {exc}"
         if report.integrity == "ok":
             report.problems.append(Problem("rows-unreadable", str(report.path), why))
@@ -321,8 +328,8 @@ def check_backup(path: Path, *, on_blob: Callable[[int], None] | None = None) ->
     report = CheckReport(path)
     with closing(_open(path)) as conn:
         try:
-            check_readable(Database(conn, execute_plugins=False), where=str(path))
             conn.execute("BEGIN")  # one snapshot for every read below
+            check_readable(Database(conn, execute_plugins=False), where=str(path))
             _integrity(conn, report)
             rows = _rows(conn, report)
         except sqlite3.DatabaseError as exc:  # its list of tables cannot be read

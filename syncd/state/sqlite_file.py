@@ -19,7 +19,14 @@ until `close()`, so a run that finishes meanwhile is not half seen.
 
 Every open checks the whole file first (`PRAGMA quick_check`, about a second per GB): a
 damaged page is an error (StateError, one line), not a silently shorter status or export,
-and a damaged file is not written into.
+and a damaged file is not written into; and its schema must be the one syncd's migrations made
+(`sqlite_schema.check_made_by_syncd`): what a crafted schema would run (a view over an endless
+query in place of a table) is refused before anything reads it.
+
+A stop request (SIGINT, SIGTERM: `syncd.interrupt`) aborts a query under way on a read-only
+connection (a progress handler, `stop_on_request`): it only reads, nothing is left half done.
+A writer's connection has it only while its file is checked at the open: the writes a stopped
+command still makes (its run marked cancelled) must not be aborted.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from pathlib import Path
 
 from sqlite_utils import Database
 
+from syncd import interrupt
 from syncd.errors import SyncdError
 from syncd.files import create_private, private_dir, storage_error
 from syncd.safe_read import FileRefused, check_regular, open_regular_file
@@ -40,9 +48,23 @@ from syncd.state.sqlite_schema import check_readable, migrate
 from syncd.state.tables import LISTINGS, STAGED, STAGED_SCOPES, apart
 from syncd.temp_dir import TempDirError, chosen, sqlite_temp_dir, use_chosen
 
-__all__ = ["database_failure", "identity", "open_readonly", "open_writable"]
+__all__ = ["database_failure", "identity", "open_readonly", "open_writable", "stop_on_request", "stopped"]
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+PROGRESS_STEPS = 10_000
+"""SQLite steps between two calls of the progress handler: well under a millisecond of a query,
+and a negligible share of its time."""
+
+
+def stop_on_request(conn: sqlite3.Connection) -> None:
+    """Abort the query under way on `conn` once a stop was requested (module docstring); the
+    query raises `sqlite3.OperationalError` ("interrupted")."""
+    conn.set_progress_handler(interrupt.stop_requested, PROGRESS_STEPS)
+
+
+def stopped(exc: BaseException) -> bool:
+    """Whether `exc` is a query a stop request aborted (`stop_on_request`): not damage to report."""
+    return isinstance(exc, sqlite3.OperationalError) and getattr(exc, "sqlite_errorname", "") == "SQLITE_INTERRUPT"
 
 
 def identity(path: Path) -> tuple[int, int, int, int] | None:
@@ -81,6 +103,7 @@ def _connect_readonly(path: Path, immutable: bool, busy_timeout: float) -> sqlit
     query = "immutable=1" if immutable else "mode=ro"
     conn = sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True, timeout=busy_timeout, check_same_thread=False)
     try:
+        stop_on_request(conn)
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         conn.execute("PRAGMA query_only = ON")
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -186,11 +209,17 @@ def open_writable(path: Path, *, create: bool, busy_timeout: float) -> Database:
         db.enable_wal()
         db.execute("PRAGMA synchronous = NORMAL")  # WAL: safe across crashes of syncd
         db.execute("PRAGMA foreign_keys = ON")
-        _check_whole(conn, path)
+        stop_on_request(conn)  # (the check reads the whole file: a stop request ends it)
+        try:
+            _check_whole(conn, path)
+        finally:
+            conn.set_progress_handler(None, 0)
         migrate(db, where=str(path))
         stage_apart(db)
     except sqlite3.DatabaseError as exc:
         conn.close()
+        if stopped(exc):
+            raise
         failure = database_failure(path, exc)
         if isinstance(failure, StateError) or failure is None:
             failure = StateError(f"{path} is not a usable syncd state file: {exc}")
@@ -271,17 +300,21 @@ def open_readonly(path: Path, *, busy_timeout: float) -> tuple[Database, tuple[i
             conn = _connect_readonly(path, True, busy_timeout)
             immutable = True
     except sqlite3.DatabaseError as exc:
+        if stopped(exc):
+            raise
         why = str(exc)
         if wal.exists() and not immutable:
             why += f" (it has a write-ahead log, {wal.name}: copy or open it with its -wal and -shm files)"
         raise StateError(f"{path} is not a usable syncd mirror or backup: {why}") from None
     db = Database(conn, execute_plugins=False)
     try:
-        check_readable(db, where=str(path))
         conn.execute("BEGIN")  # one snapshot for the StateStore's life (deferred: taken at the first read)
+        check_readable(db, where=str(path))
         _check_whole(conn, path)
     except sqlite3.DatabaseError as exc:
         conn.close()
+        if stopped(exc):
+            raise
         raise StateError(f"{path} is not a usable syncd mirror or backup: {exc}") from None
     except BaseException:
         conn.close()

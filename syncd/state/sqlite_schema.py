@@ -13,19 +13,26 @@ them as each step made them, and `tests/released_schema.py` holds the SQL as rel
 A file opened read-only (`StateStore(path, readonly=True)`: a backup being exported, restored or
 looked at) is never migrated: `check_readable` reads it as it is when the migrations the read
 side needs (`READ_NEEDS`) are there, and refuses it in one line otherwise.
+
+Either way a file is syncd's only when its schema is the one its migrations made
+(`check_made_by_syncd`, `syncd.state.sqlite_shape`): its `migrations` table is the file's word,
+its schema is what SQLite runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import functools
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from sqlite_utils import Database
 
 from syncd.state.dialect import SQLITE
 from syncd.state.errors import StateError, NewerStateError
+from syncd.state.sqlite_shape import Shape, shape_of, what_differs
 from syncd.state.tables import (
     CHANGES,
     CURRENT_RESOURCES,
@@ -39,7 +46,17 @@ from syncd.state.tables import (
     STAGED_SCOPES,
 )
 
-__all__ = ["MIGRATIONS", "READ_NEEDS", "Migration", "applied_migrations", "check_readable", "migrate", "utc_now"]
+__all__ = [
+    "MIGRATIONS",
+    "READ_NEEDS",
+    "Migration",
+    "applied_migrations",
+    "check_made_by_syncd",
+    "check_readable",
+    "made_shape",
+    "migrate",
+    "utc_now",
+]
 
 
 @dataclass(frozen=True)
@@ -170,8 +187,11 @@ def _check_known(names: Sequence[str], migrations: Sequence[Migration], where: s
 
 def migrate(db: Database, migrations: Sequence[Migration] = MIGRATIONS, where: str = "") -> list[str]:
     """Apply the pending migrations, each in its own transaction; return their names."""
-    applied = applied_migrations(db)
-    _check_known(applied, migrations, where)
+    with _one_snapshot(db):  # (another process may be upgrading the file: its names and tables as of one commit)
+        applied = applied_migrations(db)
+        _check_known(applied, migrations, where)
+        if applied:  # (none: a new file, or another program's, where creating syncd's tables fails on one of its own)
+            check_made_by_syncd(db, applied, where, migrations)
     done: list[str] = []
     for migration in migrations:
         if migration.name in applied:
@@ -194,15 +214,49 @@ def migrate(db: Database, migrations: Sequence[Migration] = MIGRATIONS, where: s
     return done
 
 
+@functools.lru_cache(maxsize=16)
+def made_shape(migrations: tuple[Migration, ...]) -> Shape:
+    """The schema `migrations` make in a new file (built in memory, once per list)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        migrate(Database(conn, execute_plugins=False), migrations)
+        return shape_of(conn)
+    finally:
+        conn.close()
+
+
+def check_made_by_syncd(
+    db: Database, applied: Sequence[str], where: str = "", migrations: Sequence[Migration] = MIGRATIONS
+) -> None:
+    """StateError (one line) unless the file's schema is the one syncd's migrations `applied`
+    (known ones: see `_check_known`) made: a prefix of `migrations`, in order, and the tables,
+    views and triggers they make, as `syncd.state.sqlite_shape` compares them."""
+    made = tuple(migrations[: len(applied)])
+    if [m.name for m in made] != list(applied):
+        raise StateError(f"{where} is not a syncd mirror or backup: its migrations are not the ones syncd applies, in their order")
+    expected = made_shape(made)
+    wrong = what_differs(shape_of(db.conn, columns_of=expected.tables.keys()), expected)
+    if wrong is not None:
+        raise StateError(f"{where} is not a syncd mirror or backup: {wrong}")
+
+
 def check_readable(db: Database, where: str = "", migrations: Sequence[Migration] = MIGRATIONS) -> list[str]:
     """Check, without writing, that a file can be read as it is; return its migrations.
 
     StateError when it holds no syncd tables; NewerStateError when a newer syncd migrated it;
-    StateError when it lacks a migration `READ_NEEDS` names (an older syncd wrote it)."""
-    if "migrations" not in db.table_names():
-        raise StateError(f"{where} is not a syncd mirror or backup (it has no syncd tables)")
-    applied = applied_migrations(db)
-    _check_known(applied, migrations, where)
+    StateError when it lacks a migration `READ_NEEDS` names (an older syncd wrote it), or when
+    its schema is not the one its migrations made (`check_made_by_syncd`)."""
+    with _one_snapshot(db):
+        if "migrations" not in db.table_names():
+            raise StateError(f"{where} is not a syncd mirror or backup (it has no syncd tables)")
+        applied = applied_migrations(db)
+        _check_known(applied, migrations, where)
+        _check_read_needs(applied, where)
+        check_made_by_syncd(db, applied, where, migrations)
+    return applied
+
+
+def _check_read_needs(applied: Sequence[str], where: str) -> None:
     missing = [name for name in READ_NEEDS if name not in applied]
     if missing:
         raise StateError(
@@ -210,4 +264,18 @@ def check_readable(db: Database, where: str = "", migrations: Sequence[Migration
             "opened read-only is not upgraded: read it with an older syncd, or upgrade a writable copy of it "
             "with a syncd command that writes the file"
         )
-    return applied
+
+
+@contextlib.contextmanager
+def _one_snapshot(db: Database) -> Iterator[None]:
+    """The reads of the block from one snapshot of the file: in the caller's transaction, or
+    in a read transaction of the block's own (which takes no write lock)."""
+    if db.conn.in_transaction:
+        yield
+        return
+    db.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if db.conn.in_transaction:
+            db.execute("COMMIT")
