@@ -400,7 +400,8 @@ def test_a_pause_is_kept_across_reopen_once_and_a_resume_lifts_it(history: Histo
 
 
 def test_who_asks_is_one_clean_bounded_line_and_a_paused_job_shows_as_paused() -> None:
-    from syncd.daemon.pauses import OPERATOR, Pause, who
+    from syncd.daemon.pauses import OPERATOR, who
+    from syncd.daemon.run_history import Pause
     from syncd.daemon.views import paused_view
 
     assert who("ops\x1b[31m@host\n(cli)") == "ops@host (cli)"

@@ -45,8 +45,7 @@ if TYPE_CHECKING:
 
     from syncd.config import Settings
     from syncd.daemon.metrics import DaemonMetrics
-    from syncd.daemon.pauses import Pause
-    from syncd.daemon.run_history import RunHistory, RunRecord
+    from syncd.daemon.run_history import Pause, RunHistory, RunRecord
     from syncd.daemon.views import JobState, TriggerResult
 
 __all__ = ["DAEMON", "ControlledDaemon", "create_control_app"]

@@ -38,8 +38,7 @@ from psycopg.rows import dict_row
 
 from syncd.daemon import leases
 from syncd.daemon.fleet_tables import FLEET_MIGRATIONS
-from syncd.daemon.pauses import Pause
-from syncd.daemon.run_history import KEEP_RUNS, PRUNE_EVERY, RecentRuns, RunRecord, RunTable
+from syncd.daemon.run_history import KEEP_RUNS, PRUNE_EVERY, Pause, RecentRuns, RunRecord, RunTable
 from syncd.logging import get_logger
 from syncd.pg import migrations as pg_migrations
 from syncd.pg.connect import PgError, connect

@@ -1,4 +1,5 @@
-"""Paused jobs: what a pause is, and the words the operator is told about it.
+"""Paused jobs: the words the operator is told about a pause (the record, `Pause`, is the
+history's: `syncd.daemon.run_history`).
 
 Why apart: one daemon keeps its pauses beside its run history in `state/daemon.db`
 (`RunLog`), a fleet in PostgreSQL (`FleetRunLog`, table `fleet_job_pauses`), so that a pause
@@ -8,30 +9,15 @@ read the same `Pause` and say the same sentences, whichever keeps it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
-
-from syncd.daemon.run_history import iso_utc, shown_utc
+from syncd.daemon.run_history import Pause, shown_utc
 from syncd.errors import SyncdError
 from syncd.safe_text import clean
 
-__all__ = ["OPERATOR", "JobPaused", "NothingToCancel", "Pause", "cancelled_by", "who"]
+__all__ = ["OPERATOR", "JobPaused", "NothingToCancel", "cancelled_by", "who"]
 
 OPERATOR = "the control API"
 """Who paused or cancelled, when the caller did not say."""
 _WHO_LENGTH = 100
-
-
-@dataclass(frozen=True)
-class Pause:
-    """A job's schedule and triggers held by an operator since `at`."""
-
-    job: str
-    at: datetime
-    by: str
-
-    def as_dict(self) -> dict[str, str | None]:
-        return {"at": iso_utc(self.at), "by": self.by}
 
 
 class JobPaused(SyncdError):

@@ -13,10 +13,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
-
-if TYPE_CHECKING:
-    from syncd.daemon.pauses import Pause
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 __all__ = [
     "DIED",
@@ -24,6 +21,7 @@ __all__ = [
     "MEMORY",
     "NEVER_STARTED",
     "OUTCOMES",
+    "Pause",
     "PRUNE_EVERY",
     "Outcome",
     "RecentRuns",
@@ -61,6 +59,19 @@ def shown_utc(dt: datetime) -> str:
 
 def iso_utc(dt: datetime | None) -> str | None:
     return dt.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z") if dt is not None else None
+
+
+@dataclass(frozen=True)
+class Pause:
+    """A job's schedule and triggers held by an operator since `at` (kept beside the runs:
+    `daemon.db`, or the fleet's `fleet_job_pauses`)."""
+
+    job: str
+    at: datetime
+    by: str
+
+    def as_dict(self) -> dict[str, str | None]:
+        return {"at": iso_utc(self.at), "by": self.by}
 
 
 @dataclass

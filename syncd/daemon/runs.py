@@ -18,8 +18,7 @@ from typing import Any
 
 import sqlite_utils
 
-from syncd.daemon.pauses import Pause
-from syncd.daemon.run_history import DIED, KEEP_RUNS, NEVER_STARTED, PRUNE_EVERY, RecentRuns, RunRecord, RunTable
+from syncd.daemon.run_history import DIED, KEEP_RUNS, NEVER_STARTED, PRUNE_EVERY, Pause, RecentRuns, RunRecord, RunTable
 from syncd.files import create_private
 from syncd.logging import get_logger
 

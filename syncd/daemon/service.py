@@ -51,10 +51,10 @@ from syncd.daemon.control_token import ControlToken
 from syncd.daemon.detached import in_detached_thread
 from syncd.daemon.jobs import execute_job, save_mirror_plan, state_files
 from syncd.daemon.metrics import DaemonMetrics
-from syncd.daemon.pauses import JobPaused, NothingToCancel, Pause, cancelled_by
+from syncd.daemon.pauses import JobPaused, NothingToCancel, cancelled_by
 from syncd.daemon.progress import reporting
 from syncd.daemon.remote import local_url
-from syncd.daemon.run_history import RunHistory, RunRecord
+from syncd.daemon.run_history import Pause, RunHistory, RunRecord
 from syncd.daemon.runs import RunLog
 from syncd.daemon.schedule import JobTimer
 from syncd.daemon.views import JobState, TriggerResult, job_view, paused_view

@@ -16,8 +16,7 @@ from typing import Any
 import anyio
 
 from syncd.config import JobConfig
-from syncd.daemon.pauses import Pause
-from syncd.daemon.run_history import RunHistory, RunRecord, iso_utc
+from syncd.daemon.run_history import Pause, RunHistory, RunRecord, iso_utc
 from syncd.daemon.schedule import JobTimer
 
 __all__ = ["JobState", "TriggerResult", "job_view", "paused_view", "state_word"]
