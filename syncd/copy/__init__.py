@@ -1,6 +1,7 @@
 """The write side: make a target organization equal to a source (a copy, a mirror, a restore).
 
-    engine.py   copy_org: settle leftovers, read, plan, apply, read again; rounds; the report
+    engine.py   copy_org: settle leftovers, read, plan, apply, read again, in rounds
+    report.py   what a copy tells: its rounds, verification, leftovers, the run summary
     sides.py    the two sides and how they are read (live organization, backup file)
     plan.py     plan_copy(source, target, idmap, mode) -> Plan: the order of the parts (pure)
     context.py  what the parts of the planner share: snapshots, id map, the plan being written
@@ -27,11 +28,12 @@ predicts a name, a path, a position or a default the service chooses.
 """
 
 from syncd.copy.context import ContentStrategy, Mode
-from syncd.copy.engine import CopyReport, NotRestored, PlanRefused, Reading, RoundReport, copy_org, dry_run_lines, plan_org, verify_org
+from syncd.copy.engine import NotRestored, PlanRefused, Reading, copy_org, dry_run_lines, plan_org, verify_org
 from syncd.copy.model import IdMap, Node, Snapshot
 from syncd.copy.ops import Op, Plan, Ref, Skip
 from syncd.copy.plan import plan_copy
 from syncd.copy.recover import UnsettledError
+from syncd.copy.report import CopyReport, RoundReport
 from syncd.copy.sides import BackupSource
 from syncd.copy.verify import Verification, compare, render
 

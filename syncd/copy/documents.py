@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from syncd.copy.apply import ApplyResult
-from syncd.copy.engine import CopyReport, RoundReport
+from syncd.copy.report import CopyReport, RoundReport
 from syncd.copy.observe import Outcome
 from syncd.copy.ops import Op
 from syncd.copy.planfile import skip_json

@@ -36,15 +36,16 @@ from syncd.copy.context import ContentStrategy, Mode, seg
 from syncd.copy.invariants import Bounds, check_ops, known_target_ids, violations_line
 from syncd.copy.journal import Pair
 from syncd.copy.model import IdMap, Snapshot
-from syncd.copy.ops import PATH_REF, Leftover, Op, Plan, Ref, Skip
+from syncd.copy.ops import PATH_REF, Plan, Ref
 from syncd.copy.plan import plan_copy
 from syncd.copy.planfile import SavedPlan, StalePlan, check_fresh, check_same, refuse_violations, restrict, sides_fingerprints
 from syncd.copy.recover import UnsettledError, settle_leftovers
-from syncd.copy.review import SYMBOLS, Item, review
+from syncd.copy.report import CopyReport, RoundReport
+from syncd.copy.review import SYMBOLS, review
 from syncd.copy.scoping import scope_sides
 from syncd.copy.served import Publisher, held_blobs
 from syncd.copy.sides import BackupSource, ClientFactory, Endpoints, Side, Source, connect, read_backup, read_sides, target_reads_source
-from syncd.copy.verify import Entry, Verification, compare, excuse, leave_extras, leftovers, residue
+from syncd.copy.verify import Entry, Verification, compare, excuse, leave_extras, residue
 from syncd.copy.writer import Writer
 from syncd.errors import SyncdError
 from syncd.read.backup import blobs_dir
@@ -58,8 +59,6 @@ from syncd.state.errors import StateBusyError
 __all__ = ["CopyReport", "NotRestored", "PlanRefused", "Reading", "RoundReport", "bounds_of", "copy_org", "dry_run_lines", "fingerprints", "plan_org", "verify_org"]
 
 MAX_ROUNDS = 3
-NAMED = 20
-"""Objects a run summary names per list (what was left on the target, what differs)."""
 STALE = "another run wrote the target after this one read it: read again"
 
 
@@ -115,101 +114,6 @@ def saved_plan(reading: Reading, plan: Plan, source: Source, target: TargetRef, 
     from syncd.copy.planfile import now_text
 
     return SavedPlan(reading.pair, str(source), str(target), mode, plan, fingerprints(reading), options, now_text())
-
-
-@dataclass
-class RoundReport:
-    """One round: its plan, what applying it cost, and what the next read found left."""
-
-    number: int
-    ops: int
-    counts: dict[str, dict[str, int]]
-    apply: ApplyResult | None = None
-    left: dict[str, int] | None = None
-
-    @property
-    def writes(self) -> int:
-        return self.apply.writes if self.apply else 0
-
-    def line(self) -> str:
-        cost = f"{self.writes} writes, {self.apply.reads} reads, {self.apply.seconds:.1f}s" if self.apply else "not applied"
-        failed = f", {len(self.apply.failed)} failed" if self.apply and self.apply.failed else ""
-        left = ""
-        if self.left is not None:
-            shown = {k: v for k, v in self.left.items() if v and k not in ("identical", "excused", "formatting", "restructured", "left_on_target")}
-            left = "; left: " + (", ".join(f"{v} {k}" for k, v in shown.items()) if shown else "nothing")
-            if self.left.get("excused"):
-                left += f" ({self.left['excused']} differences the plan announced)"
-            if self.left.get("left_on_target"):
-                left += f" ({self.left['left_on_target']} only on the target, kept by copy mode)"
-        return f"round {self.number}: {self.ops} operations, {cost}{failed}{left}"
-
-
-@dataclass
-class CopyReport:
-    source: str
-    target: str
-    mode: str
-    rounds: list[RoundReport] = field(default_factory=list)
-    skips: list[Skip] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    settled: list[str] = field(default_factory=list)
-    verification: Verification = field(default_factory=Verification)
-    residue: list[Entry] = field(default_factory=list)
-    read_cleanly: bool = True
-    plans: list[Plan] = field(default_factory=list)
-    outside_plan: list[Op] = field(default_factory=list)
-    """Ops a later round planned that the saved plan did not hold: not applied."""
-    listing: list[Item] = field(default_factory=list)
-    """The first plan as people review it (`review`)."""
-    traffic: dict[str, int] = field(default_factory=dict)
-    """Requests, retries and 429s of the copy's clients, both sides (`requests`, `retries`, `rate_limited`)."""
-
-    @property
-    def equal(self) -> bool:
-        """Equal apart from what the plan announced, and nothing left in the source."""
-        return self.verification.equal and not self.residue
-
-    @property
-    def left_on_target(self) -> list[Leftover]:
-        """What the copy left on the target that the source does not have (copy mode keeps it)."""
-        return leftovers(self.verification)
-
-    @property
-    def writes(self) -> int:
-        return sum(r.writes for r in self.rounds)
-
-    @property
-    def apply_seconds(self) -> float:
-        return sum(r.apply.seconds for r in self.rounds if r.apply)
-
-    @property
-    def failed(self) -> list[str]:
-        return [f"{o.key}: {o.reason}" for r in self.rounds if r.apply for o in r.apply.failed]
-
-    def summary(self) -> dict[str, Any]:
-        """JSON-ready figures (the daemon's run summary)."""
-        return {
-            "rounds": [{"ops": r.ops, "writes": r.writes, "left": r.left} for r in self.rounds],
-            "writes": self.writes,
-            **self.traffic,
-            "verify": self.verification.counts(),
-            "residue": len(self.residue),
-            "skips": len(self.skips),
-            "equal": self.equal,
-            "read_cleanly": self.read_cleanly,
-            "failures": self.failed[:20],
-            "left_on_target": [{"kind": o.kind, "title": o.title, "path": o.path} for o in self.left_on_target[:NAMED]],
-            "differences": self.differences()[:NAMED],
-        }
-
-    def differences(self) -> list[str]:
-        """What keeps the copy from being equal, object by object, in words (`missing space 'A'`)."""
-        v = self.verification
-        named = [(bucket, e) for bucket in ("missing", "different", "extra", "errors") for e in getattr(v, bucket)]
-        words = {"missing": "missing on the target", "different": "different", "extra": "only on the target", "errors": "in error"}
-        out = [f"{e.kind} {e.title!r} {words[bucket]}" + (f" ({', '.join(e.fields)})" if e.fields else "") for bucket, e in named]
-        return out + [f"{e.kind} {e.title!r} made in the source by a copy and still there" for e in self.residue]
 
 
 # ----- reading ----------------------------------------------------------------------------------
