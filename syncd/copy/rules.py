@@ -487,7 +487,7 @@ def content_difference(source: tuple[PageTree, Any], target: tuple[PageTree, Any
     """Fields describing how two spaces' content differs (empty when equal; an emoji the
     target's import could not carry is no difference, see `carried`)."""
     out: dict[str, tuple[Any, Any]] = {}
-    pages = carried(source[0], target[0])
+    pages = source[0] if source[0] == target[0] else carried(source[0], target[0])  # equal: nothing to carry
     if pages != target[0]:
         src, tgt = page_paths(pages), page_paths(target[0])
         if list(src) != list(tgt):

@@ -338,10 +338,11 @@ class _Comparer:
         emoji) did not survive the import as written, else `formatting` when its markdown is
         written differently."""
         source, target = entry.source_id or "", entry.target_id or ""
-        shaped = page_tree(self.src, source, structure=True)
-        if shaped != page_tree(self.tgt, target, structure=True):
+        if page_tree(self.src, source, exact=True) == page_tree(self.tgt, target, exact=True):
+            return  # the same bytes: the same form too (the common case, and the cheap one)
+        if page_tree(self.src, source, structure=True) != page_tree(self.tgt, target, structure=True):
             self.result.restructured.append(entry)
-        elif page_tree(self.src, source, exact=True) != page_tree(self.tgt, target, exact=True):
+        else:
             self.result.formatting.append(entry)
 
     def without_default(self, kind: str, node: Node) -> bool:

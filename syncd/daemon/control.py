@@ -33,9 +33,10 @@ from aiohttp import web
 
 from syncd.config import host_key
 from syncd.config.daemon import public_address
-from syncd.daemon.login_limit import LOGIN_LIMIT, LoginLimit, retry_after
+from syncd.daemon.login_limit import LOGIN_LIMIT, LoginLimit, refused_while_waiting
 from syncd.daemon.metrics import CONTENT_TYPE
 from syncd.daemon.pauses import JobPaused, NothingToCancel, who
+from syncd.daemon.ui.address import address_of
 from syncd.daemon.ui.pages import create_ui_app
 
 if TYPE_CHECKING:
@@ -76,6 +77,8 @@ class ControlledDaemon(Protocol):
     def ready(self) -> tuple[bool, list[str]]: ...
 
     def job_view(self, state: JobState) -> dict[str, Any]: ...
+
+    def jobs_view(self) -> list[dict[str, Any]]: ...
 
     def trigger(self, name: str) -> TriggerResult: ...
 
@@ -179,15 +182,13 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         if not daemon.settings.daemon.ui:
             return _error(404, "the web page is off (daemon.ui = false)")
         if request.path == "/ui":
-            _origin, prefix = public_address(daemon.settings.daemon.public_url)
-            return web.Response(status=308, headers={"Location": f"{prefix}/ui/"})
+            return web.Response(status=308, headers={"Location": address_of(daemon).root})
         return await handler(request)  # its session and CSRF checks: syncd.daemon.ui.guard
     if request.path not in _OPEN_PATHS:
         limit = request.app[LOGIN_LIMIT]
-        wait = limit.wait(request.remote)
-        if wait > 0:  # answered before the token is looked at: a wait tells nothing about it
-            response = _error(429, f"too many wrong tokens from this address: try again in {retry_after(wait)} s")
-            response.headers["Retry-After"] = retry_after(wait)
+        if (refused := refused_while_waiting(limit, request.remote)) is not None:
+            response = _error(429, refused[0])
+            response.headers["Retry-After"] = refused[1]
             return response
         scheme, _, given = request.headers.get("Authorization", "").partition(" ")
         expected = daemon.control_token.get_secret_value().encode()
@@ -237,8 +238,7 @@ async def metrics(request: web.Request) -> web.Response:
 @routes.get("/jobs")
 async def list_jobs(request: web.Request) -> web.Response:
     daemon = _daemon(request)
-    jobs = [daemon.job_view(state) for name, state in sorted(daemon.jobs.items()) if not state.removed]
-    return web.json_response({"jobs": jobs})
+    return web.json_response({"jobs": daemon.jobs_view()})
 
 
 def _job_state(request: web.Request) -> JobState:

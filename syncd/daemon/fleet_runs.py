@@ -38,6 +38,7 @@ from psycopg.rows import dict_row
 
 from syncd.daemon import leases
 from syncd.daemon.fleet_tables import FLEET_MIGRATIONS
+from syncd.daemon.pauses import paused_before_start
 from syncd.daemon.run_history import KEEP_RUNS, PRUNE_EVERY, Pause, RecentRuns, RunRecord, RunTable
 from syncd.logging import get_logger
 from syncd.pg import migrations as pg_migrations
@@ -387,7 +388,7 @@ class FleetRunLog:
         """Pause `job` for the whole fleet (kept as it was when already paused), and end its
         queued runs (slots and a waiting trigger) unstarted; the pause, and whether it is new.
         The time is the server's (`now` is for `RunLog`'s signature)."""
-        ended = f"the job was paused (by {by}) before the run started"
+        ended = paused_before_start(by)
         with self._db() as conn, conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
             cur.execute(
                 "INSERT INTO fleet_job_pauses (job, paused_by) VALUES (%s, %s) ON CONFLICT (job) DO UPDATE "

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-__all__ = ["FREE_FAILURES", "LOGIN_LIMIT", "MAX_WAIT", "LoginLimit", "client_key", "retry_after"]
+__all__ = ["FREE_FAILURES", "LOGIN_LIMIT", "MAX_WAIT", "LoginLimit", "client_key", "refused_while_waiting", "retry_after"]
 
 FREE_FAILURES = 5
 FIRST_WAIT = 1.0
@@ -120,6 +120,17 @@ class LoginLimit:
 def retry_after(seconds: float) -> str:
     """A wait as `Retry-After` says it: whole seconds, rounded up (never 0 for a real wait)."""
     return str(max(1, math.ceil(seconds)))
+
+
+def refused_while_waiting(limit: LoginLimit, address: str | None) -> tuple[str, str] | None:
+    """Why a token of `address` is not looked at now and its `Retry-After`, or None: what the
+    login form and the bearer check both answer (429) before they look at a token, so that a
+    wait tells nothing about it."""
+    wait = limit.wait(address)
+    if wait <= 0:
+        return None
+    after = retry_after(wait)
+    return f"too many wrong tokens from this address: try again in {after} s", after
 
 
 LOGIN_LIMIT: web.AppKey[LoginLimit] = web.AppKey("login_limit", LoginLimit)

@@ -13,7 +13,7 @@ from syncd.daemon.run_history import Pause, shown_utc
 from syncd.errors import SyncdError
 from syncd.safe_text import clean
 
-__all__ = ["OPERATOR", "JobPaused", "NothingToCancel", "cancelled_by", "who"]
+__all__ = ["OPERATOR", "JobPaused", "NothingToCancel", "cancelled_by", "paused_before_start", "who"]
 
 OPERATOR = "the control API"
 """Who paused or cancelled, when the caller did not say."""
@@ -47,3 +47,8 @@ def who(value: object) -> str:
 def cancelled_by(by: str) -> str:
     """The reason of a run an operator cancelled (its `error`, so the API's `reason`)."""
     return f"cancelled by the operator ({by})"
+
+
+def paused_before_start(by: str) -> str:
+    """The reason of a queued run a pause ended before it started."""
+    return f"the job was paused (by {by}) before the run started"

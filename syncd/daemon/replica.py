@@ -209,7 +209,6 @@ class FleetDaemon(Daemon):
     def trigger(self, name: str) -> TriggerResult:
         assert self.runs is not None
         state = self._triggerable(name)
-        self._refuse_if_paused(name)
         offered = self.runs.offer_trigger(name, state.config.kind)
         # Another run of the job running makes this one its follow-up; the offered run itself may
         # already be running (this replica's scheduler claims in a worker thread meanwhile).

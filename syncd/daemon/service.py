@@ -51,10 +51,10 @@ from syncd.daemon.control_token import ControlToken
 from syncd.daemon.detached import in_detached_thread
 from syncd.daemon.jobs import execute_job, save_mirror_plan, state_files
 from syncd.daemon.metrics import DaemonMetrics
-from syncd.daemon.pauses import JobPaused, NothingToCancel, cancelled_by
+from syncd.daemon.pauses import JobPaused, NothingToCancel, cancelled_by, paused_before_start
 from syncd.daemon.progress import reporting
 from syncd.daemon.remote import local_url
-from syncd.daemon.run_history import Pause, RunHistory, RunRecord
+from syncd.daemon.run_history import NEVER_STARTED, Pause, RunHistory, RunRecord
 from syncd.daemon.runs import RunLog
 from syncd.daemon.schedule import JobTimer
 from syncd.daemon.views import JobState, TriggerResult, job_view, paused_view
@@ -298,7 +298,7 @@ class Daemon:
                 self._close_unstarted(state.queued)
                 state.queued = None
 
-    def _close_unstarted(self, record: RunRecord, why: str = "the daemon stopped before the run started") -> None:
+    def _close_unstarted(self, record: RunRecord, why: str = NEVER_STARTED) -> None:
         assert self.runs is not None
         record.outcome, record.error, record.ended_at = "cancelled", why, self.clock()
         self.runs.save(record)
@@ -456,25 +456,22 @@ class Daemon:
         return state
 
     def _triggerable(self, name: str) -> JobState:
-        """The job a trigger asks for: KeyError if unknown (or dropped), RuntimeError while stopping."""
+        """The job a trigger asks for: KeyError if unknown (or dropped), RuntimeError while
+        stopping, JobPaused while an operator has it paused."""
         assert self.runs is not None
         state = self._job(name)
         if self.stopping:
             raise RuntimeError("the daemon is stopping")
-        return state
-
-    def _refuse_if_paused(self, name: str) -> None:
-        assert self.runs is not None
         pause = self.runs.paused_jobs().get(name)
         if pause is not None:
             raise JobPaused(pause)
+        return state
 
     def trigger(self, name: str) -> TriggerResult:
         """Run `name` now, or once more right after its current run (coalesced); JobPaused
         while an operator has it paused."""
         assert self.runs is not None
         state = self._triggerable(name)
-        self._refuse_if_paused(name)
         now = self.clock()
         status = state.timer.trigger(now)
         if status == "coalesced":
@@ -501,7 +498,7 @@ class Daemon:
         pause, new = self.runs.pause(name, by, self.clock())
         state.timer.pending_trigger = False
         if state.queued is not None:
-            self._close_unstarted(state.queued, f"the job was paused (by {by}) before the run started")
+            self._close_unstarted(state.queued, paused_before_start(by))
             state.queued = None
         self.metrics.job_paused(name, True)
         log.info("job.paused", job=name, by=by, since=pause.at.isoformat(), already=not new)
@@ -650,6 +647,12 @@ class Daemon:
         """The job as `/jobs` shows it (`syncd.daemon.views.job_view`), with its pause."""
         assert self.runs is not None
         return paused_view(self._view(state), self.runs.paused_jobs().get(state.config.name))
+
+    def jobs_view(self) -> list[dict[str, Any]]:
+        """Every configured job as `job_view` shows it, by name; the pauses read once for all."""
+        assert self.runs is not None
+        paused = self.runs.paused_jobs()
+        return [paused_view(self._view(state), paused.get(name)) for name, state in sorted(self.jobs.items()) if not state.removed]
 
     def _view(self, state: JobState) -> dict[str, Any]:
         assert self.runs is not None

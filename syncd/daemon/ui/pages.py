@@ -22,7 +22,7 @@ from aiohttp import web
 
 from syncd.copy.planfile import PlanFileError
 from syncd.copy.review import ACTIONS
-from syncd.daemon.login_limit import LOGIN_LIMIT, retry_after
+from syncd.daemon.login_limit import LOGIN_LIMIT, refused_while_waiting
 from syncd.daemon.progress import estimate, previous_size
 from syncd.daemon.pauses import JobPaused, NothingToCancel, who
 from syncd.daemon.run_history import RunRecord
@@ -114,10 +114,9 @@ async def login_page(request: web.Request) -> web.Response:
 async def login(request: web.Request) -> web.Response:
     form = await request.post()
     limit = request.config_dict[LOGIN_LIMIT]  # shared with the control API's bearer check
-    wait = limit.wait(request.remote)
-    if wait > 0:  # answered before the token is looked at: a wait tells nothing about it
-        response = _login_form(request, status=429, error=f"too many wrong tokens from this address: try again in {retry_after(wait)} s")
-        response.headers["Retry-After"] = retry_after(wait)
+    if (refused := refused_while_waiting(limit, request.remote)) is not None:
+        response = _login_form(request, status=429, error=refused[0])
+        response.headers["Retry-After"] = refused[1]
         return response
     given = form.get("token")
     expected = _daemon(request).control_token.get_secret_value()
@@ -150,7 +149,7 @@ def _job_view(daemon: Any, state: Any) -> dict[str, Any]:
 @routes.get("/")
 async def jobs_page(request: web.Request) -> web.Response:
     daemon = _daemon(request)
-    jobs = [_job_view(daemon, state) for _name, state in sorted(daemon.jobs.items()) if not state.removed]
+    jobs = [{**view, "timezone": daemon.jobs[view["name"]].config.timezone} for view in daemon.jobs_view()]
     values = _common(request, jobs=jobs, page_name="jobs")
     return _page(request, "jobs", "Jobs", "jobs", values)
 
