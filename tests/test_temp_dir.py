@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from syncd import temp_dir
+from syncd.config import load_settings
+from syncd.daemon.service import Daemon
 from syncd.state.sqlite_file import database_failure
 from tests.console_script import SCRIPT
 from tests.daemon_support import DaemonProcess, daemon_config
@@ -98,3 +100,20 @@ def test_no_temporary_directory_is_named_not_the_disk(errorname: str, tmp_path: 
     error = database_failure(tmp_path / "syncd.db", failure)
     assert error is not None and error.exit_code == 2
     assert "no writable temporary directory (SQLITE_TMPDIR, TMPDIR, /var/tmp" in str(error) and "set SQLITE_TMPDIR" in str(error)
+
+
+def test_a_daemon_reload_does_not_move_the_temporary_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite's temporary directory is the process's, moved by a restart only: a running
+    daemon's reload reads the new file (in a thread of its own) without recording its place,
+    where a command's loading records it."""
+    monkeypatch.setattr(temp_dir, "_chosen", None)
+    config = tmp_path / "syncd.toml"
+    place = lambda name: f'state_dir = "{tmp_path / "state"}"\ntemp_dir = "{tmp_path / name}"\n'  # noqa: E731
+    config.write_text(place("first"))
+    settings = load_settings(config, env={})
+    assert temp_dir.chosen() == (tmp_path / "first").absolute()
+    config.write_text(place("second"))
+    reloaded = Daemon(settings)._reload_settings()
+    assert reloaded.temp_path == tmp_path / "second" and temp_dir.chosen() == (tmp_path / "first").absolute()
+    load_settings(config, env={})  # a command's loading records it
+    assert temp_dir.chosen() == (tmp_path / "second").absolute()

@@ -266,13 +266,16 @@ def _problems(
 
 
 def load_settings(
-    config_path: Path | None = None, env: Mapping[str, str] | None = None
+    config_path: Path | None = None, env: Mapping[str, str] | None = None, *, record_temp_dir: bool = True
 ) -> Settings:
     """Read the TOML file and the `SYNCD_*` environment into validated Settings.
 
     `config_path` None means `config/syncd.toml` if it exists, else no file; a path given
     explicitly must exist. `env` defaults to `os.environ` (tests pass a dict). Problems are
     one ConfigError with every problem found, each naming its source and field.
+    `record_temp_dir`: record the settings' temporary directory as this process's
+    (`syncd.temp_dir.choose`); a running daemon's reload does not (its place moves with a
+    restart only, and a reload reads in a thread of its own).
     """
     if config_path is None and DEFAULT_CONFIG_PATH.exists():  # a FIFO or a folder there is refused, not passed over
         config_path = DEFAULT_CONFIG_PATH
@@ -298,7 +301,8 @@ def load_settings(
     except ValidationError as exc:
         raise ConfigError(problems=_problems(exc, file_data, env_data, config_path)) from None
     settings._config_file = Path(config_path) if config_path is not None else None
-    choose_temp_dir(settings.temp_path)  # recorded only: made when a state is first written
+    if record_temp_dir:
+        choose_temp_dir(settings.temp_path)  # recorded only: made when a state is first written
     settings._env = env
     env_tenants = env_data.get("tenants")
     for name, tenant in settings.tenants.items():

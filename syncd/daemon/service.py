@@ -168,7 +168,7 @@ class Daemon:
         rng: random.Random | None = None,
     ) -> None:
         self.settings = settings
-        self._reload_settings = reload if reload is not None else (lambda: load_settings(settings.config_file))
+        self._reload_settings = reload if reload is not None else (lambda: load_settings(settings.config_file, record_temp_dir=False))
         self.clock = clock
         self.rng = rng if rng is not None else random.Random()
         self.metrics = DaemonMetrics()
@@ -366,7 +366,6 @@ class Daemon:
         return new
 
     def _reject_reload(self, error: str) -> bool:
-        choose_temp_dir(self.settings.temp_path)  # loading recorded the rejected file's
         self.metrics.reloads.labels("rejected").inc()
         log.error("config.reload_rejected", error=error, kept="the running configuration")
         return False
@@ -417,7 +416,6 @@ class Daemon:
             log.warning("config.restart_needed", settings=needs_restart, detail="these take effect when the daemon restarts")
             new.state_dir, new.state_url, new.fleet = self.settings.state_dir, self.settings.state_url, self.settings.fleet
             new.temp_dir = self.settings.temp_dir  # SQLite's temporary directory is the process's: moved by a restart only
-            choose_temp_dir(self.settings.temp_path)
             new.daemon = new.daemon.model_copy(update={"host": self.settings.daemon.host, "port": self.settings.daemon.port})
         self.settings = new
         report = self._adopt_jobs(new.jobs)
