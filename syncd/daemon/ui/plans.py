@@ -25,6 +25,7 @@ from syncd.copy.plancheck import BadField, check_element
 from syncd.copy.planfile import PlanFileError, saved_from
 from syncd.copy.review import ACTIONS, SECTIONS, SYMBOLS
 from syncd.daemon.ui.plan_stream import LIST_END, JsonStreamError, members
+from syncd.safe_read import FileRefused, open_regular_file
 
 __all__ = ["MAX_PLAN_BYTES", "PAGE_SIZE", "Change", "PlanFile", "PlanQuery", "PlanView", "grouped", "plan_files", "plan_name", "read_plan"]
 
@@ -150,6 +151,10 @@ def _change(entry: Any) -> Change | None:
     )  # fmt: skip
 
 
+def _too_large(name: str) -> PlanFileError:
+    return PlanFileError(f"{name} is more than the page reads ({MAX_PLAN_BYTES:,} bytes): use `syncd mirror apply --plan {name} --dry-run`")
+
+
 class _Bounded:
     """A binary file read to at most `limit` bytes (a file that grows while read is refused)."""
 
@@ -160,7 +165,7 @@ class _Bounded:
         raw = self.handle.read(min(size, self.left + 1))
         self.left -= len(raw)
         if self.left < 0:
-            raise PlanFileError(f"{self.name} is more than the page reads ({MAX_PLAN_BYTES:,} bytes): use `syncd mirror apply --plan {self.name} --dry-run`")
+            raise _too_large(self.name)
         return raw
 
     def close(self) -> None:
@@ -168,21 +173,17 @@ class _Bounded:
 
 
 def _open_bounded(path: Path) -> _Bounded:
-    """The regular file at `path`, opened once (no link followed, a FIFO not waited on), no
-    larger than `MAX_PLAN_BYTES`: what is checked is what is read.
-    FileNotFoundError when it is no such file; PlanFileError when it is too large."""
+    """The regular file at `path`, opened once (no link followed, a FIFO not waited on:
+    `safe_read.open_regular_file`), no larger than `MAX_PLAN_BYTES`: what is checked is what is
+    read. FileNotFoundError when it is no such file; PlanFileError when it is too large."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+        handle = open_regular_file(path, "plan", follow_links=False)
+    except (OSError, FileRefused):  # to the page, not a plan it lists
         raise FileNotFoundError(path.name) from None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
-        os.close(fd)
-        raise FileNotFoundError(path.name)
-    if info.st_size > MAX_PLAN_BYTES:
-        os.close(fd)
-        raise PlanFileError(f"{path.name} is more than the page reads ({MAX_PLAN_BYTES:,} bytes): use `syncd mirror apply --plan {path.name} --dry-run`")
-    return _Bounded(os.fdopen(fd, "rb"), MAX_PLAN_BYTES, path.name)
+    if os.fstat(handle.fileno()).st_size > MAX_PLAN_BYTES:
+        handle.close()
+        raise _too_large(path.name)
+    return _Bounded(handle, MAX_PLAN_BYTES, path.name)
 
 
 @dataclass(frozen=True)
