@@ -15,7 +15,7 @@ import html
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Block", "Text", "definitions", "lower", "parse"]
+__all__ = ["Block", "Text", "lower", "parse", "read"]
 
 _TAG = re.compile(r"^\s{0,3}\{%\s*(end)?([a-z][a-z-]*)((?:\s+[A-Za-z][\w-]*=\"[^\"\n]*\")*)\s*%\}\s*$")
 _ATTR = re.compile(r"([A-Za-z][\w-]*)=\"([^\"\n]*)\"")
@@ -58,16 +58,17 @@ class Block:
 
 def parse(markdown: str) -> list[Text | Block]:
     """The markdown as text and blocks, in order (a block only where it is closed)."""
-    lines = markdown.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    return _Parser(lines).items(0, len(lines), 0)
+    return read(markdown)[0]
 
 
-def definitions(markdown: str) -> list[str]:
-    """The link reference definition lines of the markdown (outside code): a block's text
-    is rendered apart from the rest, and its `[text][label]` links still resolve."""
+def read(markdown: str) -> tuple[list[Text | Block], list[str]]:
+    """`parse` of the markdown, and its link reference definition lines (outside code), from
+    one reading of its lines: a block's text is rendered apart from the rest, and its
+    `[text][label]` links must still resolve."""
     lines = markdown.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    fenced = _Parser(lines).fenced
-    return [line for line, code in zip(lines, fenced, strict=True) if not code and _DEFINITION.match(line)]
+    parser = _Parser(lines)
+    found = [line for line, code in zip(lines, parser.fenced, strict=True) if not code and _DEFINITION.match(line)]
+    return parser.items(0, len(lines), 0), found
 
 
 def lower(markdown: str) -> str:

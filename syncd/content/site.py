@@ -200,10 +200,10 @@ class SpaceSite:
         """The markdown as HTML, its links to pages and files pointing where they are served
         (`up` leads from the page's directory back to the prefix); the platform's blocks
         (syncd/content/blocks.py) as plain semantic HTML, every text of them escaped."""
-        items = blocks.parse(markdown)
+        items, definitions = blocks.read(markdown)
         if len(items) == 1 and isinstance(items[0], blocks.Text):
             return self._markdown(markdown, up)
-        references = "\n\n" + "\n".join(blocks.definitions(markdown))
+        references = "\n\n" + "\n".join(definitions)
         return "".join(self._item(item, up, references) for item in items)
 
     def _item(self, item: blocks.Text | blocks.Block, up: str, references: str) -> str:
