@@ -368,10 +368,7 @@ class _Crawl:
         self._see_files(soup, answer.url, listed=lambda tag: False)
         segments = _segments(page.relative)
         if read.markdown is not None:
-            main = soup.find("main") or soup.body or soup
-            heading = main.find("h1")
-            html_title = _text(heading) if heading is not None else _text(soup.title) if soup.title is not None else ""
-            page.site_page = self._from_markdown(segments, read.markdown, html_title)
+            page.site_page = self._from_markdown(segments, read.markdown, _main_and_title(soup)[2])
             return
         title, markdown, description = html_page_to_markdown(soup, answer.url, rewrite=self._rewrite, keep_first_heading=self.keeps_first_heading)
         page.site_page = SitePage(segments, title or segments[-1], markdown, description=description)
@@ -458,13 +455,20 @@ def html_page_to_markdown(page: str | BeautifulSoup, base: str, *, rewrite: Rewr
     content unless `keep_first_heading`; `<main>` converted by `convert_main`. Pure but for
     `rewrite`; the one conversion, shared with tests that play an HTML-only import."""
     soup = page if isinstance(page, BeautifulSoup) else BeautifulSoup(page, "html.parser")
-    main = soup.find("main") or soup.body or soup
-    heading = main.find("h1")
-    title = _text(heading) if heading is not None else _text(soup.title) if soup.title is not None else ""
+    main, heading, title = _main_and_title(soup)
     if heading is not None and not keep_first_heading:
         heading.extract()
     description = soup.find("meta", attrs={"name": "description"})
     return title, convert_main(main, base, rewrite), (description.get("content") or None) if description is not None else None
+
+
+def _main_and_title(soup: BeautifulSoup) -> tuple[Tag, Tag | None, str]:
+    """A page's `<main>` (else its body), the first `<h1>` in it, and the page's title: that
+    heading's text, else `<title>`'s."""
+    main = soup.find("main") or soup.body or soup
+    heading = main.find("h1")
+    title = _text(heading) if heading is not None else _text(soup.title) if soup.title is not None else ""
+    return main, heading, title
 
 
 def convert_main(main: Tag, base: str, rewrite: Rewrite) -> str:
@@ -491,11 +495,7 @@ class _Converter(MarkdownConverter):  # type: ignore[misc]
     def convert_figure(self, el: Tag, text: str, parent_tags: set[str]) -> str:
         return str(self.convert_div(el, text, parent_tags))
 
-    def convert_details(self, el: Tag, text: str, parent_tags: set[str]) -> str:
-        return str(self.convert_div(el, text, parent_tags))
-
-    def convert_summary(self, el: Tag, text: str, parent_tags: set[str]) -> str:
-        return str(self.convert_div(el, text, parent_tags))
+    convert_details = convert_summary = convert_figure  # each a paragraph, as a figure
 
 
 def _code_language(el: Tag) -> str | None:
