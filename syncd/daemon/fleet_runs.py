@@ -275,10 +275,6 @@ class FleetRunLog:
 
     # -- offering work to the fleet -------------------------------------------------------------
 
-    def last_slot(self, job: str) -> datetime | None:
-        """The latest schedule slot offered for `job` by any replica (`syncd.daemon.slots`)."""
-        return _utc(self._value("SELECT max(due_at) FROM fleet_runs WHERE job = %s AND due_at IS NOT NULL", (job,)))
-
     def next_start(self, job: str) -> datetime | None:
         """When the job's earliest queued run may start: its `not_before` (a slot's jitter and
         backoff in), else from when it was queued, as `leases.claim_run` reads it."""
@@ -418,8 +414,9 @@ class FleetRunLog:
             return cursor.rowcount == 1
 
     def slots_after(self, job: str) -> datetime | None:
-        """Where the job's schedule goes on from: its latest slot (`last_slot`), or when its
-        latest pause was lifted if that is later (the slots a pause covered are not run)."""
+        """Where the job's schedule goes on from: the latest slot offered for it by any replica
+        (`syncd.daemon.slots`), or when its latest pause was lifted if that is later (the slots
+        a pause covered are not run)."""
         return _utc(self._value(
             "SELECT greatest((SELECT max(due_at) FROM fleet_runs WHERE job = %s AND due_at IS NOT NULL), "
             "(SELECT resumed_at FROM fleet_job_pauses WHERE job = %s))",
