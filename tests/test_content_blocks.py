@@ -2,7 +2,7 @@
 and a page with all of them come back with the same meaning (words and structure), with the
 page's title once, whether the importer drops the first `<h1>` or keeps it (README, "Content
 that travels"). The round trip is the real one: `SpaceSite.page_html`, then the emulator
-importer's own HTML conversion (`html_page_to_markdown`), then `meaning` of both sides."""
+importer's own HTML conversion (`syncd.emulator.html_markdown.html_page_to_markdown`), then `meaning` of both sides."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from syncd.content import serve_content
 from syncd.content.site import ServedFile, SitePage, SpaceSite
 from syncd.copy.meaning import form, meaning
 from syncd.emulator.routes.content import _TEMPLATES
-from syncd.emulator.website_import import Scope, html_page_to_markdown, rewrite_link
+from syncd.emulator.html_markdown import html_page_to_markdown
+from syncd.emulator.website_import import Scope, rewrite_link
 
 START = "http://docs.test/p/"
 TITLE = "Getting started"
