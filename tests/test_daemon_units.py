@@ -17,7 +17,7 @@ from syncd.daemon.fleet_runs import FleetRunLog
 from syncd.daemon.jobs import _backup_path, backup_files, prune_backups
 from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.runs import RunLog
-from syncd.daemon.service import describe_error
+from syncd.daemon.run_end import describe_error
 from syncd.errors import ConfigError
 from syncd.read.backup import blobs_dir
 from tests.daemon_support import metric_value

@@ -51,9 +51,10 @@ import anyio
 from syncd.config import Settings
 from syncd.daemon.fleet_runs import FleetRunLog, FleetRunRecord
 from syncd.daemon.pauses import NothingToCancel
+from syncd.daemon.run_end import log_run_end
 from syncd.daemon.run_history import RunRecord, iso_utc
 from syncd.daemon.schedule import failure_backoff
-from syncd.daemon.service import Daemon, JobState, TriggerResult, log, log_run_end
+from syncd.daemon.service import Daemon, JobState, TriggerResult, log
 from syncd.daemon.slots import due_slot, next_slot, not_before
 from syncd.fencing import RunFence, fencing
 from syncd.pg.connect import display_url

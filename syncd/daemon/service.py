@@ -54,6 +54,7 @@ from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.pauses import JobPaused, NothingToCancel, cancelled_by, paused_before_start
 from syncd.daemon.progress import reporting
 from syncd.daemon.remote import local_url
+from syncd.daemon.run_end import describe_error, log_run_end
 from syncd.daemon.run_history import NEVER_STARTED, Pause, RunHistory, RunRecord
 from syncd.daemon.runs import RunLog
 from syncd.daemon.schedule import JobTimer
@@ -66,7 +67,7 @@ from syncd.state.lock import WriterLock
 from syncd.temp_dir import choose as choose_temp_dir
 from syncd.temp_dir import use_chosen as use_temp_dir
 
-__all__ = ["Daemon", "DaemonBusyError", "JobState", "TriggerResult", "log_run_end"]
+__all__ = ["Daemon", "DaemonBusyError", "JobState", "TriggerResult"]
 
 log = get_logger("syncd.daemon")
 _IDLE_WAKE = 60.0
@@ -84,18 +85,6 @@ class DaemonBusyError(SyncdError):
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-def describe_error(exc: BaseException) -> str:
-    """One line for a failed run: our errors speak for themselves, others get their type."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(describe_error(inner) for inner in exc.exceptions[:3])
-    text = " ".join(str(exc).split())
-    if isinstance(exc, SyncdError):
-        return text or type(exc).__name__
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def check_job_tokens(settings: Settings) -> None:
@@ -137,23 +126,6 @@ def write_private(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
-
-
-def log_run_end(record: RunRecord, seconds: float, **extra: Any) -> None:
-    """How a run's end is logged, by one daemon and by a fleet replica alike (alerts key on
-    these events): a failure at error level with its error, a cancellation and a partial run as
-    warnings; any outcome that is not a plain success with its `reason`, the words the API and
-    the page show."""
-    event = {"job": record.job, "run": record.id, "outcome": record.outcome, "seconds": round(seconds, 2), **extra}
-    if record.explanation and record.explanation != record.error:
-        event["reason"] = record.explanation
-    if record.outcome == "failed":
-        log.error("job.run_failed", error=record.error, **event)
-    elif record.outcome == "cancelled":
-        log.warning("job.run_cancelled", **event)
-    else:  # a partial run is a warning: something is left to do
-        figures = {k: v for k, v in record.summary.items() if k in ("full", "status", "changed", "file", "rounds", "writes", "verify", "requests")}
-        (log.warning if record.outcome == "partial" else log.info)("job.run_finished", **figures, **event)
 
 
 class Daemon:
