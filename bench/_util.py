@@ -7,8 +7,11 @@ event loop.
 
 from __future__ import annotations
 
+import json
 import resource
 import sys
+import urllib.request
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -22,6 +25,13 @@ async def emulator_stats(url: str) -> dict[str, Any]:
         return data
 
 
+def emulator_stats_now(url: str) -> dict[str, Any]:
+    """The emulator's request counters, synchronously (the emulator is another process)."""
+    with urllib.request.urlopen(url + "/_emulator/stats", timeout=30) as resp:
+        data: dict[str, Any] = json.loads(resp.read())
+        return data
+
+
 async def reset_emulator_stats(url: str) -> None:
     async with aiohttp.ClientSession() as session, session.delete(url + "/_emulator/stats") as resp:
         resp.raise_for_status()
@@ -30,6 +40,26 @@ async def reset_emulator_stats(url: str) -> None:
 def peak_rss_mb() -> float:
     """Peak resident set size of this process so far (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def answer_budget_mb() -> float:
+    """The answer budget syncd runs with by default (`answer_budget`, raised to fit one answer)."""
+    from syncd.api.answers import budget_limit
+    from syncd.config.settings import Settings
+
+    defaults = Settings()
+    return budget_limit(int(defaults.answer_budget), int(defaults.max_answer_bytes)) / 2**20
+
+
+def user_config(folder: Path, tenants: dict[str, tuple[str, str]]) -> Path:
+    """A configuration as a user writes it: a state directory and each tenant's URL and token."""
+    q = json.dumps
+    lines = [f"state_dir = {q(str(folder / 'state'))}", 'log_level = "warning"']
+    for name, (url, token) in tenants.items():
+        lines += [f"[tenants.{name}]", f"base_url = {q(url)}", f"token = {q(token)}"]
+    path = folder / "syncd.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 def target(value: float, limit: float, *, below: bool = False) -> str:

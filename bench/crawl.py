@@ -30,8 +30,16 @@ The full crawl's wall time shows the merge's part (its tail, after the last requ
 (1,750 vs 3,242 requests/s), 0.54 ms of CPU a request, the merge 27 s of 143, peak RSS 105 MB,
 1,432 bytes an object, (c) 0.0001; the commit before it, the same hour: 0.44, 0.65 ms, 128 MB.
 
+With several latencies (`--latency-ms 20,80,150,300`, or `--series`) the run is the latency
+series of issue 45 instead (`bench/crawl_series.py`): at R = --rate (100 by default there), a
+first `syncd sync` of about 60 spaces at each latency with the settings a user writes (no
+concurrency), each point an emulator and a child process of its own; the table prints
+wall / (requests / R), the 429s, the in-flight limit reached, the measured round trip and the
+peak RSS against the answer budget (targets: <= 1.1, <= 0.5%, within the budget).
+
 Run: .venv/bin/python bench/crawl.py [--rate 200] [--spec ...] [--workers 16]
      .venv/bin/python bench/crawl.py --objects 1000000
+     .venv/bin/python bench/crawl.py --latency-ms 20,80,150,300 [--rate 100] [--spaces 60]
 """
 
 from __future__ import annotations
@@ -56,7 +64,9 @@ from _util import (
     target,
 )
 from baseline import BaselineStats, run_baseline
+from crawl_series import SERIES_SPACES, SERIES_SPEC, run_series
 from raw_loop import RecordingClient, run_raw_loop
+from series import parse_latencies
 
 from syncd.config import RetryConfig
 from syncd.emulator.process import EmulatorProcess, emulator_process
@@ -298,24 +308,46 @@ def report_baseline(base: BaselineStats, full: CrawlRun, budget: float) -> float
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rate", type=float, default=200.0, help="the emulator's rate limit R (requests/s)")
+    parser.add_argument("--rate", type=float, default=None, help="the emulator's rate limit R (requests/s; 200, or 100 for the series)")
     parser.add_argument("--burst", type=float, default=0.0, help="the bucket size (default: R, one second's worth)")
-    parser.add_argument("--latency-ms", type=float, default=20.0, help="latency the emulator adds to every request")
-    parser.add_argument("--spec", default=DEFAULT_SPEC, help="what the emulator generates")
+    parser.add_argument("--latency-ms", type=_latencies, default=[20.0],
+                        help="latency the emulator adds to every request; several (20,80,150,300): the latency series")
+    parser.add_argument("--series", action="store_true", help="the latency series even with one latency")
+    parser.add_argument("--spaces", type=int, default=SERIES_SPACES, help="with the series: spaces of the generated tenant")
+    parser.add_argument("--spec", default=None, help="what the emulator generates (default: 150 spaces, or --spaces for the series)")
     parser.add_argument("--workers", type=int, default=16, help="crawler workers = the tenant's concurrency")
     parser.add_argument("--baseline-seconds", type=float, default=60.0, help="the most the baseline may run")
     parser.add_argument("--objects", type=int, default=0,
                         help="the CPU benchmark: about this many objects, no rate limit, against the raw loop")
     parser.add_argument("--concurrency", type=int, default=8, help="with --objects: requests in flight (syncd and the raw loop)")
     args = parser.parse_args(argv)
+    args.latencies = args.latency_ms
+    args.series = args.series or len(args.latencies) > 1
+    args.latency_ms = args.latencies[0]
+    if args.rate is None:
+        args.rate = 100.0 if args.series else 200.0
+    if args.spec is None:
+        args.spec = SERIES_SPEC.format(spaces=args.spaces) if args.series else DEFAULT_SPEC
     if args.objects and "--workers" not in (argv if argv is not None else sys.argv):
         args.workers = 8
     return args
 
 
+def _latencies(text: str) -> list[float]:
+    try:
+        return parse_latencies(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+async def bench_series(args: argparse.Namespace) -> None:
+    """The latency series: its points run one after another (each a process of its own)."""
+    run_series(args, args.spec)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    run_benchmark(bench_objects if args.objects else bench, args)
+    run_benchmark(bench_objects if args.objects else bench_series if args.series else bench, args)
 
 
 if __name__ == "__main__":

@@ -68,7 +68,6 @@ import resource
 import sys
 import tempfile
 import time
-import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -81,6 +80,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _util import (
     emulator_stats,
+    emulator_stats_now,
     peak_rss_mb,
     reset_emulator_stats,
     run_benchmark,
@@ -269,8 +269,7 @@ class ServerCounts:
 def stats_now(url: str) -> ServerCounts:
     """The emulator's counters, synchronously: taken inside the engine's journal calls, at
     points where the event loop has nothing in flight (the emulator is another process)."""
-    with urllib.request.urlopen(url + "/_emulator/stats", timeout=30) as resp:
-        return ServerCounts.of(json.loads(resp.read()))
+    return ServerCounts.of(emulator_stats_now(url))
 
 
 async def server_counts(url: str) -> ServerCounts:
