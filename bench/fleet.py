@@ -26,8 +26,13 @@ same series in the same run.
 The benchmark creates its own database on `--server` (dropped at the end, also after an
 error or Ctrl-C) and its own emulator, and stops every process it started by its PID.
 
+- `share` (issue 45, `bench/fleet_share.py`): two replicas whose tenants share ONE token, at
+  `--share-latency-ms` (150) and `--share-rate` (100): the 429s (target <= 1% of requests), the
+  window against requests / R and each replica's in-flight limit sampled from its `/metrics`.
+
 Run: .venv/bin/python bench/fleet.py [--window 40] [--warmup 15] [--jobs 36]
          [--latency-ms 100] [--high-rate 2000] [--low-rate 50] [--series latency,rate]
+     .venv/bin/python bench/fleet.py --series share [--window 30] [--warmup 10]
 """
 
 from __future__ import annotations
@@ -160,11 +165,13 @@ def jobs_for(orgs: list[str], count: int) -> list[dict[str, Any]]:
     ]
 
 
-def write_config(folder: Path, name: str, emulator_url: str, state_url: str, jobs: list[dict[str, Any]]) -> Path:
+def write_config(
+    folder: Path, name: str, emulator_url: str, state_url: str, jobs: list[dict[str, Any]], tokens: tuple[str, str] = TOKENS
+) -> Path:
     folder.mkdir(parents=True)
     q = json.dumps
     lines = [f"state_url = {q(state_url)}", f"state_dir = {q(str(folder / 'state'))}", 'log_level = "warning"']
-    for tenant, token in zip(("one", "two"), TOKENS, strict=True):
+    for tenant, token in zip(("one", "two"), tokens, strict=True):
         lines += [f"[tenants.{tenant}]", f"base_url = {q(emulator_url)}", f"token = {q(token)}"]
     lines += ["[retry]", "max_attempts = 8", 'initial_wait = "0.2s"', 'max_wait = "5s"']
     lines += ["[daemon]", "port = 0", f"token = {q(CONTROL)}", 'shutdown_deadline = "2s"', 'failure_backoff = "1s"']
@@ -202,6 +209,22 @@ def start_replica(config: Path, name: str) -> Replica:
     return Replica(name, process, config.parent / "state")
 
 
+def start_fleet(
+    replicas: list[Replica], folder: Path, count: int, emulator_url: str, state_url: str, jobs: list[dict[str, Any]],
+    tokens: tuple[str, str] = TOKENS,
+) -> None:
+    """Start `count` replicas into `replicas` (the caller stops them, also when this fails) and
+    wait until each serves."""
+    for index in range(count):
+        name = f"r{index + 1}"
+        replicas.append(start_replica(write_config(folder / name, name, emulator_url, state_url, jobs, tokens), name))
+    deadline = time.monotonic() + READY_TIMEOUT
+    while not all(replica.ready() for replica in replicas):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the replicas did not start within {READY_TIMEOUT:g} s")
+        time.sleep(0.2)
+
+
 def stop_replicas(replicas: list[Replica]) -> None:
     """SIGTERM to each (by its PID), then wait; one that does not stop is killed."""
     for replica in replicas:
@@ -225,14 +248,7 @@ def measure(args: argparse.Namespace, emulator: EmulatorProcess, database: str, 
     replicas: list[Replica] = []
     with tempfile.TemporaryDirectory(prefix="syncd-bench-fleet-") as tmp:
         try:
-            for index in range(count):
-                name = f"r{index + 1}"
-                replicas.append(start_replica(write_config(Path(tmp) / name, name, emulator.url, state_url, jobs), name))
-            deadline = time.monotonic() + READY_TIMEOUT
-            while not all(replica.ready() for replica in replicas):
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"the replicas did not start within {READY_TIMEOUT:g} s")
-                time.sleep(0.2)
+            start_fleet(replicas, Path(tmp), count, emulator.url, state_url, jobs)
             time.sleep(args.warmup)
             _admin(emulator.url, "DELETE", "/_emulator/stats")
             cpu_before = {r.name: _cpu_seconds(r.process.pid) for r in replicas}, _cpu_seconds(emulator.process.pid)
@@ -301,7 +317,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--latency-ms", type=float, default=100.0, help="latency the emulator adds to every request")
     parser.add_argument("--high-rate", type=float, default=2000.0, help="requests/s per token in the series where the rate is not the bound")
     parser.add_argument("--low-rate", type=float, default=50.0, help="requests/s per token in the series where the rate is the bound")
-    parser.add_argument("--series", default="latency,rate", help="which series to run (a comma-separated list)")
+    parser.add_argument("--series", default="latency,rate", help="which series to run (a comma-separated list of latency, rate, share)")
+    parser.add_argument("--share-rate", type=float, default=100.0, help="share: requests/s of the one token")
+    parser.add_argument("--share-latency-ms", type=float, default=150.0, help="share: latency the emulator adds to every request")
     parser.add_argument("--spec", default=DEFAULT_SPEC, help="what the emulator generates")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--server", default="postgresql://postgres@127.0.0.1:5432/postgres", help="PostgreSQL to create the database on")
@@ -316,13 +334,21 @@ def _interrupt(signum: int, frame: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
+    series = args.series.split(",")
+    shared: list[str] = []
     try:
-        results = run(args)
+        results = run(args) if {"latency", "rate"} & set(series) else []
+        if "share" in series:
+            from fleet_share import run_share
+
+            shared = run_share(args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
     print()
-    print(table(results))
+    if results:
+        print(table(results))
+    print("\n".join(shared))
     return 0
 
 

@@ -55,18 +55,20 @@ def peak_of(values: Sequence[Any]) -> Any:
     return max(present) if present else None
 
 
-def metric_value(text: str, name: str, labels: Mapping[str, str]) -> float | None:
-    """The value of one Prometheus series (`name{labels}`) in a `/metrics` body; None when absent."""
+def metric_series(text: str, name: str) -> dict[str, float]:
+    """Every series of one Prometheus metric in a `/metrics` body: its labels (`{...}` as
+    written, `""` for none) -> value. Empty when the metric is absent."""
+    out: dict[str, float] = {}
     for line in text.splitlines():
-        if not line.startswith(name + "{") and line.split(" ", 1)[0] != name:
-            continue
         head, _, value = line.rpartition(" ")
-        if all(f'{key}="{val}"' in head for key, val in labels.items()):
-            try:
-                return float(value)
-            except ValueError:
-                return None
-    return None
+        metric, brace, labels = head.partition("{")
+        if metric != name or line.startswith("#"):
+            continue
+        try:
+            out[brace + labels] = float(value)
+        except ValueError:
+            continue
+    return out
 
 
 def shown(value: Any, fmt: str = "{}") -> str:
