@@ -38,34 +38,26 @@ Run: .venv/bin/python bench/fleet.py [--window 40] [--warmup 15] [--jobs 36]
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import secrets
 import signal
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
 
 import psycopg
 
 TOP = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(TOP))
 
+from fleet_replicas import Replica, admin, fresh_schema, jobs_for, own_database, start_fleet, stop_replicas  # noqa: E402
+
 from syncd.emulator.process import EmulatorProcess, emulator_process  # noqa: E402
 
-TOKENS = ("bench-fleet-one", "bench-fleet-two")
-CONTROL = "bench-fleet-control-token"
 DEFAULT_SPEC = "orgs=4,collections=2,spaces=3,pages=3,files=0,sites=1,sections=1,members=2,teams=1"
-READY_TIMEOUT = 60.0
 
 
 @dataclass
@@ -104,38 +96,6 @@ def _machine_busy() -> tuple[float, float]:
     return float(sum(values) - idle), float(sum(values))
 
 
-def _admin(url: str, method: str, path: str, body: Any = None) -> Any:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url + path, method=method, data=data, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        raw = answer.read()
-    return json.loads(raw) if raw else None
-
-
-# -- the database -------------------------------------------------------------------------------
-
-
-@contextmanager
-def own_database(server: str) -> Iterator[str]:
-    """A fresh database on `server` for this run, dropped at the end whatever happens."""
-    name = f"syncd_bench_fleet_{os.getpid()}_{secrets.token_hex(3)}"
-    with psycopg.connect(server, autocommit=True, connect_timeout=5) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield urlunsplit(urlsplit(server)._replace(path=f"/{name}"))
-    finally:
-        with psycopg.connect(server, autocommit=True, connect_timeout=5) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def fresh_schema(database: str, schema: str) -> str:
-    """A new schema in `database`, as a URL whose search_path is it (a fleet of its own)."""
-    with psycopg.connect(database, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    parts = urlsplit(database)
-    return urlunsplit(parts._replace(query="options=" + quote(f"-csearch_path={schema}", safe="")))
-
-
 def server_now(url: str) -> Any:
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute("SELECT clock_timestamp()").fetchone()
@@ -153,91 +113,6 @@ def ended_between(url: str, start: Any, end: Any) -> Counter[str]:
     return Counter({str(replica): int(count) for replica, count in rows})
 
 
-# -- the replicas -------------------------------------------------------------------------------
-
-
-def jobs_for(orgs: list[str], count: int) -> list[dict[str, Any]]:
-    """`count` backup jobs spread over both tenants and the organizations, each due every second."""
-    tenants = ("one", "two")
-    return [
-        {"name": f"backup-{n}", "kind": "backup", "source": f"{tenants[n % 2]}:{orgs[(n // 2) % len(orgs)]}", "keep_last": 1}
-        for n in range(count)
-    ]
-
-
-def write_config(
-    folder: Path, name: str, emulator_url: str, state_url: str, jobs: list[dict[str, Any]], tokens: tuple[str, str] = TOKENS
-) -> Path:
-    folder.mkdir(parents=True)
-    q = json.dumps
-    lines = [f"state_url = {q(state_url)}", f"state_dir = {q(str(folder / 'state'))}", 'log_level = "warning"']
-    for tenant, token in zip(("one", "two"), tokens, strict=True):
-        lines += [f"[tenants.{tenant}]", f"base_url = {q(emulator_url)}", f"token = {q(token)}"]
-    lines += ["[retry]", "max_attempts = 8", 'initial_wait = "0.2s"', 'max_wait = "5s"']
-    lines += ["[daemon]", "port = 0", f"token = {q(CONTROL)}", 'shutdown_deadline = "2s"', 'failure_backoff = "1s"']
-    lines += ["[fleet]", f"replica = {q(name)}", 'lease = "10s"', 'poll = "0.5s"']
-    for job in jobs:
-        lines += ["[[jobs]]", *(f"{key} = {q(value)}" for key, value in job.items()), 'schedule = { every = "1s", jitter = "5s" }']
-    path = folder / "syncd.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-@dataclass
-class Replica:
-    name: str
-    process: subprocess.Popen[bytes]
-    state_dir: Path
-
-    def ready(self) -> bool:
-        if self.process.poll() is not None:
-            raise RuntimeError(f"replica {self.name} exited with {self.process.returncode} (log: {self.state_dir.parent / 'serve.log'})")
-        info = self.state_dir / "daemon.json"
-        try:
-            return bool(json.loads(info.read_text()).get("pid") == self.process.pid)
-        except (OSError, ValueError):
-            return False
-
-
-def start_replica(config: Path, name: str) -> Replica:
-    log = (config.parent / "serve.log").open("wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "syncd.cli", "serve", "--config", str(config)],
-        cwd=config.parent, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(TOP)},
-    )
-    log.close()
-    return Replica(name, process, config.parent / "state")
-
-
-def start_fleet(
-    replicas: list[Replica], folder: Path, count: int, emulator_url: str, state_url: str, jobs: list[dict[str, Any]],
-    tokens: tuple[str, str] = TOKENS,
-) -> None:
-    """Start `count` replicas into `replicas` (the caller stops them, also when this fails) and
-    wait until each serves."""
-    for index in range(count):
-        name = f"r{index + 1}"
-        replicas.append(start_replica(write_config(folder / name, name, emulator_url, state_url, jobs, tokens), name))
-    deadline = time.monotonic() + READY_TIMEOUT
-    while not all(replica.ready() for replica in replicas):
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the replicas did not start within {READY_TIMEOUT:g} s")
-        time.sleep(0.2)
-
-
-def stop_replicas(replicas: list[Replica]) -> None:
-    """SIGTERM to each (by its PID), then wait; one that does not stop is killed."""
-    for replica in replicas:
-        if replica.process.poll() is None:
-            replica.process.send_signal(signal.SIGTERM)
-    for replica in replicas:
-        try:
-            replica.process.wait(30)
-        except subprocess.TimeoutExpired:
-            replica.process.kill()
-            replica.process.wait()
-
-
 # -- one measurement ----------------------------------------------------------------------------
 
 
@@ -250,13 +125,13 @@ def measure(args: argparse.Namespace, emulator: EmulatorProcess, database: str, 
         try:
             start_fleet(replicas, Path(tmp), count, emulator.url, state_url, jobs)
             time.sleep(args.warmup)
-            _admin(emulator.url, "DELETE", "/_emulator/stats")
+            admin(emulator.url, "DELETE", "/_emulator/stats")
             cpu_before = {r.name: _cpu_seconds(r.process.pid) for r in replicas}, _cpu_seconds(emulator.process.pid)
             machine_before = _machine_busy()
             start, began = server_now(state_url), time.monotonic()
             time.sleep(args.window)
             end, seconds = server_now(state_url), time.monotonic() - began
-            stats = _admin(emulator.url, "GET", "/_emulator/stats")
+            stats = admin(emulator.url, "GET", "/_emulator/stats")
             cpu = {
                 "replicas": sum(_cpu_seconds(r.process.pid) - cpu_before[0][r.name] for r in replicas) / seconds,
                 "emulator": (_cpu_seconds(emulator.process.pid) - cpu_before[1]) / seconds,
@@ -301,7 +176,7 @@ def run(args: argparse.Namespace) -> list[Measurement]:
         for series, rate in (("latency", args.high_rate), ("rate", args.low_rate)):
             if series not in args.series.split(","):
                 continue
-            _admin(emulator.url, "PUT", "/_emulator/rate-limit", {"rate": rate})
+            admin(emulator.url, "PUT", "/_emulator/rate-limit", {"rate": rate})
             print(f"series {series}: {rate:g} requests/s per token, {args.latency_ms:g} ms latency", flush=True)
             for count in (1, 2, 3):
                 results.append(measure(args, emulator, database, series, count))

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleet import CONTROL, Replica, _admin, fresh_schema, jobs_for, own_database, start_fleet, stop_replicas
+from fleet_replicas import CONTROL, Replica, admin, fresh_schema, jobs_for, own_database, start_fleet, stop_replicas
 from series import MISSING, bound_seconds, metric_series, share
 
 from syncd.emulator.process import emulator_process
@@ -112,12 +112,12 @@ def run_share(args: argparse.Namespace) -> list[str]:
             start_fleet(replicas, Path(tmp), 2, emulator.url, state_url, jobs_for(orgs, args.jobs), (TOKEN, TOKEN))
             time.sleep(args.warmup)
             samples = {replica.name: Samples() for replica in replicas}
-            _admin(emulator.url, "DELETE", "/_emulator/stats")
+            admin(emulator.url, "DELETE", "/_emulator/stats")
             sampler = threading.Thread(target=sample, args=(replicas, samples, stop), daemon=True)
             began = time.monotonic()
             sampler.start()
             time.sleep(args.window)
-            stats = _admin(emulator.url, "GET", "/_emulator/stats")
+            stats = admin(emulator.url, "GET", "/_emulator/stats")
             seconds = time.monotonic() - began
         finally:
             stop.set()
