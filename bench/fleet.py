@@ -53,7 +53,7 @@ import psycopg
 TOP = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(TOP))
 
-from fleet_replicas import Replica, admin, fresh_schema, jobs_for, own_database, start_fleet, stop_replicas  # noqa: E402
+from fleet_replicas import TOKENS, Replica, admin, fresh_schema, jobs_for, own_database, start_fleet, stop_replicas  # noqa: E402
 
 from syncd.emulator.process import EmulatorProcess, emulator_process  # noqa: E402
 
