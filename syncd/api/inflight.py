@@ -19,10 +19,14 @@ bottleneck bandwidth):
   average of the time to the first byte (RFC 6298's smoothed RTT) and the rate is the service's
   (`X-RateLimit-*`, learned by the pacer). More in flight than the target only waits in the
   pacer; fewer leaves the rate unused. The gain covers jitter and the requests the pacer
-  holds back while a burst drains. Without a known rate (no headers), or when other processes
-  spend the same token (a fleet), the rate is what this client was delivered (answers per
-  second, BBR's max filter over recent windows): the gain over it keeps probing for more,
-  and two replicas sharing one token each size their limit to their own share.
+  holds back while a burst drains. When other processes spend the same token (a fleet), the
+  rate is what this client was delivered (answers per second, BBR's max filter over recent
+  windows): the gain over it keeps probing for more, and two replicas sharing one token each
+  size their limit to their own share. Without a rate announced (no headers) there is no
+  target: slow start, the cuts and the ceiling decide.
+- **Startup** (BBR): until the first cut, the service's rate reached or three round trips
+  without a quarter more delivered, the target's gain is 2.89 (`STARTUP_GAIN`), so that the
+  lagging measurements of a start do not hold slow start back.
 - Never below `floor`, never above `ceiling` (the tenant's `concurrency`).
 
 Pure: no clock, no I/O; the caller passes the time of each answer (`syncd.api.inflight_gate`
@@ -49,19 +53,23 @@ __all__ = [
 
 GAIN = 1.5
 """In flight = GAIN x rate x RTT: a third more than the link holds, for jitter and bursts."""
+STARTUP_GAIN = 2 / math.log(2)
+"""The gain until the rate is reached or the first cut (BBR's STARTUP, 2.89): the rates the
+target is sized from lag a start (a window of past answers; the pacer learns from a full
+bucket), and a target of 1.5 x a lagging rate would hold slow start back."""
 HEADROOM = 2
 """Added to the target: at a small rate x RTT, a request or two more cost nothing."""
 DEFAULT_FLOOR = 2
 """The limit never goes below this: one slow request must not stall every other."""
-DEFAULT_START = 4
-"""The limit before any answer (slow start doubles it each round trip)."""
+DEFAULT_START = 10
+"""The limit before any answer (slow start doubles it each round trip): TCP's initial window (RFC 6928)."""
 _RTT_GAIN = 1 / 8
 """Weight of a new sample in the smoothed RTT (RFC 6298's alpha)."""
 _FIRST_RTT = 0.1
 """Seconds taken for a round trip before any was measured (once-per-RTT decisions only)."""
 _MIN_WINDOW = 0.5
 """Shortest window (seconds) over which the delivered rate is counted."""
-_WINDOW_RTTS = 4
+_WINDOW_RTTS = 2
 """The delivered rate is counted over this many round trips (at least `_MIN_WINDOW`)."""
 _FILTER_SECONDS = 2.0
 """The delivered rate is the best of the windows that ended this recently (BBR's max filter):
@@ -79,10 +87,10 @@ def outcome_of(status: int | None) -> Outcome:
     return "clean"
 
 
-def bdp_target(rate: float, rtt: float) -> int:
+def bdp_target(rate: float, rtt: float, gain: float = GAIN) -> int:
     """Requests in flight that keep `rate` requests/s flowing over a round trip of `rtt` s,
-    with GAIN and HEADROOM (the bandwidth-delay product, as BBR sizes its window)."""
-    return math.ceil(GAIN * max(0.0, rate) * max(0.0, rtt)) + HEADROOM
+    with a gain and HEADROOM (the bandwidth-delay product, as BBR sizes its window)."""
+    return math.ceil(gain * max(0.0, rate) * max(0.0, rtt)) + HEADROOM
 
 
 def link_text(limit: int, rtt: float | None) -> str:
@@ -102,6 +110,11 @@ class InFlightLimit:
         self.floor = max(1, min(floor, self.ceiling))
         self._window = float(min(max(start, self.floor), self.ceiling))
         self._threshold = math.inf
+        self._startup = True
+        """STARTUP_GAIN until the first cut, the service's rate delivered, or a plateau."""
+        self._round_end = -math.inf
+        self._full_rate = 0.0
+        self._flat_rounds = 0
         """Slow start below it, additive increase above (TCP's ssthresh); set by a cut."""
         self._srtt: float | None = None
         self._cut_at = -math.inf
@@ -128,23 +141,24 @@ class InFlightLimit:
         return self._delivered[0][1] if self._delivered else None
 
     def rate(self) -> float | None:
-        """The rate the target is sized for: the service's own when this client is its only
-        spender, else (a fleet, or no rate announced) what was delivered, never more than the
-        service's."""
-        server = self._server_rate
-        if server is not None and not self._shared:
-            return server
-        delivered = self.delivered_rate()
+        """The rate the target is sized for. This client the token's only spender: the
+        service's (or what was delivered, if more: the pacer learns the rate from a bucket
+        that starts full, so it lags at first); no rate announced: none (slow start and the
+        ceiling decide). A fleet: what this client was delivered, its share, never more than
+        the service's."""
+        server, delivered = self._server_rate, self.delivered_rate()
+        if not self._shared:
+            return None if server is None else max(server, delivered or 0.0)
         if delivered is None or server is None:
             return delivered
         return min(delivered, server)
 
-    def wanted(self) -> int | None:
+    def wanted(self, gain: float = GAIN) -> int | None:
         """The target before the ceiling: what the link needs in flight; None while unknown."""
         rate = self.rate()
         if rate is None or self._srtt is None:
             return None
-        return bdp_target(rate, self._srtt)
+        return bdp_target(rate, self._srtt, gain)
 
     def capped(self) -> bool:
         """The ceiling, not the link, holds the limit back: the limit sits at the ceiling, the
@@ -176,6 +190,8 @@ class InFlightLimit:
             if ttfb is not None and ttfb >= 0:
                 self._srtt = ttfb if self._srtt is None else self._srtt + _RTT_GAIN * (ttfb - self._srtt)
             self._deliver(now)
+            if self._startup:
+                self._startup_round(now)
             if self._window < self._threshold:
                 self._window += 1.0  # slow start: doubles every round trip
             else:
@@ -183,11 +199,26 @@ class InFlightLimit:
         self._bound()
         return self.limit
 
+    def _startup_round(self, now: float) -> None:
+        """End the startup once the service's rate is delivered, or (BBR) once three round
+        trips in a row did not deliver a quarter more than before: a fleet's share is reached."""
+        delivered = self.delivered_rate() or 0.0
+        if self._server_rate is not None and delivered >= 0.9 * self._server_rate:
+            self._startup = False
+        elif now >= self._round_end:
+            self._round_end = now + (self._srtt or _FIRST_RTT)
+            if delivered >= 1.25 * self._full_rate:
+                self._full_rate, self._flat_rounds = delivered, 0
+            else:
+                self._flat_rounds += 1
+                self._startup = self._flat_rounds < 3
+
     def _cut(self, now: float) -> None:
         """Halve, once per round trip: the other answers of that round tell the same news."""
         if now - self._cut_at < (self._srtt or _FIRST_RTT):
             return
         self._cut_at = now
+        self._startup = False
         self._window = max(float(self.floor), self._window / 2)
         self._threshold = self._window
 
@@ -209,6 +240,6 @@ class InFlightLimit:
     def _bound(self) -> None:
         """Keep the window within the target and the ceiling: a cut must shrink what is used,
         not a window grown far past it (TCP's window validation, RFC 7661)."""
-        wanted = self.wanted()
+        wanted = self.wanted(STARTUP_GAIN if self._startup else GAIN)
         top = self.ceiling if wanted is None else min(self.ceiling, max(self.floor, wanted))
         self._window = min(self._window, float(top))
