@@ -7,6 +7,8 @@ the limit the client reached and that it measured a plausible round trip.
 
 from __future__ import annotations
 
+import io
+import json
 from typing import Any
 
 import anyio
@@ -14,12 +16,13 @@ import pytest
 
 from syncd.api import TenantClient, link_text
 from syncd.api.inflight import DEFAULT_FLOOR, InFlightLimit, bdp_target, outcome_of
-from syncd.api.inflight_gate import capped_notice
+from syncd.api.inflight_gate import InFlightGate, capped_notice
 from syncd.config import RetryConfig
 from syncd.daemon.metrics import DaemonMetrics
 from syncd.emulator.generate import generate, parse_spec
 from syncd.emulator.server import serve_emulator
 from syncd.emulator.store import Store
+from syncd.logging import configure_logging
 from tests.conftest import ALL_TOKEN
 
 
@@ -123,6 +126,28 @@ def test_without_a_rate_announced_it_grows_with_what_is_delivered() -> None:
 def test_the_words_shown() -> None:
     assert link_text(24, 0.1524) == "in flight ≤ 24 (rtt 152 ms)"
     assert link_text(4, None) == "in flight ≤ 4"
+
+
+async def test_the_gate_resizes_its_limiter_and_says_once_that_the_ceiling_holds_the_link_back() -> None:
+    now = [0.0]
+    gate = InFlightGate(16, clock=lambda: now[0])
+    assert gate.limiter.total_tokens == 10  # slow start's first window
+    buffer = io.StringIO()
+    configure_logging("json", "info", stream=buffer)
+    try:
+        for _ in range(300):  # 300 ms away, 50 answers/s of the service's 100: the ceiling holds it
+            now[0] += 0.02
+            gate.answered("src", 200, 0.3, 100.0, shared=False)
+        assert gate.limiter.total_tokens == gate.limit == 16
+        now[0] += 1
+        assert gate.answered("src", 429, None, 100.0, shared=False) == 8
+        assert gate.limiter.total_tokens == 8  # lowered: the requests in flight finish, no new one starts
+    finally:
+        configure_logging()
+    said = [json.loads(line) for line in buffer.getvalue().splitlines()]
+    notices = [line["event"] for line in said if "caps requests in flight" in line["event"]]
+    assert notices == ["tenant src: concurrency 16 caps requests in flight; the link needs about 47 "
+                       "(rate 100/s x RTT 300 ms x 1.5): raise `concurrency`"]  # fmt: skip
 
 
 async def test_over_a_slow_link_the_client_raises_its_limit_past_the_old_default() -> None:
