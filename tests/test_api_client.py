@@ -38,6 +38,7 @@ from syncd.api import (
     parse_rate_headers,
 )
 from syncd.api.answers import AnswerBudget, allocation_bound
+from syncd.api.inflight import DEFAULT_START
 from syncd.api.telemetry import observing
 from syncd.config import RetryConfig, Settings
 from syncd.emulator.server import serve_app
@@ -368,8 +369,8 @@ async def test_the_observer_hears_each_attempt_and_each_retry_by_tenant() -> Non
             async with TenantClient("observed", url, "tok-observed", retry=FAST, pace=False, sleep=no_sleep) as api:
                 await api.get_json("/v1/orgs")
     assert heard.calls == [("response", "observed", "GET", 503, None), ("retry", "observed"), ("response", "observed", "GET", 200, 7)]
-    # The in-flight limit after each attempt: the 503 halved it (4 to 2), the 200 measured a round trip.
-    assert [(tenant, limit) for tenant, limit, _ in heard.links] == [("observed", 2), ("observed", 2)]
+    # The in-flight limit after each attempt: the 503 halved the first window, the 200 measured a round trip.
+    assert [(tenant, limit) for tenant, limit, _ in heard.links] == [("observed", DEFAULT_START // 2)] * 2
     assert heard.links[0][2] is None and (heard.links[1][2] or 0) > 0
 
 
