@@ -38,6 +38,7 @@ from syncd.api import (
     parse_rate_headers,
 )
 from syncd.api.answers import AnswerBudget, allocation_bound
+from syncd.api.inflight import DEFAULT_START
 from syncd.api.telemetry import observing
 from syncd.config import RetryConfig, Settings
 from syncd.emulator.server import serve_app
@@ -100,12 +101,16 @@ class Heard:
 
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
+        self.links: list[tuple[str, int, float | None]] = []
 
     def on_response(self, tenant: str, method: str, status: int | str, remaining: int | None) -> None:
         self.calls.append(("response", tenant, method, status, remaining))
 
     def on_retry(self, tenant: str) -> None:
         self.calls.append(("retry", tenant))
+
+    def on_link(self, tenant: str, inflight_limit: int, rtt_seconds: float | None) -> None:
+        self.links.append((tenant, inflight_limit, rtt_seconds))
 
 
 async def no_sleep(seconds: float) -> None:
@@ -364,6 +369,9 @@ async def test_the_observer_hears_each_attempt_and_each_retry_by_tenant() -> Non
             async with TenantClient("observed", url, "tok-observed", retry=FAST, pace=False, sleep=no_sleep) as api:
                 await api.get_json("/v1/orgs")
     assert heard.calls == [("response", "observed", "GET", 503, None), ("retry", "observed"), ("response", "observed", "GET", 200, 7)]
+    # The in-flight limit after each attempt: the 503 halved the first window, the 200 measured a round trip.
+    assert [(tenant, limit) for tenant, limit, _ in heard.links] == [("observed", DEFAULT_START // 2)] * 2
+    assert heard.links[0][2] is None and (heard.links[1][2] or 0) > 0
 
 
 async def test_backoff_doubles_from_the_initial_wait_up_to_the_maximum() -> None:
@@ -781,7 +789,7 @@ async def test_a_path_is_sent_as_given_with_dot_segments_and_lone_percents_escap
 async def test_a_client_keeps_its_defaults_and_refuses_what_cannot_work() -> None:
     api = TenantClient("t", "http://127.0.0.1:9", "tok-defaults-0913")
     try:
-        assert (api.concurrency, api.timeout, api.pacer.max_block) == (8, 30.0, api.retry.max_wait)
+        assert (api.concurrency, api.timeout, api.pacer.max_block) == (64, 30.0, api.retry.max_wait)
         patient = TenantClient("p", "http://127.0.0.1:9", "tok", retry=RetryConfig(max_attempts=2, initial_wait=0.1, max_wait=5))
         assert patient.pacer.max_block == 5.0  # a pause for the rate limit no longer than the longest retry wait
         assert "tok-defaults-0913" not in redact_text("sent tok-defaults-0913 to the log")  # the token is a secret from the start

@@ -65,7 +65,7 @@ def test_defaults_without_file_or_env(tmp_path: Path, monkeypatch: pytest.Monkey
     assert settings.config_file is None
     assert settings.tenants == {} and settings.jobs == []
     assert settings.state_dir == Path("state")
-    assert settings.concurrency == 16
+    assert settings.concurrency == 256
     assert settings.request_timeout == 30
     assert (settings.retry.max_attempts, settings.retry.max_wait) == (8, 60)
     assert (settings.log_format, settings.log_level) == ("console", "info")

@@ -26,6 +26,7 @@ from syncd.api.errors import (
     ServerError,
     TransportError,
 )
+from syncd.api.inflight import InFlightLimit, link_text
 from syncd.api.pacing import Pacer, RateInfo, parse_rate_headers
 from syncd.api.paging import (
     DEFAULT_MAX_PAGES,
@@ -55,6 +56,7 @@ __all__ = [
     "AuthError",
     "ClientStats",
     "Conflict",
+    "InFlightLimit",
     "MalformedResponse",
     "NotFound",
     "OnRestart",
@@ -67,6 +69,7 @@ __all__ = [
     "TenantClient",
     "TransportError",
     "check_envelope",
+    "link_text",
     "make_global_limiter",
     "next_token",
     "paginate",

@@ -4,7 +4,9 @@ pacing, concurrency limits and typed errors.
 Why one place: every call syncd makes goes through `TenantClient.request`, so the rules of
 "the network is hostile" are applied once. Per attempt the order is: the tenant's capacity
 limiter, the tenant's pacer (rate limit), the global capacity limiter, then the HTTP call;
-retries sleep outside all three, so a task that backs off holds no slot.
+retries sleep outside all three, so a task that backs off holds no slot. The tenant's limiter
+is sized from the link (`syncd.api.inflight`: rate x round trip, shrinking on 429s, 5xx and
+timeouts), up to `concurrency`, its ceiling; the time to each answer's first byte feeds it.
 
 Retries (tenacity): 429 always (the server did not process the call); 5xx, dropped
 connections, timeouts and unparsable bodies only for idempotent calls (GET, PUT, PATCH,
@@ -40,6 +42,7 @@ Limits, because the server may be hostile or broken (issue 11):
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -66,6 +69,7 @@ from syncd.api.errors import (
     format_bytes,
 )
 from syncd.api.failures import MAX_REDIRECTS, READ_METHODS, status_error, transport_error
+from syncd.api.inflight_gate import InFlightGate
 from syncd.api.pacing import Pacer
 from syncd.api.paging import DEFAULT_MAX_PAGES, PAGE_LIMIT, OnRestart, paginate
 from syncd.api.answers import (
@@ -155,6 +159,8 @@ class TenantClient:
     `request` returns an `ApiResponse` or raises an `ApiError` subclass; `get_json` returns
     the parsed body of a GET; `paginate` yields the items of each page of a list. `stats`
     counts what happened. All tasks of the tenant share the session, limiter and pacer.
+    `concurrency` is the most requests in flight; how many are, below it, follows the link
+    (`syncd.api.inflight_gate`, shared with every client of the same `pacer`).
 
     `pace=False` turns proactive pacing off (benchmark baselines); `pacer` shares one pacer
     between clients that spend the same token's rate limit (its pacing counters then go to
@@ -171,7 +177,7 @@ class TenantClient:
         base_url: str,
         token: SecretStr | str,
         *,
-        concurrency: int = 8,
+        concurrency: int = 64,
         global_limiter: anyio.CapacityLimiter | None = None,
         timeout: float = 30.0,
         retry: RetryConfig | None = None,
@@ -212,7 +218,12 @@ class TenantClient:
         self._base_has_v1 = self._base.path.rstrip("/").endswith("/v1")
         self._prefix = str(self._origin) + self._base.raw_path.rstrip("/")
         """What a relative path is sent under (made once: `str` of a URL costs per call)."""
-        self._limiter = anyio.CapacityLimiter(concurrency)
+        if self.pacer.inflight is None:
+            self.pacer.inflight = InFlightGate(concurrency)
+        self._gate = self.pacer.inflight
+        """The token's limit of requests in flight, sized from the link (`syncd.api.inflight`)."""
+        self._limiter = self._gate.limiter
+        self.stats.record_link(self._gate.limit, self._gate.rtt)
         self._global_limiter = global_limiter
         self._sleep = sleep
         self._random = random.Random()
@@ -285,6 +296,7 @@ class TenantClient:
         if self._closed:
             raise RuntimeError(f"{self!r} is closed")
         if self._session is None:
+            # The connections follow the in-flight limit, up to its ceiling.
             connector = aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=self.concurrency)
             self._session = aiohttp.ClientSession(
                 connector=connector,
@@ -440,9 +452,11 @@ class TenantClient:
                 try:
                     # The deadline of the whole attempt: connect, redirects, headers, body.
                     with anyio.fail_after(self.timeout):
+                        sent_at = time.monotonic()
                         async with session.request(
                             method, url, json=body, allow_redirects=True, max_redirects=MAX_REDIRECTS
                         ) as resp:
+                            ttfb = time.monotonic() - sent_at  # the round trip the in-flight limit is sized by
                             status, headers, declared = resp.status, resp.headers, resp.content_length
                             same_origin = resp.url.origin() == self._origin
                             success = 200 <= status < 300
@@ -452,10 +466,12 @@ class TenantClient:
                                 resp, cap, refuse_declared=success and method != "HEAD", holding=holding
                             )
                 except (aiohttp.ClientError, TimeoutError) as exc:
+                    self._link(None, None)
                     if self._observer is not None:
                         self._observer.on_response(self.name, method, "error", None)
                     raise self._transport_error(exc, method, path) from None
             rate = slot.observe(status, headers if same_origin else {})
+            self._link(status, ttfb)
         if self._unreachable.until is not None:
             self._unreachable.answered()  # something listens again
         if self._observer is not None:
@@ -473,6 +489,14 @@ class TenantClient:
             # its traceback holds this frame (and 64 MiB of a refused answer) for as long as
             # the error is kept, retried or reported.
             raw.clear()
+
+    def _link(self, status: int | None, ttfb: float | None) -> None:
+        """Resize the token's in-flight limit from this attempt (`syncd.api.inflight`)."""
+        pacer = self.pacer
+        limit = self._gate.answered(self.name, status, ttfb, pacer.rate, shared=pacer.shared is not None)
+        self.stats.record_link(limit, self._gate.rtt)
+        if self._observer is not None:
+            self._observer.on_link(self.name, limit, self._gate.rtt)
 
     def _too_large(self, status: int, declared: int | None, method: str, path: str) -> AnswerTooLarge:
         self.stats.too_large += 1

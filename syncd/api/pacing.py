@@ -31,7 +31,8 @@ they show up. After a 429 every task of the tenant waits until `Retry-After` (ca
 `max_block`), the rate estimate is cut by a quarter and the reserve grows (it shrinks again
 slowly with clean answers: rclone's tighten fast, loosen slowly), which also copes with other
 clients spending the same token's bucket. Clients of one process that share a token should
-share one Pacer (`TenantClient(pacer=...)`).
+share one Pacer (`TenantClient(pacer=...)`), and with it one limit of requests in flight
+(`inflight`, `syncd.api.inflight_gate`).
 
 Replicas of a fleet (several processes or machines spending one token) add a shared budget
 (`shared`: `syncd.pg.budget.SharedBudget`, on PostgreSQL): once the first answer has shown
@@ -48,11 +49,14 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import anyio
 
 from syncd.api.stats import ClientStats
+
+if TYPE_CHECKING:
+    from syncd.api.inflight_gate import InFlightGate
 
 __all__ = ["Pacer", "RateInfo", "SharedPermits", "Slot", "parse_rate_headers"]
 
@@ -208,6 +212,9 @@ class Pacer:
         self._seq = 0
         self._in_flight: set[int] = set()
         self._blocked_until = 0.0
+        self.inflight: InFlightGate | None = None
+        """The token's limit of requests in flight, shared like the pacer (set by the first
+        `TenantClient` that uses this pacer)."""
 
     # ----------------------------------------------------------------- reading
 

@@ -40,11 +40,23 @@ class ClientStats:
     paced_seconds: float = 0.0
     server_rate: float | None = None
     """The pacer's estimate of the server's refill rate (requests/s); None while unknown."""
+    inflight_limit: int = 0
+    """Requests the token may have in flight now (`syncd.api.inflight`: sized from the link)."""
+    inflight_limit_peak: int = 0
+    """The highest that limit reached."""
+    rtt_seconds: float | None = None
+    """Smoothed time to the first byte of an answer (seconds); None before the first."""
     _sent_at: deque[float] = field(default_factory=lambda: deque(maxlen=4096), repr=False)
 
     def record_sent(self, now: float | None = None) -> None:
         self.requests += 1
         self._sent_at.append(time.monotonic() if now is None else now)
+
+    def record_link(self, limit: int, rtt: float | None) -> None:
+        """The token's in-flight limit and round trip, as its controller now sees them."""
+        self.inflight_limit = limit
+        self.inflight_limit_peak = max(self.inflight_limit_peak, limit)
+        self.rtt_seconds = rtt
 
     def current_rate(self, now: float | None = None) -> float:
         """Requests per second over the last few seconds (what a progress bar shows)."""
@@ -68,4 +80,7 @@ class ClientStats:
             "paced_seconds": round(self.paced_seconds, 3),
             "server_rate": None if self.server_rate is None else round(self.server_rate, 2),
             "current_rate": round(self.current_rate(), 2),
+            "inflight_limit": self.inflight_limit,
+            "inflight_limit_peak": self.inflight_limit_peak,
+            "rtt_seconds": None if self.rtt_seconds is None else round(self.rtt_seconds, 4),
         }

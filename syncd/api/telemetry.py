@@ -27,6 +27,10 @@ class ApiObserver(Protocol):
     def on_retry(self, tenant: str) -> None:
         """An attempt failed transiently and is about to be repeated."""
 
+    def on_link(self, tenant: str, inflight_limit: int, rtt_seconds: float | None) -> None:
+        """After each attempt: the token's limit of requests in flight and its smoothed round
+        trip (`syncd.api.inflight`)."""
+
 
 _OBSERVER: contextvars.ContextVar[ApiObserver | None] = contextvars.ContextVar("syncd_api_observer", default=None)
 

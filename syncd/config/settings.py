@@ -56,7 +56,9 @@ class Settings(BaseSettings):
     state_url: Annotated[SecretStr | None, BeforeValidator(check_state_url)] = None
     """A PostgreSQL that replicas of `syncd serve` share (README "Fleet"); unset: one daemon, SQLite in state_dir."""
     fleet: FleetConfig = Field(default_factory=FleetConfig)
-    concurrency: int = Field(default=16, ge=1, le=4096)
+    concurrency: int = Field(default=256, ge=1, le=4096)
+    """API requests in flight at once, all tenants of the process together: a bound, not a
+    speed setting (each tenant's own limit follows its link; `answer_budget` bounds memory)."""
     request_timeout: Seconds = Field(default=30.0, gt=0)
     """Deadline of one API request attempt: connect, headers and the whole body."""
     max_answer_bytes: ByteSize = Field(default=64 * 1024 * 1024, ge=64 * 1024)

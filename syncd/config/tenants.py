@@ -126,7 +126,9 @@ class TenantConfig(StrictModel):
     token: SecretStr | None = None
     token_env: str | None = None
     token_file: Path | None = None
-    concurrency: int = Field(default=8, ge=1, le=1024)
+    concurrency: int = Field(default=64, ge=1, le=1024)
+    """The most requests in flight to this tenant (its token): a ceiling. Below it the client
+    sizes the limit from the measured round trip and the service's rate (`syncd.api.inflight`)."""
 
     _name: str = PrivateAttr(default="")
     _env: Mapping[str, str] | None = PrivateAttr(default=None)

@@ -48,6 +48,13 @@ class DaemonMetrics:
         self.rate_remaining = Gauge(
             "syncd_api_rate_limit_remaining", "X-RateLimit-Remaining of the tenant's latest answer.", ["tenant"], registry=r
         )
+        self.inflight_limit = Gauge(
+            "syncd_inflight_limit", "Requests the tenant's token may have in flight now, sized from the round trip and the rate (at most its concurrency).",
+            ["tenant"], registry=r,
+        )
+        self.round_trip = Gauge(
+            "syncd_round_trip_seconds", "Smoothed time to the first byte of the tenant's answers.", ["tenant"], registry=r
+        )
         self.objects = Gauge(
             "syncd_objects_mirrored", "Current objects in the state mirror, by tenant and kind.", ["tenant", "kind"], registry=r
         )
@@ -95,6 +102,11 @@ class DaemonMetrics:
 
     def on_retry(self, tenant: str) -> None:
         self.retries.labels(tenant).inc()
+
+    def on_link(self, tenant: str, inflight_limit: int, rtt_seconds: float | None) -> None:
+        self.inflight_limit.labels(tenant).set(inflight_limit)
+        if rtt_seconds is not None:
+            self.round_trip.labels(tenant).set(rtt_seconds)
 
     # -- jobs --------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from typing import Any
 from syncd.config import Settings, TargetRef
 from syncd.errors import SyncdError, UsageError
 from syncd.files import private_dir
-from syncd.read.blob_download import DownloadProgress, DownloadReport, download_files
+from syncd.read.blob_download import MAX_DOWNLOADS, DownloadProgress, DownloadReport, download_files
 from syncd.read.blobs import BlobStore
 from syncd.read.crawl_scope import CrawlScope
 from syncd.read.crawl_stats import CrawlResult
@@ -160,7 +160,6 @@ async def backup(
         retries=client.stats.retries, rate_limited=client.stats.rate_limited,
     )  # fmt: skip
     if with_files:
-        report.files = await download_files(
-            file_rows(out), BlobStore(blobs_dir(out)), concurrency=settings.tenant(ref.tenant).concurrency, on_progress=on_files
-        )
+        downloads = min(settings.tenant(ref.tenant).concurrency, MAX_DOWNLOADS)
+        report.files = await download_files(file_rows(out), BlobStore(blobs_dir(out)), concurrency=downloads, on_progress=on_files)
     return report

@@ -43,6 +43,7 @@ from syncd.safe_text import one_line
 
 __all__ = [
     "DEADLINE_FLOOR",
+    "MAX_DOWNLOADS",
     "MIN_RATE",
     "DownloadProgress",
     "DownloadReport",
@@ -54,6 +55,10 @@ log = get_logger("syncd.blobs")  # the name its lines have always carried
 
 DEADLINE_FLOOR = 120.0
 """Seconds any one download attempt may take, whatever the file's size."""
+MAX_DOWNLOADS = 8
+"""Files downloaded at once at most, whatever the tenant's `concurrency` (a ceiling of API
+requests in flight, 64 by default, sized for round trips): each download is a stream with a
+file open, paced by nothing, and a few streams fill a link."""
 MIN_RATE = 64 * 1024
 """Bytes per second a download may be as slow as, on top of the floor: 1 GiB gets 4.6 hours."""
 

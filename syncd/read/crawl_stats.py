@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from syncd.api import TenantClient
+from syncd.api import TenantClient, link_text
 from syncd.read.crawl_scope import CrawlScope
 from syncd.state.diff import ChangeSummary
 
@@ -66,10 +66,11 @@ class CrawlResult:
 
 
 def crawl_line(stats: CrawlStats, client: TenantClient) -> str:
-    """Objects, requests and the current rate of a crawl; errors, retries, 429s and unchanged
+    """Objects, requests, the current rate and the in-flight limit of a crawl; errors, retries, 429s and unchanged
     spaces when there are any."""
     c = client.stats
-    parts = [f"{sum(stats.objects.values())} objects", f"{c.requests} requests", f"{c.current_rate():.1f} req/s"]
+    parts = [f"{sum(stats.objects.values())} objects", f"{c.requests} requests", f"{c.current_rate():.1f} req/s",
+             link_text(c.inflight_limit, c.rtt_seconds)]  # fmt: skip
     for count, what in ((stats.failed_listings, "errors"), (c.retries, "retries"), (c.rate_limited, "x 429"),
                         (stats.skipped_scopes, "spaces unchanged")):  # fmt: skip
         if count:
