@@ -70,8 +70,9 @@ class ApplyResult:
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     reconciled: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    overlap_peak: int = 0
-    """The most creates into one listing that held their turn together (1: one at a time)."""
+    overlap_peaks: dict[str, int] = field(default_factory=dict)
+    """Per serial group (`Op.serial`): the most of its creates that held their turn together
+    (1: one after another)."""
 
     def of(self, *statuses: Status) -> list[Outcome]:
         return [o for o in self.outcomes.values() if o.status in statuses]
@@ -204,7 +205,7 @@ async def apply_plan(
         for position, op in enumerate(plan.ops):
             tg.start_soon(run, op, position)
     result.seconds = anyio.current_time() - started
-    result.overlap_peak = max((t.peak for t in serials.values()), default=0)
+    result.overlap_peaks = {serial: turnstile.peak for serial, turnstile in serials.items()}
     result.reconciled = list(writer.counts.reconciled)
     result.notes = list(writer.counts.notes)
     return result
