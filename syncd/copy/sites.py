@@ -42,7 +42,7 @@ from syncd.copy.rules import (
     site_top_order,
     text,
 )
-from syncd.copy.writer import CallFailed, Unresolved, Writer
+from syncd.copy.writer import CallFailed, Unresolved, Writer, listings_side_by_side
 from syncd.ordering import Anchor, apply_move, mixed_moves, moves_to_order, other_anchor, path_changes
 
 SITE_CHILDREN = ("site-section-group", "site-section", "site-space")
@@ -510,10 +510,11 @@ def _made_site_space(answer: Any, section: str, space: str) -> str | None:
 
 async def read_site(writer: Writer, org: str, site: str) -> Snapshot:
     """The target site's sections, groups and site-spaces as listed now (positions as the
-    listings give them)."""
+    listings give them); the three listings are read side by side (a round trip, not three)."""
+    listed = await listings_side_by_side(writer, [_list_path(kind, org, seg(site)) for kind in SITE_CHILDREN])
     nodes: list[Node] = []
-    for kind in ("site-section-group", "site-section", "site-space"):
-        for position, item in enumerate(await writer.listing("target", _list_path(kind, org, seg(site)))):
+    for kind, items in zip(SITE_CHILDREN, listed, strict=True):
+        for position, item in enumerate(items):
             if isinstance(item, dict) and isinstance(item.get("id"), str):
                 nodes.append(Node(kind, item["id"], ("site", site), position, item))
     return Snapshot("target", org, nodes)

@@ -26,7 +26,7 @@ from syncd.copy.model import Node, Snapshot
 from syncd.copy.observe import Outcome, check_answer, outcome
 from syncd.copy.ops import Expect, Op, Ref, expect_from_json, expect_to_json, path_ref
 from syncd.copy.rules import ref_id, space_content, text, tree_parent
-from syncd.copy.writer import CallFailed, Unresolved, Writer, get_path
+from syncd.copy.writer import CallFailed, Unresolved, Writer, get_path, listings_side_by_side
 from syncd.logging import get_logger
 from syncd.ordering import Anchor, apply_move, moves_to_order, moves_waiting
 
@@ -408,8 +408,9 @@ async def settle_tree(op: Op, writer: Writer) -> Outcome:
     parent_of: dict[tuple[str, str], str | None] = {}
     order: dict[tuple[str, str | None], list[str]] = defaultdict(list)
     try:
-        for kind in TREE:
-            for item in await writer.listing("target", list_path(kind, {"org": org})):
+        listed = await listings_side_by_side(writer, [list_path(kind, {"org": org}) for kind in TREE])
+        for kind, items in zip(TREE, listed, strict=True):
+            for item in items:
                 if isinstance(item, dict) and isinstance(item.get("id"), str):
                     parent_of[(kind, item["id"])] = ref_id(item.get("parent"))
                     order[(kind, ref_id(item.get("parent")))].append(item["id"])

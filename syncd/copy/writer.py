@@ -50,7 +50,7 @@ from syncd.state import StateStore
 if TYPE_CHECKING:
     from syncd.copy.served import Publisher
 
-__all__ = ["SERIAL", "CallFailed", "Serial", "Unexplained", "Unresolved", "WriteCounts", "Writer", "get_path"]
+__all__ = ["SERIAL", "CallFailed", "Serial", "Unexplained", "Unresolved", "WriteCounts", "Writer", "get_path", "listings_side_by_side"]
 
 
 class Unresolved(LookupError):
@@ -445,3 +445,23 @@ class Writer:
         """One object (a GET), counted as a read; NotFound when it is not there."""
         self.counts.reads += 1
         return await self.client(side).get_json(path)
+
+
+async def listings_side_by_side(writer: Writer, paths: Sequence[str]) -> list[list[Any]]:
+    """The target's listings at `paths`, read at once (a settle step's reads are independent:
+    one round trip, not one per listing); the first ApiError is raised."""
+    listed: list[list[Any]] = [[] for _ in paths]
+    errors: list[ApiError] = []
+
+    async def one(index: int, path: str) -> None:
+        try:
+            listed[index] = await writer.listing("target", path)
+        except ApiError as exc:  # raised as itself below, not inside an exception group
+            errors.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        for index, path in enumerate(paths):
+            tg.start_soon(one, index, path)
+    if errors:
+        raise errors[0]
+    return listed
