@@ -25,6 +25,7 @@ from syncd.copy.journal import begin, finish, intend, load_idmap
 from syncd.copy.ops import Expect, Op, expect_to_json
 from syncd.copy.overlap import Names, group_names, names_to_json, normal_name, overlap_width, placement_settled, told_apart
 from syncd.copy.placement import Placement, Turnstile
+from syncd.copy.sites import Change, lane
 from syncd.copy.writer import Unexplained, Writer
 from syncd.emulator.canonical import dump_org
 from syncd.emulator.generate import generate, parse_spec
@@ -110,6 +111,20 @@ async def test_an_unknown_placement_keeps_creates_one_after_another() -> None:
         assert entered == [] and turnstile.waiting == 1
         turnstile.release(0)
     assert entered == [1] and turnstile.peak == 1
+
+
+def test_a_site_settle_patches_no_object_from_two_lanes_at_once() -> None:
+    """Changes of different lanes go side by side: a section's path and its default site-space
+    (both patch the section) share one; each container's site-space paths and moves have
+    their own; the navigation's moves (top level and inside groups) are one lane."""
+    section_path = Change("path", "site-section", "s1", value="a")
+    section_default = Change("default-site-space", "site-space", "ss1", container="s1")
+    site_default = Change("default-section", "site-section", "s2")
+    assert lane(section_path) == lane(section_default) == lane(site_default)
+    in_s1, in_s2 = Change("path", "site-space", "ss1", value="x", container="s1"), Change("path", "site-space", "ss2", value="x", container="s2")
+    assert len({lane(in_s1), lane(in_s2), lane(section_path)}) == 3
+    top, in_group = Change("move", "site-section-group", "g1", ("after", "s1")), Change("move", "site-section", "s3", ("after", "s2"))
+    assert lane(top) == lane(in_group) != lane(Change("move", "site-space", "ss1", None, container="s1"))
 
 
 # -- over loopback --------------------------------------------------------------------------------
