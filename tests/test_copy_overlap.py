@@ -5,8 +5,6 @@ object twice, under every emulator profile's answer to where new objects land.""
 
 from __future__ import annotations
 
-import signal
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,11 +30,10 @@ from syncd.emulator.generate import generate, parse_spec
 from syncd.emulator.server import RunningEmulator, serve_emulator
 from syncd.emulator.store import Store
 from syncd.state import StateStore
-from tests import cli_zygote
 from tests.conftest import ALL_TOKEN, Api
 from tests.copy_support import Org, read, settings_for
 from tests.oracle import copied_view
-from tests.test_copy_e2e import FAULTS, Emulator, emulator, emulators, env  # noqa: F401 - the end-to-end fixtures
+from tests.test_copy_e2e import FAULTS, Emulator, emulator, emulators, env, kill_apply_after  # noqa: F401 - the end-to-end fixtures
 from tests.test_copy_e2e import no_duplicates as e2e_no_duplicates
 from tests.test_copy_e2e import nothing_twice as e2e_nothing_twice
 
@@ -289,28 +286,12 @@ async def test_two_creates_killed_beside_each_other_that_cannot_be_told_apart_st
 # -- killed mid-apply, creates in flight together -------------------------------------------------
 
 
-def _kill_apply_after(emulator: Emulator, env: Path, src: str, dst: str, writes: int) -> None:
-    """Start `mirror apply` across two tokens (spaces are plain creates that overlap) and
-    kill -9 it once the emulator received `writes` more writes."""
-    emulator.faults(latency=15, jitter=10, **FAULTS)
-    start = emulator.writes()
-    proc = cli_zygote.spawn(["mirror", "apply", f"one:{src}", f"two:{dst}"], cwd=env)
-    try:
-        deadline = time.monotonic() + 60
-        while emulator.writes() - start < writes and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
-        emulator.faults()
-
-
 @pytest.mark.parametrize(("profile", "backend"), [("divergent", "sqlite"), ("mixed:3", "sqlite")], ids=["divergent", "mixed-3"])
 def test_applies_killed_while_creates_overlap_are_finished_without_duplicates(emulator: Emulator, env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src, dst = emulator.orgs[0], emulator.orgs[1]
     before = emulator.raw_dump(src)
     for writes in (4, 16, 40):
-        _kill_apply_after(emulator, env, src, dst, writes)
+        kill_apply_after(emulator, env, src, dst, writes, tenants=("one", "two"))  # spaces: plain creates that overlap
         assert e2e_nothing_twice(emulator.dump(dst))
     emulator.faults(latency=5, jitter=5, **FAULTS)
     code = main(["mirror", "apply", f"one:{src}", f"two:{dst}"])
