@@ -41,7 +41,8 @@ def tree_key(org: str, parent: str | None) -> tuple[str, str]:
 
 
 def serial(parent: str | None) -> str:
-    """Creates under one parent run one at a time (what appeared is then one object)."""
+    """Creates under one parent take turns (`Op.serial`; side by side where their titles
+    tell them apart, `syncd.copy.overlap`)."""
     return f"tree:{parent or ''}"
 
 
