@@ -115,6 +115,22 @@ def moves_to_order(desired: Sequence[Any], current: Sequence[Any]) -> list[tuple
     return out
 
 
+def moves_waiting(moves: Sequence[tuple[Any, Anchor | None]]) -> list[int | None]:
+    """For each move of `moves_to_order`, the earlier move it must wait for: the one of the
+    sibling it is anchored on (None: its anchor stays where it is, so it may run beside the
+    others). A move to the end waits for the move before it. Whatever order the service
+    then answers them in, each names a neighbour already in place."""
+    index: dict[Any, int] = {}
+    out: list[int | None] = []
+    for position, (item, anchor) in enumerate(moves):
+        if anchor is None:
+            out.append(position - 1 if position else None)
+        else:
+            out.append(index.get(anchor[1]))
+        index[item] = position
+    return out
+
+
 def apply_move(order: list[Any], item: Any, anchor: Anchor | None) -> None:
     """`order` after a move of `item` to `anchor` (the API's documented move semantics)."""
     side, sibling = anchor if anchor is not None else (None, None)

@@ -142,10 +142,12 @@ def test_ten_percent_lost_answers_make_nothing_twice(emulator: Emulator, env: Pa
     assert_copied(emulator, src, dst, before)
 
 
-def _kill_apply_after(emulator: Emulator, env: Path, src: str, dst: str, writes: int) -> None:
+def kill_apply_after(emulator: Emulator, env: Path, src: str, dst: str, writes: int, tenants: tuple[str, str] = ("src", "dst")) -> None:
+    """Start `mirror apply` (of the tenants named) with lost answers and server errors, and
+    kill -9 it once the emulator received `writes` more writes."""
     emulator.faults(latency=15, **FAULTS)
     start = emulator.writes()
-    proc = cli_zygote.spawn(["mirror", "apply", f"src:{src}", f"dst:{dst}"], cwd=env)
+    proc = cli_zygote.spawn(["mirror", "apply", f"{tenants[0]}:{src}", f"{tenants[1]}:{dst}"], cwd=env)
     try:
         deadline = time.monotonic() + 60
         while emulator.writes() - start < writes and proc.poll() is None and time.monotonic() < deadline:
@@ -160,7 +162,7 @@ def test_applies_killed_at_three_moments_are_finished_by_the_next_one(emulator: 
     src, dst = emulator.orgs[0], emulator.orgs[1]
     before = emulator.raw_dump(src)
     for writes in (3, 15, 40):
-        _kill_apply_after(emulator, env, src, dst, writes)
+        kill_apply_after(emulator, env, src, dst, writes)
         assert nothing_twice(emulator.dump(dst))  # a killed run may leave a "(copy)" name for the next to fix
     emulator.faults(**FAULTS)
     code = main(["mirror", "apply", f"src:{src}", f"dst:{dst}"])

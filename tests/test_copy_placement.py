@@ -16,7 +16,7 @@ async def _order(placement: Placement, ops: list[tuple[int, str]]) -> list[int]:
         await turnstile.acquire(index, kind)
         got.append(index)
         await anyio.sleep(0.01)
-        turnstile.release()
+        turnstile.release(index)
 
     async with anyio.create_task_group() as tg:
         for index, kind in ops:
@@ -52,7 +52,7 @@ async def test_a_waiter_cancelled_before_its_turn_leaves_the_queue() -> None:
         with scope or anyio.CancelScope():
             await turnstile.acquire(index, "space")
             got.append(index)
-            turnstile.release()
+            turnstile.release(index)
 
     async with anyio.create_task_group() as tg:
         doomed = anyio.CancelScope()
@@ -63,5 +63,5 @@ async def test_a_waiter_cancelled_before_its_turn_leaves_the_queue() -> None:
         doomed.cancel()
         await anyio.sleep(0.01)
         assert turnstile.waiting == 1  # 1 is gone; the turn is still 0's
-        turnstile.release()
+        turnstile.release(0)
     assert got == [2] and not turnstile.held and turnstile.waiting == 0

@@ -7,7 +7,7 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from syncd.ordering import apply_move, longest_increasing, mixed_moves, moved_items, moves_to_order, other_anchor
+from syncd.ordering import apply_move, longest_increasing, mixed_moves, moved_items, moves_to_order, moves_waiting, other_anchor
 
 
 def test_one_move_is_one_moved_item() -> None:
@@ -101,3 +101,24 @@ def test_other_anchor_names_the_same_place_the_other_way() -> None:
     assert other_anchor(order, "a", ("before", "b"), lambda _: True) is None
     assert other_anchor(order, "b", ("before", "c"), lambda other: other != "a") is None
     assert other_anchor(order, "b", None, lambda _: True) is None
+
+
+@given(st.lists(st.integers(0, 14), unique=True), st.randoms(use_true_random=False))
+def test_moves_side_by_side_give_the_order_whatever_order_they_land_in(current: list[int], rng: random.Random) -> None:
+    """The moves `moves_waiting` lets run together, applied in any order the waits allow (as a
+    service may answer concurrent moves), still give the desired order (0-9; what is missing
+    is moved in from elsewhere, 10-14 are siblings the copy leaves alone)."""
+    desired = list(range(10))
+    moves = moves_to_order(desired, current)
+    waits = moves_waiting(moves)
+    order, done, pending = list(current), set(), list(range(len(moves)))
+    while pending:
+        ready = [i for i in pending if waits[i] is None or waits[i] in done]
+        assert ready, "the moves wait for each other in a cycle"
+        pick = rng.choice(ready)
+        apply_move(order, *moves[pick])
+        done.add(pick)
+        pending.remove(pick)
+    assert [item for item in order if item < 10] == desired
+    assert [item for item in order if item >= 10] == [item for item in current if item >= 10]
+    assert sum(w is None for w in waits) >= min(1, len(moves))  # something can start at once

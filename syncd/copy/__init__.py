@@ -9,7 +9,9 @@
     tree.py     collections, spaces, their values and content, their order (settle step)
     sites.py    sites, groups, sections, site-spaces, adaptive schemas, their layout (settle)
     deletes.py  mirror mode: what syncd made and the source lost, children first, capped
-    apply.py    execute a Plan: dependencies, concurrency, one create per listing at a time
+    apply.py    execute a Plan: dependencies, concurrency, the turns of creates into one listing
+    overlap.py  which creates into one listing may be in flight together (names told apart)
+    placement.py  where new objects land, observed; the turn (Turnstile) chosen from it
     observe.py  plain calls, and the check of every create's answer against the source
     writer.py   journaled calls; a lost answer settled by what appeared in the listing
     recover.py  what earlier runs left: open intents, duplicates in the source

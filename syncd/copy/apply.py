@@ -2,8 +2,9 @@
 
 1. Order. An op runs after the ops named in its `after` and after the ops that make the
    objects its Refs name. At most `concurrency` ops run at once; ops with the same `serial`
-   (creates into one listing) run one at a time, in the plan's order, or last-first for a
-   kind the run saw land new objects first (`syncd.copy.placement`). An op whose dependency
+   (creates into one listing) take turns, in the plan's order, or last-first for a kind the
+   run saw land new objects first (`syncd.copy.placement`): one at a time, or side by side
+   where the names they send tell them apart (`syncd.copy.overlap`). An op whose dependency
    failed or was skipped is skipped, with the root cause as its reason. A plan with a
    repeated key or a cycle is refused before anything is sent (ValueError).
 2. Each op runs its recipe (`RECIPES`): one call, or the few calls that belong together,
@@ -27,6 +28,7 @@ from syncd.copy.ops import Op, Plan, consumed
 from syncd.copy.sites import create_section, settle_site
 from syncd.copy.content import bring_content
 from syncd.copy.tree import copy_by_duplicate, settle_tree, undelete
+from syncd.copy.overlap import group_names
 from syncd.copy.placement import Turnstile
 from syncd.copy.writer import SERIAL, Serial, Writer
 
@@ -68,6 +70,9 @@ class ApplyResult:
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     reconciled: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    overlap_peaks: dict[str, int] = field(default_factory=dict)
+    """Per serial group (`Op.serial`): the most of its creates that held their turn together
+    (1: one after another)."""
 
     def of(self, *statuses: Status) -> list[Outcome]:
         return [o for o in self.outcomes.values() if o.status in statuses]
@@ -156,6 +161,11 @@ async def apply_plan(
     events = {op.key: anyio.Event() for op in plan.ops}
     limiter = anyio.CapacityLimiter(max(1, concurrency))
     serials: dict[str, Turnstile] = {}
+    groups: dict[str, list[Op]] = {}
+    for op in plan.ops:
+        if op.serial:
+            groups.setdefault(op.serial, []).append(op)
+    names = {key: found for ops in groups.values() for key, found in group_names(ops).items()}
     writes_before, reads_before = writer.counts.writes, writer.counts.reads
     started = anyio.current_time()
 
@@ -171,7 +181,8 @@ async def apply_plan(
                 return
             serial = None
             if op.serial:
-                serial = Serial(serials.setdefault(op.serial, Turnstile(writer.placement)), position, op.kind)
+                turnstile = serials.setdefault(op.serial, Turnstile(writer.placement, concurrency))
+                serial = Serial(turnstile, position, op.kind, names.get(op.key))
             try:
                 if serial is not None:  # its turn first, then a slot: a waiting op holds no slot
                     await serial.acquire()
@@ -194,6 +205,7 @@ async def apply_plan(
         for position, op in enumerate(plan.ops):
             tg.start_soon(run, op, position)
     result.seconds = anyio.current_time() - started
+    result.overlap_peaks = {serial: turnstile.peak for serial, turnstile in serials.items()}
     result.reconciled = list(writer.counts.reconciled)
     result.notes = list(writer.counts.notes)
     return result

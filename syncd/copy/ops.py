@@ -69,8 +69,9 @@ class Op:
 
     `key` is unique in the plan and stable across plans of the same change (e.g.
     "create:space:<source id>"). `after` names ops that must be done first (the ops that make
-    the objects its Refs name are waited for anyway). Ops with the same `serial` run one at a
-    time: creates into one listing, so that "what appeared" after a lost answer is one object.
+    the objects its Refs name are waited for anyway). Ops with the same `serial` (creates into
+    one listing) take turns: one at a time, so that "what appeared" after a lost answer is one
+    object, or side by side where the names they send tell them apart (`syncd.copy.overlap`).
     `want` holds, for a create, the canonical values the new object must have: the answer is
     compared with them and what differs is patched in the same run. `spec` is a recipe's data.
     `preview` says what a settle step expects to do, from what was read.

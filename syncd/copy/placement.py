@@ -20,6 +20,8 @@ from typing import Literal
 
 import anyio
 
+from syncd.copy.overlap import overlap_width, placement_settled
+
 Landing = Literal["first", "last"]
 
 
@@ -52,45 +54,69 @@ class Placement:
 
 
 class Turnstile:
-    """The turn among the ops that create into one listing: one at a time, the next one the
-    waiting op first in the plan, or, of a kind observed to land first, the last in the plan
-    of that kind (so that the source's order comes out).
+    """The turn among the ops that create into one listing. The next op is the waiting one
+    first in the plan, or, of a kind observed to land first, the last in the plan of that kind
+    (so that the source's order comes out). It goes alone, as before, unless its name tells it
+    apart from its siblings and its kind's placement is settled (`syncd.copy.overlap`): then
+    up to `wide` such ops hold the turn together; an op that must go alone waits for them.
 
     `last_made`: per kind, the id the latest create of the listing made (the writer's look
-    compares the next one with it)."""
+    compares the next one with it). `peak`: the most ops that held the turn together."""
 
-    def __init__(self, placement: Placement) -> None:
+    def __init__(self, placement: Placement, wide: int = 1) -> None:
         self.placement = placement
-        self.held = False
+        self.wide = max(1, wide)
+        self.holders: dict[int, bool] = {}
+        """index -> whether it entered beside others (its siblings may be in flight)."""
+        self.peak = 0
         self.last_made: dict[str, str] = {}
-        self._waiting: dict[int, tuple[str, anyio.Event]] = {}
+        self._waiting: dict[int, tuple[str, bool, anyio.Event]] = {}
+
+    @property
+    def held(self) -> bool:
+        return bool(self.holders)
 
     @property
     def waiting(self) -> int:
         return len(self._waiting)
 
-    async def acquire(self, index: int, kind: str) -> None:
-        """Wait for the turn of the op at `index` of the plan (its kind: `kind`)."""
-        if not self.held and not self._waiting:
-            self.held = True
-            return
+    async def acquire(self, index: int, kind: str, distinct: bool = False) -> bool:
+        """Wait for the turn of the op at `index` of the plan (its kind: `kind`; `distinct`:
+        its name tells it apart). Returns whether it holds the turn beside others."""
         event = anyio.Event()
-        self._waiting[index] = (kind, event)
+        self._waiting[index] = (kind, distinct, event)
+        self._admit()
         try:
             await event.wait()
         except BaseException:
             if self._waiting.pop(index, None) is None:  # cancelled as the turn was handed over
-                self.release()
+                self.release(index)
             raise
+        return self.holders[index]
 
-    def release(self) -> None:
-        """Hand the turn to the next op (see the class docstring), or free it."""
-        if not self._waiting:
-            self.held = False
-            return
+    def release(self, index: int) -> None:
+        """The op at `index` is done creating: the turn goes on (see the class docstring)."""
+        self.holders.pop(index, None)
+        self._admit()
+
+    def _width(self, kind: str, distinct: bool) -> int:
+        return overlap_width(distinct, placement_settled(kind, self.placement.wanted(kind)), self.wide)
+
+    def _next(self) -> int:
         first = min(self._waiting)
         kind = self._waiting[first][0]
         if self.placement.newest_first(kind):
-            first = max(index for index, (other, _) in self._waiting.items() if other == kind)
-        _, event = self._waiting.pop(first)
-        event.set()  # the turn passes to it: `held` stays True
+            first = max(index for index, (other, _, _) in self._waiting.items() if other == kind)
+        return first
+
+    def _admit(self) -> None:
+        while self._waiting:
+            index = self._next()
+            kind, distinct, event = self._waiting[index]
+            beside = self._width(kind, distinct) > 1
+            if self.holders and not (beside and all(self.holders.values()) and len(self.holders) < self.wide):
+                return
+            del self._waiting[index]
+            self.holders[index] = beside
+            self.peak = max(self.peak, len(self.holders))
+            event.set()

@@ -26,6 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import anyio
+
 from syncd.api import ApiError
 from syncd.catalog import BY_NAME, list_path, write_path
 from syncd.copy.context import PlanContext, seg
@@ -42,7 +44,7 @@ from syncd.copy.rules import (
     site_top_order,
     text,
 )
-from syncd.copy.writer import CallFailed, Unresolved, Writer
+from syncd.copy.writer import CallFailed, Unresolved, Writer, listings_side_by_side
 from syncd.ordering import Anchor, apply_move, mixed_moves, moves_to_order, other_anchor, path_changes
 
 SITE_CHILDREN = ("site-section-group", "site-section", "site-space")
@@ -169,6 +171,20 @@ def path_and_default_changes(layout: Layout, live: Snapshot, site: str) -> tuple
     if wanted_section is not None and wanted_section in {n.id for n in sections} and live_section != wanted_section:
         out.append(Change("default-section", "site-section", wanted_section))
     return out, blocked
+
+
+def lane(change: Change) -> tuple[str, ...]:
+    """Which changes of a settle step go one after another: the moves of the navigation
+    (top level and groups: a group stands where its first section does), the moves of each
+    container's site-spaces, and the patches of one set of objects (the sections' paths with
+    every default, which patch sections and the site; each container's site-space paths, kept
+    unique one change at a time). Changes of different lanes touch different objects and
+    orders, so they may go side by side; no object is patched by two lanes at once."""
+    if change.what == "move":
+        return ("move", "site-space", change.container or "") if change.kind == "site-space" else ("move", "navigation")
+    if change.what == "path" and change.kind == "site-space":
+        return ("path", "site-space", change.container or "")
+    return ("sections and site",)
 
 
 def layout_changes(layout: Layout, live: Snapshot, site: str) -> tuple[list[Change], list[str]]:
@@ -510,10 +526,11 @@ def _made_site_space(answer: Any, section: str, space: str) -> str | None:
 
 async def read_site(writer: Writer, org: str, site: str) -> Snapshot:
     """The target site's sections, groups and site-spaces as listed now (positions as the
-    listings give them)."""
+    listings give them); the three listings are read side by side (a round trip, not three)."""
+    listed = await listings_side_by_side(writer, [_list_path(kind, org, seg(site)) for kind in SITE_CHILDREN])
     nodes: list[Node] = []
-    for kind in ("site-section-group", "site-section", "site-space"):
-        for position, item in enumerate(await writer.listing("target", _list_path(kind, org, seg(site)))):
+    for kind, items in zip(SITE_CHILDREN, listed, strict=True):
+        for position, item in enumerate(items):
             if isinstance(item, dict) and isinstance(item.get("id"), str):
                 nodes.append(Node(kind, item["id"], ("site", site), position, item))
     return Snapshot("target", org, nodes)
@@ -547,6 +564,20 @@ async def settle_site(op: Op, writer: Writer) -> Outcome:
                     exc = again
             problems.append(f"{change.what} {change.kind} {change.item}: {exc}")
 
+    async def send_in_lanes(changes: list[Change]) -> None:
+        """Each lane's changes one after another, the lanes side by side (`lane`)."""
+        lanes: dict[tuple[str, ...], list[Change]] = {}
+        for change in changes:
+            lanes.setdefault(lane(change), []).append(change)
+
+        async def one_lane(queue: list[Change]) -> None:
+            for change in queue:
+                await send(change)
+
+        async with anyio.create_task_group() as tg:
+            for queue in lanes.values():
+                tg.start_soon(one_lane, queue)
+
     try:
         live = await read_site(writer, org, site)
         membership = membership_changes(layout, live, site)
@@ -554,11 +585,9 @@ async def settle_site(op: Op, writer: Writer) -> Outcome:
             await send(change)
         if membership:  # where a section lands when it joins or leaves a group is the service's choice
             live = await read_site(writer, org, site)
-        for change in order_changes(layout, live, site):
-            await send(change)
+        await send_in_lanes(order_changes(layout, live, site))
         changes, blocked = path_and_default_changes(layout, live, site)
-        for change in changes:
-            await send(change)
+        await send_in_lanes(changes)
         problems += [f"path of {item}: held by another object of the target site" for item in blocked]
     except ApiError as exc:
         problems.append(f"the target site could not be listed: {exc}")

@@ -26,9 +26,9 @@ from syncd.copy.model import Node, Snapshot
 from syncd.copy.observe import Outcome, check_answer, outcome
 from syncd.copy.ops import Expect, Op, Ref, expect_from_json, expect_to_json, path_ref
 from syncd.copy.rules import ref_id, space_content, text, tree_parent
-from syncd.copy.writer import CallFailed, Unresolved, Writer, get_path
+from syncd.copy.writer import CallFailed, Unresolved, Writer, get_path, listings_side_by_side
 from syncd.logging import get_logger
-from syncd.ordering import apply_move, moves_to_order
+from syncd.ordering import Anchor, apply_move, moves_to_order, moves_waiting
 
 log = get_logger("syncd.copy")
 
@@ -41,7 +41,8 @@ def tree_key(org: str, parent: str | None) -> tuple[str, str]:
 
 
 def serial(parent: str | None) -> str:
-    """Creates under one parent run one at a time (what appeared is then one object)."""
+    """Creates under one parent take turns (`Op.serial`; side by side where their titles
+    tell them apart, `syncd.copy.overlap`)."""
     return f"tree:{parent or ''}"
 
 
@@ -408,8 +409,9 @@ async def settle_tree(op: Op, writer: Writer) -> Outcome:
     parent_of: dict[tuple[str, str], str | None] = {}
     order: dict[tuple[str, str | None], list[str]] = defaultdict(list)
     try:
-        for kind in TREE:
-            for item in await writer.listing("target", list_path(kind, {"org": org})):
+        listed = await listings_side_by_side(writer, [list_path(kind, {"org": org}) for kind in TREE])
+        for kind, items in zip(TREE, listed, strict=True):
+            for item in items:
                 if isinstance(item, dict) and isinstance(item.get("id"), str):
                     parent_of[(kind, item["id"])] = ref_id(item.get("parent"))
                     order[(kind, ref_id(item.get("parent")))].append(item["id"])
@@ -427,22 +429,36 @@ async def settle_tree(op: Op, writer: Writer) -> Outcome:
             return
         for kind in TREE:
             desired = [t for ref in entry[kind] if (t := writer.idmap.target(ref.kind, ref.source_id)) and (kind, t) in parent_of]
-            for item, anchor in moves_to_order(desired, order[(kind, parent)]):
-                body: dict[str, Any] = {}
-                if parent_of[(kind, item)] != parent:
-                    body["parent"] = parent
-                if anchor is not None:
-                    ref_type, key = BY_NAME[kind].writes.move_ref or ("space", "space")  # type: ignore[union-attr]
-                    body["position"] = {anchor[0]: {"type": ref_type, key: anchor[1]}}
+            planned = moves_to_order(desired, order[(kind, parent)])
+            done = [anyio.Event() for _ in planned]
+
+            async def move(position: int, item: str, anchor: Anchor | None, waits: int | None, kind: str = kind) -> None:
+                """One move, once the sibling it names is in place (`moves_waiting`)."""
+                nonlocal moves
                 try:
-                    await writer.call(f"{op.key}:{kind}:{item}", kind, sources[kind].get(item), "POST", write_path(kind, "move", {"id": seg(item)}), body)
-                except ApiError as exc:
-                    problems.append(f"move {kind} {item}: {exc}")
-                    continue
-                moves += 1
-                order[(kind, parent_of[(kind, item)])].remove(item)
-                parent_of[(kind, item)] = parent
-                apply_move(order[(kind, parent)], item, anchor)
+                    if waits is not None:
+                        await done[waits].wait()
+                    body: dict[str, Any] = {}
+                    if parent_of[(kind, item)] != parent:
+                        body["parent"] = parent
+                    if anchor is not None:
+                        ref_type, key = BY_NAME[kind].writes.move_ref or ("space", "space")  # type: ignore[union-attr]
+                        body["position"] = {anchor[0]: {"type": ref_type, key: anchor[1]}}
+                    try:
+                        await writer.call(f"{op.key}:{kind}:{item}", kind, sources[kind].get(item), "POST", write_path(kind, "move", {"id": seg(item)}), body)
+                    except ApiError as exc:
+                        problems.append(f"move {kind} {item}: {exc}")
+                        return
+                    moves += 1
+                    order[(kind, parent_of[(kind, item)])].remove(item)
+                    parent_of[(kind, item)] = parent
+                    apply_move(order[(kind, parent)], item, anchor)
+                finally:
+                    done[position].set()
+
+            async with anyio.create_task_group() as tg:  # moves anchored on siblings that stay put go side by side
+                for position, ((item, anchor), waits) in enumerate(zip(planned, moves_waiting(planned), strict=True)):
+                    tg.start_soon(move, position, item, anchor, waits)
 
     # Containers of one depth side by side, depths in order: an item changes parent in the
     # container of its new parent, whose own ancestors were all put in place one depth before,

@@ -16,9 +16,13 @@ Two kinds of calls:
   looked for again; still nothing: the op fails. The target cannot be listed: the intent
   stays open for the next run.
 
-Creates into one listing are serialised by the executor (`Op.serial`), so what appeared is
-one object. Field values are used only to tell apart several new objects, and only values
-this run SENT (never a name the service may have derived, like "Title (copy)").
+Creates into one listing take turns (`Op.serial`): one at a time, so that what appeared is
+one object, unless the siblings being created are told apart by the names they send
+(`syncd.copy.overlap`). A create sent beside others is journaled with those names and takes
+only the new object bearing its own name; a new object bearing none of the group's names is
+not explained, and the create is left open rather than sent again (`Unexplained`). Field
+values are used only to tell apart several new objects, and only values this run SENT (never
+a name the service may have derived, like "Title (copy)").
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from syncd.copy import journal
 from syncd.copy.journal import MappingEntry, Pair
 from syncd.copy.model import IdMap
 from syncd.copy.ops import PATH_REF, Expect, Ref, Side, expect_to_json
+from syncd.copy.overlap import Names, names_to_json
 from syncd.copy.placement import Placement, Turnstile
 from syncd.copy.rules import ref_id
 from syncd.errors import SyncdError
@@ -45,7 +50,7 @@ from syncd.state import StateStore
 if TYPE_CHECKING:
     from syncd.copy.served import Publisher
 
-__all__ = ["SERIAL", "CallFailed", "Serial", "Unresolved", "WriteCounts", "Writer", "get_path"]
+__all__ = ["SERIAL", "CallFailed", "Serial", "Unexplained", "Unresolved", "WriteCounts", "Writer", "get_path", "listings_side_by_side"]
 
 
 class Unresolved(LookupError):
@@ -65,6 +70,15 @@ class CallFailed(SyncdError):
         self.open = open
 
 
+class Unexplained(CallFailed):
+    """A create sent beside its siblings found no new object of its name, but one that bears
+    none of theirs either: it may be its own object under a name the service changed, so it
+    is not sent again (left open: settled when nothing else is in flight, `recover`)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, open=True)
+
+
 @dataclass
 class WriteCounts:
     """What the run's calls cost and found."""
@@ -82,19 +96,22 @@ class WriteCounts:
 class Serial:
     """The turn of one op among the ops that create into the same listing (`Turnstile`). Held
     only while it creates: the checks after a create (patches) do not keep the next create
-    waiting."""
+    waiting. `names`: how its object is told apart from its siblings' (None: it cannot be,
+    and it goes alone); `beside`: it holds the turn beside others, so after a lost answer
+    only its name says which new object is its own."""
 
-    def __init__(self, turnstile: Turnstile, index: int, kind: str) -> None:
-        self.turnstile, self.index, self.kind, self.held = turnstile, index, kind, False
+    def __init__(self, turnstile: Turnstile, index: int, kind: str, names: Names | None = None) -> None:
+        self.turnstile, self.index, self.kind, self.names = turnstile, index, kind, names
+        self.held = self.beside = False
 
     async def acquire(self) -> None:
-        await self.turnstile.acquire(self.index, self.kind)
+        self.beside = await self.turnstile.acquire(self.index, self.kind, self.names is not None)
         self.held = True
 
     def release(self) -> None:
         if self.held:
             self.held = False
-            self.turnstile.release()
+            self.turnstile.release(self.index)
 
 
 SERIAL: ContextVar[Serial | None] = ContextVar("syncd_copy_serial", default=None)
@@ -116,6 +133,22 @@ def get_path(data: Any, dotted: str) -> Any:
 def under_parent(expect: Expect, item: Any) -> bool:
     """Whether a listed item is under the parent `expect` names (any item, without one)."""
     return expect.parent_field is None or ref_id(get_path(item, expect.parent_field)) == expect.parent
+
+
+def own_by_name(fresh: Sequence[Any], names: Names, expect: Expect) -> Any | None:
+    """Of the new objects of a listing, the one a create sent beside its siblings made: the
+    only one of its name; None when none is and each bears a sibling's name (see `find_made`)."""
+    own = [item for item in fresh if names.of(item) == names.mine]
+    if len(own) == 1:
+        return own[0]
+    ids = ", ".join(str(get_path(item, expect.id_field)) for item in (own or fresh)[:5])
+    if own:
+        raise CallFailed(f"{len(own)} new objects named {names.mine!r} appeared in {expect.path} ({ids}): cannot tell which one this call made")
+    strangers = [item for item in fresh if names.of(item) not in names.others]
+    if strangers:
+        ids = ", ".join(str(get_path(item, expect.id_field)) for item in strangers[:5])
+        raise Unexplained(f"no new object named {names.mine!r} in {expect.path}, but {len(strangers)} named as none of its siblings ({ids}): not sent again")
+    return None
 
 
 class Writer:
@@ -306,7 +339,11 @@ class Writer:
         """Send a call that makes an object; (its id, the answer or the item found). The id
         is mapped as `made` ('created') in the transaction that closes the intent. Raises
         CallFailed when nothing was made (or it cannot be told), ApiError for a refusal."""
-        intent = {"made": list(made), "expect": expect_to_json(expect)}
+        serial = SERIAL.get()
+        names = serial.names if serial is not None and serial.held and serial.beside and made == (serial.kind, made[1]) else None
+        intent: dict[str, Any] = {"made": list(made), "expect": expect_to_json(expect)}
+        if names is not None:
+            intent["names"] = names_to_json(names)
         seq = await self.db(
             journal.intend, self.run, self.pair, key=key, kind=made[0], source_id=made[1], side=side,
             method=method, path=path, body=body, intent=intent,
@@ -319,7 +356,7 @@ class Writer:
             return None, f"the answer holds no {expect.id_field!r}"
 
         async def appeared() -> Any | None:
-            item = await self.find_made(expect, made, self.run, body)
+            item = await self.find_made(expect, made, self.run, body, names)
             return None if item is None else (str(get_path(item, expect.id_field)), item)
 
         (new_id, data), found = await self._once_or_found(
@@ -356,10 +393,14 @@ class Writer:
         await self.db(journal.complete, self.run, seq, new_id, [entry], ())
         self.idmap.put(*entry)
 
-    async def find_made(self, expect: Expect, made: tuple[str, str], since_run: int, sent: Any = None) -> Any | None:
+    async def find_made(
+        self, expect: Expect, made: tuple[str, str], since_run: int, sent: Any = None, names: Names | None = None
+    ) -> Any | None:
         """The item a create made, by what appeared in `expect`'s listing since `since_run`
         (see the module docstring); None when nothing did. CallFailed when several objects
-        appeared and the values this run sent cannot tell them apart."""
+        appeared and the values this run sent cannot tell them apart. With `names` (a create
+        sent beside its siblings), only a new object of its own name is its own, even alone;
+        Unexplained when none is but one bears none of the siblings' names either."""
         items = await self.listing(expect.side, expect.path)
         taken = self.idmap.sources_of(made[0])
         excluded = {str(value) for value in expect.exclude}
@@ -377,6 +418,8 @@ class Writer:
             return None
         older = await self.db(journal.seen_before, self.pair.tenant(expect.side), list(candidates), since_run)
         fresh = [item for item_id, item in candidates.items() if item_id not in older]
+        if names is not None:
+            return own_by_name(fresh, names, expect)
         if len(fresh) <= 1:
             return fresh[0] if fresh else None
         sent_values = {k: v for k, v in sent.items() if isinstance(v, str)} if isinstance(sent, Mapping) else {}
@@ -402,3 +445,23 @@ class Writer:
         """One object (a GET), counted as a read; NotFound when it is not there."""
         self.counts.reads += 1
         return await self.client(side).get_json(path)
+
+
+async def listings_side_by_side(writer: Writer, paths: Sequence[str]) -> list[list[Any]]:
+    """The target's listings at `paths`, read at once (a settle step's reads are independent:
+    one round trip, not one per listing); the first ApiError is raised."""
+    listed: list[list[Any]] = [[] for _ in paths]
+    errors: list[ApiError] = []
+
+    async def one(index: int, path: str) -> None:
+        try:
+            listed[index] = await writer.listing("target", path)
+        except ApiError as exc:  # raised as itself below, not inside an exception group
+            errors.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        for index, path in enumerate(paths):
+            tg.start_soon(one, index, path)
+    if errors:
+        raise errors[0]
+    return listed
