@@ -10,7 +10,7 @@ from pathlib import Path
 from syncd.api import TenantClient, make_global_limiter
 from syncd.config import Settings, TargetRef
 from syncd.config.jobs import DEFAULT_FULL_EVERY
-from syncd.read.crawl import Crawler
+from syncd.read.crawl import Crawler, crawl_workers
 from syncd.read.crawl_stats import CrawlResult, CrawlStats
 from syncd.scope import EVERYTHING, Scope
 from syncd.state import StateStore
@@ -74,7 +74,7 @@ async def sync_into(
                     on_progress(stats, client)
 
             crawler = Crawler(
-                client, store, tenant.name, workers=tenant.concurrency, full=full, on_progress=progress, scope=scope, lists_every=lists_every
+                client, store, tenant.name, workers=crawl_workers(tenant.concurrency), full=full, on_progress=progress, scope=scope, lists_every=lists_every
             )
             result = await crawler.crawl(ref.org, job=job)
     return result, client
