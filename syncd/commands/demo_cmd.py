@@ -40,7 +40,7 @@ def _write_config(out: Path, url: str) -> Path:
     config = out / "syncd.toml"
     write_private(
         config,
-        f'state_dir = "{out.as_posix()}"\n\n[tenants.{DEMO_TENANT}]\nbase_url = "{url}"\ntoken = "{DEMO_TOKEN}"\nconcurrency = 16\n'
+        f'state_dir = "{out.as_posix()}"\n\n[tenants.{DEMO_TENANT}]\nbase_url = "{url}"\ntoken = "{DEMO_TOKEN}"\n'
     )
     return config
 
