@@ -16,7 +16,7 @@ import pytest
 
 from syncd.api import TenantClient
 from syncd.cli import main
-from syncd.config import Settings, TargetRef
+from syncd.config import RetryConfig, Settings, TargetRef
 from syncd.copy import UnsettledError, copy_org
 from syncd.copy.journal import Pair as JPair
 from syncd.copy.journal import begin, finish, intend, load_idmap
@@ -166,6 +166,8 @@ async def pair(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
     generated = generate(store, parse_spec("orgs=0,empty_orgs=2"), seed=13, all_token=ALL_TOKEN)
     async with serve_emulator(store, profile=request.param, fault_seed=5) as running, aiohttp.ClientSession() as session:
         settings = settings_for(running.url, tmp_path / "state", src="org1-token", dst="org2-token")
+        # Faults are retried after short waits: the same calls, less sleep (54 s -> a few under `divergent`).
+        settings = settings.model_copy(update={"retry": RetryConfig(initial_wait=0.02, max_wait=0.1)})
         api = Api(session, running.url, ALL_TOKEN)
         yield Pair(running, Org(api, generated.org_ids[0]), generated.org_ids[1], settings, tmp_path / "state" / "syncd.db")
 
