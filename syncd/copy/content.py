@@ -117,6 +117,11 @@ async def _import(writer: Writer, key: str, source_id: str | None, space: _Space
     does not say that an import is done when it answers, so the revision it answered is waited
     for; after a lost answer, a new revision appearing within `look_seconds` is its effect.
     `before`: the space's revision as just read (read here when not given)."""
+    async with writer.imports:
+        await _import_one(writer, key, source_id, space, body, before)
+
+
+async def _import_one(writer: Writer, key: str, source_id: str | None, space: _Space, body: dict[str, Any], before: Any) -> None:
     if before is None:
         before = (await space.record()).get("revision")
 
