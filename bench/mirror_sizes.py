@@ -169,13 +169,13 @@ def size_point(args: argparse.Namespace, size: Size) -> dict[str, Any]:
         second, second_server = counted("apply-again", ["mirror", "apply", *refs, "--json"])
         row: dict[str, Any] = {
             "size": str(size), "spaces": size.spaces, "pages": size.pages, "generated": generated,
-            "objects": source_objects(first.document), "requests": first_server.total, "writes": first_server.writes,
+            "requests": first_server.total, "writes": first_server.writes,
             "wall": first.wall, "ms_per_space": 1000 * first.wall / size.spaces, "peak_rss_mb": first.peak_rss_mb,
             "verify": verified(verify), "second_writes": second_server.writes, "second_peak_mb": second.peak_rss_mb,
         }
         if args.sync:
-            sync, _ = counted("sync", ["sync", f"src:{src_org}", "--db", str(folder / "sync-alone.db")])
-            row["sync_peak_mb"] = sync.peak_rss_mb
+            sync, _ = counted("sync", ["sync", f"src:{src_org}", "--db", str(folder / "sync-alone.db"), "--json"])
+            row.update(sync_peak_mb=sync.peak_rss_mb, objects=(sync.document or {}).get("objects"))
         if args.restore:
             backup = str(folder / "backup.db")
             counted("backup", ["backup", f"src:{src_org}", "--out", backup, "--with-files"])
@@ -183,13 +183,6 @@ def size_point(args: argparse.Namespace, size: Size) -> dict[str, Any]:
             restored, _ = counted("restore-verify", ["mirror", "verify", backup, f"rst:{restore_org}"])
             row.update(restore_wall=restore.wall, restore_peak_mb=restore.peak_rss_mb, restore_verify=verified(restored))
     return row
-
-
-def source_objects(document: Any) -> int | None:
-    """The source's objects as the first copy's verify counted them (identical + excused + ...)."""
-    rounds = (document or {}).get("rounds") or []
-    left = rounds[-1].get("left") if rounds else None
-    return sum(int(v) for v in left.values()) if isinstance(left, dict) else None
 
 
 async def bench(args: argparse.Namespace) -> None:
@@ -208,7 +201,7 @@ async def bench(args: argparse.Namespace) -> None:
               f"{shown(row.get('restore_peak_mb'), '{:.0f}')} MB, {shown(row.get('restore_verify'))}", flush=True)
     print()
     print(table(COLUMNS, rows))
-    print("objects: what the first copy's last verify compared; requests, writes: the emulator's count (all of the first copy: "
+    print("objects: the source's, as `syncd sync` read them; requests, writes: the emulator's count (all of the first copy: "
           "both sides' reads, its writes, the re-read); peak MB: the command's peak RSS (its own process)")
     print("checks:")
     for line in checks(rows):
