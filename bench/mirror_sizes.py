@@ -140,6 +140,19 @@ COLUMNS = (
 )
 
 
+def last_words(stderr: str, lines: int = 6) -> str:
+    """The end of a command's stderr without its progress lines (what says why it failed)."""
+    said = [line for line in stderr.splitlines() if line.strip() and "syncd.progress" not in line and "content.imported" not in line]
+    return " | ".join(said[-lines:])[-1200:]
+
+
+def failures(document: Any, most: int = 3) -> str:
+    """`; failed: ...` the first failed operations of an apply's `--json` document, if any."""
+    rounds = (document or {}).get("rounds") or []
+    failed = [f for r in rounds for f in ((r.get("apply") or {}).get("failed") or [])]
+    return f"; {len(failed)} failed: {failed[:most]}"[:1500] if failed else ""
+
+
 def verified(run: ChildRun) -> str:
     return "equal" if run.code == 0 else f"exit {run.code}"
 
@@ -161,7 +174,7 @@ def size_point(args: argparse.Namespace, size: Size) -> dict[str, Any]:
             before = ServerCounts.of(emulator_stats_now(emulator.url))
             run = run_syncd([*command, "--config", config], folder, label)
             if run.code != 0:
-                print(f"  {size}: {' '.join(command[:2])} exited {run.code}: {run.stderr.strip()[-600:]}", flush=True)
+                print(f"  {size}: {' '.join(command[:2])} exited {run.code}: {last_words(run.stderr)}{failures(run.document)}", flush=True)
             return run, ServerCounts.of(emulator_stats_now(emulator.url)) - before
 
         first, first_server = counted("apply", ["mirror", "apply", *refs, "--json"])
