@@ -35,6 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import mirror_latency
 from _util import emulator_stats_now, run_benchmark, user_config
 from mirror import ALL_TOKEN, ServerCounts
 from series import Column, checked, shown, table
@@ -42,10 +43,7 @@ from syncd_child import ChildRun, run_syncd
 
 from syncd.emulator.process import emulator_process
 
-SPEC = (
-    "orgs=1,empty_orgs=2,collections=20,spaces={spaces},pages={pages},files=1,sites=6,sections=4,members=5,teams=5,"
-    "saml=1,openapi=2,translations=1,custom_fields=4,comments=1,change_requests=1,integrations=1"
-)
+SPEC = mirror_latency.SPEC.replace("empty_orgs=1,", "empty_orgs=2,").replace("pages=8,", "pages={pages},")
 """bench/mirror_latency.py's organization at a size, and two empty ones (a copy's, a restore's target)."""
 MAX_PEAK_MB = 250.0
 MAX_GROWTH = 1.3
