@@ -17,6 +17,10 @@ it at 3,200 x 10), the peak at 800 spaces within 1.3 x the peak at 100 (same pag
 space within +-20% of the median over the sizes with the same pages, verify equal, second
 apply 0 writes; the restore's peak <= 250 MB.
 
+The emulator generates 3,200 x 10 in about 5 s. On integ/45 (before issue 46), on a loaded
+2-core machine: the 3,200 x 10 point alone 665 s (its first copy 469 s, 2,085 MB); 100x10,
+800x1, 800x10 with --restore 968 s (walls about 4 x a quiet machine's).
+
 Run: .venv/bin/python bench/mirror_sizes.py [--sizes 100x10,800x10,3200x10] [--rate 0]
          [--latency-ms 0] [--restore] [--no-sync]
 """
