@@ -17,6 +17,7 @@ import crawl  # noqa: E402
 import fleet  # noqa: E402
 import fleet_share  # noqa: E402
 import mirror_latency  # noqa: E402
+import mirror_sizes  # noqa: E402
 import series  # noqa: E402
 from syncd_child import ChildRun  # noqa: E402
 
@@ -114,3 +115,49 @@ def test_the_fleet_share_report_says_the_429s_and_each_replicas_limit() -> None:
     assert "replica r1: 1,400 requests" in lines[3] and "20 -> 12 (lowest 12, median 14, highest 20)" in lines[3]
     assert lines[4].endswith("in-flight limit -")
     assert "share" in fleet.parse_args(["--series", "share"]).series
+
+
+def test_the_size_series_is_parsed_and_a_bad_size_refused() -> None:
+    assert mirror_sizes.parse_sizes("100x10,800x1") == [mirror_sizes.Size(100, 10), mirror_sizes.Size(800, 1)]
+    assert mirror_sizes.parse_sizes(" 3200X10 ") == [mirror_sizes.Size(3200, 10)]
+    assert str(mirror_sizes.Size(800, 1)) == "800x1"
+    for bad in ("", "100", "100x", "x10", "100x10,,800x1", "0x10", "-5x10", "ax10"):
+        with pytest.raises(ValueError):
+            mirror_sizes.parse_sizes(bad)
+    args = mirror_sizes.parse_args([])
+    assert args.sizes == [mirror_sizes.Size(100, 10), mirror_sizes.Size(800, 10), mirror_sizes.Size(3200, 10)]
+    assert (args.rate, args.latency_ms, args.restore, args.sync) == (0.0, 0.0, False, True)
+    assert mirror_sizes.parse_args(["--restore", "--no-sync"]).restore and not mirror_sizes.parse_args(["--no-sync"]).sync
+    with pytest.raises(SystemExit):
+        mirror_sizes.parse_args(["--sizes", "800"])
+
+
+def _size_row(spaces: int, pages: int, wall: float, peak: float, **more: object) -> dict[str, object]:
+    return {"size": f"{spaces}x{pages}", "spaces": spaces, "pages": pages, "wall": wall, "peak_rss_mb": peak,
+            "verify": "equal", "second_writes": 0} | more
+
+
+def test_the_size_series_checks_the_issues_acceptance() -> None:
+    rows = [_size_row(100, 10, 6.0, 141.0), _size_row(800, 10, 34.5, 589.0), _size_row(800, 1, 25.6, 235.0),
+            _size_row(3200, 10, 140.0, 200.0, verify="exit 1", second_writes=3, restore_peak_mb=240.0, restore_verify="equal")]
+    assert mirror_sizes.growth(rows, 10) == pytest.approx(589.0 / 141.0)
+    assert mirror_sizes.growth(rows, 1) is None  # no 100x1 to compare with
+    spread = mirror_sizes.wall_spread(rows)
+    assert spread["800x1"] is None  # alone with its pages
+    median = 140.0 / 3200  # the middle one of 100x10, 800x10, 3200x10 a space
+    assert spread["100x10"] == pytest.approx((6.0 / 100) / median - 1) and spread["3200x10"] == 0.0
+    lines = mirror_sizes.checks(rows)
+    assert lines[0] == "100x10: peak 141 MB ok, verify equal, second apply 0 writes"
+    assert lines[1].startswith("800x10: peak 589 MB MISSED")
+    assert lines[3] == ("3200x10: peak 200 MB ok, verify exit 1: MISSED, second apply 3 writes: MISSED, "
+                        "restore peak 240 MB ok, restore verify equal")
+    assert "peak at 800x10 / at 100x10: 4.18 (<= 1.3) MISSED" in lines
+    assert any(line.startswith("100x10: wall per space +37% of the median") and line.endswith("MISSED") for line in lines)
+    assert not any(line.startswith("800x1: wall") for line in lines)
+
+
+def test_the_size_series_table_prints_a_dash_for_what_was_not_run() -> None:
+    row = _size_row(100, 10, 6.04, 141.2, objects=12345, requests=2411, writes=460, ms_per_space=60.4, second_peak_mb=120.0)
+    head, rule, line = mirror_sizes.table(mirror_sizes.COLUMNS, [row]).splitlines()
+    assert head.split()[:3] == ["size", "objects", "requests"] and len(rule) == len(head) == len(line)
+    assert line.split() == ["100x10", "12,345", "2,411", "460", "6.0", "60", "141", "equal", "0", "120", "-", "-", "-", "-"]
