@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 Origin = Literal["created", "adopted"]
 
@@ -37,12 +37,35 @@ class Node:
         return self.id.rsplit("/", 1)[-1]
 
 
+class Rows(Protocol):
+    """Where the data of objects a snapshot does not hold is read (`syncd.copy.scoped`)."""
+
+    def data(self, kind: str, node_id: str) -> Mapping[str, Any]: ...
+
+    def release(self) -> None: ...
+
+
+class LazyNode(Node):
+    """A Node whose `data` is read from `rows` when asked, not held: a space's pages and the
+    rest of its content would make a large organization's snapshot gigabytes."""
+
+    def __init__(self, kind: str, id: str, parent: tuple[str, str] | None, position: int | None, rows: Rows) -> None:
+        for name, value in (("kind", kind), ("id", id), ("parent", parent), ("position", position), ("rows", rows)):
+            object.__setattr__(self, name, value)
+
+    @property  # type: ignore[override]
+    def data(self) -> Mapping[str, Any]:
+        return self.rows.data(self.kind, self.id)  # type: ignore[attr-defined,no-any-return]
+
+
 class Snapshot:
     """Objects of one organization, indexed by (kind, id) and by (kind, parent), siblings in
     the order their listing gave (position, then the order rows came in)."""
 
-    def __init__(self, tenant: str, org: str, nodes: Iterable[Node] = ()) -> None:
+    def __init__(self, tenant: str, org: str, nodes: Iterable[Node] = (), rows: Rows | None = None) -> None:
         self.tenant, self.org = tenant, org
+        self.rows = rows
+        """Where its LazyNodes' data is read (None: every object is held)."""
         self.nodes: dict[tuple[str, str], Node] = {}
         for node in nodes:
             self.nodes[(node.kind, node.id)] = node
@@ -72,8 +95,29 @@ class Snapshot:
         return cls(tenant, org, nodes)
 
     @classmethod
-    def from_mirror(cls, store: Any, tenant: str, org: str) -> Snapshot:
-        return cls.from_rows(tenant, org, store.current(tenant, org=org))
+    def from_mirror(cls, store: Any, tenant: str, org: str, rows: Rows | None = None, scoped: frozenset[str] = frozenset()) -> Snapshot:
+        """From the state's current rows; with `rows`, objects of the `scoped` kinds are
+        LazyNodes (their data read from `rows` when asked), the others held."""
+        if rows is None:
+            return cls.from_rows(tenant, org, store.current(tenant, org=org))
+        held: dict[tuple[str, str], Any] = {}
+        for kind in store.counts(tenant, org=org):
+            if kind not in scoped:
+                held.update(((kind, row["id"]), row["data"]) for row in store.current(tenant, kind=kind, org=org))
+        nodes: list[Node] = []
+        for row in store.current_keys(tenant, org=org):
+            kind, node_id = row["kind"], row["id"]
+            parent = (row["parent_kind"], row["parent_id"]) if row.get("parent_kind") and row.get("parent_id") else None
+            if kind in scoped:
+                nodes.append(LazyNode(kind, node_id, parent, row.get("position"), rows))
+            else:
+                nodes.append(Node(kind, node_id, parent, row.get("position"), held[(kind, node_id)]))
+        return cls(tenant, org, nodes, rows)
+
+    def release(self) -> None:
+        """Close what its LazyNodes read from (opened again when one is read)."""
+        if self.rows is not None:
+            self.rows.release()
 
     def get(self, kind: str, node_id: str | None) -> Node | None:
         return self.nodes.get((kind, node_id)) if node_id is not None else None
@@ -93,7 +137,7 @@ class Snapshot:
         gone = set(ids)
         if not gone:
             return self
-        return Snapshot(self.tenant, self.org, (n for n in self.nodes.values() if not (n.kind == kind and n.id in gone)))
+        return Snapshot(self.tenant, self.org, (n for n in self.nodes.values() if not (n.kind == kind and n.id in gone)), self.rows)
 
 
 @dataclass(frozen=True)
@@ -135,4 +179,4 @@ class IdMap:
         return IdMap(dict(self.entries))
 
 
-__all__ = ["IdMap", "Mapped", "Node", "Origin", "Snapshot"]
+__all__ = ["IdMap", "LazyNode", "Mapped", "Node", "Origin", "Rows", "Snapshot"]

@@ -40,7 +40,7 @@ def _item(node: Node) -> Item:
 
 
 def _cut(snapshot: Snapshot, kept: set[tuple[str, str]]) -> Snapshot:
-    return Snapshot(snapshot.tenant, snapshot.org, (node for key, node in snapshot.nodes.items() if key in kept))
+    return Snapshot(snapshot.tenant, snapshot.org, (node for key, node in snapshot.nodes.items() if key in kept), snapshot.rows)
 
 
 def scope_sides(source: Snapshot, target: Snapshot, idmap: IdMap, scope: Scope) -> ScopedSides:
