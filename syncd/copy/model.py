@@ -38,9 +38,19 @@ class Node:
 
 
 class Rows(Protocol):
-    """Where the data of objects a snapshot does not hold is read (`syncd.copy.scoped`)."""
+    """Where the objects of the kinds a snapshot does not hold are read (`syncd.copy.scoped`)."""
+
+    kinds: frozenset[str]
 
     def data(self, kind: str, node_id: str) -> Mapping[str, Any]: ...
+
+    def children(self, kind: str, parent: tuple[str, str] | None) -> list[Node]: ...
+
+    def get(self, kind: str, node_id: str) -> Node | None: ...
+
+    def of_kind(self, kind: str) -> list[Node]: ...
+
+    def counts(self) -> dict[str, int]: ...
 
     def release(self) -> None: ...
 
@@ -65,7 +75,8 @@ class Snapshot:
     def __init__(self, tenant: str, org: str, nodes: Iterable[Node] = (), rows: Rows | None = None) -> None:
         self.tenant, self.org = tenant, org
         self.rows = rows
-        """Where its LazyNodes' data is read (None: every object is held)."""
+        """Where the objects of `rows.kinds` are read (None: every object is held)."""
+        self._read = rows.kinds if rows is not None else frozenset()
         self.nodes: dict[tuple[str, str], Node] = {}
         for node in nodes:
             self.nodes[(node.kind, node.id)] = node
@@ -95,24 +106,13 @@ class Snapshot:
         return cls(tenant, org, nodes)
 
     @classmethod
-    def from_mirror(cls, store: Any, tenant: str, org: str, rows: Rows | None = None, scoped: frozenset[str] = frozenset()) -> Snapshot:
-        """From the state's current rows; with `rows`, objects of the `scoped` kinds are
-        LazyNodes (their data read from `rows` when asked), the others held."""
+    def from_mirror(cls, store: Any, tenant: str, org: str, rows: Rows | None = None) -> Snapshot:
+        """From the state's current rows; with `rows`, the objects of `rows.kinds` are not
+        held: they are read from `rows` when asked (`get`, `children`, `of_kind`)."""
         if rows is None:
             return cls.from_rows(tenant, org, store.current(tenant, org=org))
-        held: dict[tuple[str, str], Any] = {}
-        for kind in store.counts(tenant, org=org):
-            if kind not in scoped:
-                held.update(((kind, row["id"]), row["data"]) for row in store.current(tenant, kind=kind, org=org))
-        nodes: list[Node] = []
-        for row in store.current_keys(tenant, org=org):
-            kind, node_id = row["kind"], row["id"]
-            parent = (row["parent_kind"], row["parent_id"]) if row.get("parent_kind") and row.get("parent_id") else None
-            if kind in scoped:
-                nodes.append(LazyNode(kind, node_id, parent, row.get("position"), rows))
-            else:
-                nodes.append(Node(kind, node_id, parent, row.get("position"), held[(kind, node_id)]))
-        return cls(tenant, org, nodes, rows)
+        held = (row for kind in sorted(store.counts(tenant, org=org)) if kind not in rows.kinds for row in store.current(tenant, kind=kind, org=org))
+        return cls(tenant, org, cls.from_rows(tenant, org, held).nodes.values(), rows)
 
     def release(self) -> None:
         """Close what its LazyNodes read from (opened again when one is read)."""
@@ -120,17 +120,40 @@ class Snapshot:
             self.rows.release()
 
     def get(self, kind: str, node_id: str | None) -> Node | None:
-        return self.nodes.get((kind, node_id)) if node_id is not None else None
+        if node_id is None:
+            return None
+        if kind in self._read:
+            return self.rows.get(kind, node_id)  # type: ignore[union-attr]
+        return self.nodes.get((kind, node_id))
 
     def of_kind(self, kind: str) -> list[Node]:
         """Nodes of a kind, siblings together in position order."""
+        if kind in self._read:
+            return self.rows.of_kind(kind)  # type: ignore[union-attr]
         return list(self._by_kind.get(kind, ()))
 
     def children(self, kind: str, parent: tuple[str, str] | None) -> list[Node]:
+        if kind in self._read:
+            return self.rows.children(kind, parent)  # type: ignore[union-attr]
         return list(self._children.get((kind, parent), ()))
 
     def kinds(self) -> list[str]:
-        return list(self._by_kind)
+        return list(self._by_kind) + (list(self.rows.counts()) if self.rows is not None else [])
+
+    @property
+    def read_kinds(self) -> frozenset[str]:
+        """The kinds this snapshot does not hold: read from `rows` when asked."""
+        return self._read
+
+    def count(self, kind: str) -> int:
+        if kind in self._read:
+            return self.rows.counts().get(kind, 0)  # type: ignore[union-attr]
+        return len(self._by_kind.get(kind, ()))
+
+    def every(self, kinds: Iterable[str]) -> Iterable[Node]:
+        """The nodes of `kinds`, held or not (those read when asked, one kind at a time)."""
+        for kind in sorted(set(kinds)):
+            yield from self.of_kind(kind)
 
     def without(self, kind: str, ids: Iterable[str]) -> Snapshot:
         """This snapshot without some objects of a kind (pending duplicates in a source)."""

@@ -20,7 +20,7 @@ from syncd.api import ApiError, TenantClient, make_global_limiter
 from syncd.catalog import BY_NAME, fill
 from syncd.config import Settings, TargetRef
 from syncd.copy.model import Snapshot
-from syncd.copy.scoped import SCOPED_KINDS, ScopedRows
+from syncd.copy.scoped import ScopedRows
 from syncd.errors import UsageError, first_failure
 from syncd.read.crawl_stats import CrawlResult
 from syncd.read.orgs import resolve_ref
@@ -157,7 +157,7 @@ async def read_sides(ends: Endpoints, backup: Side | None, on_progress: Progress
     def load(ref: TargetRef) -> Snapshot:
         tenant = ends.settings.tenant(ref.tenant).name
         with StateStore(ends.db) as store:
-            return Snapshot.from_mirror(store, tenant, str(ref.org), ScopedRows(ends.db, tenant), SCOPED_KINDS)
+            return Snapshot.from_mirror(store, tenant, str(ref.org), ScopedRows(ends.db, tenant, str(ref.org)))
 
     sides = []
     for index, (ref, _) in enumerate(live):
@@ -195,7 +195,7 @@ def _read_backup(source: BackupSource) -> Side:
             org = orgs[0]
         elif org not in orgs:
             raise UsageError(f"{source.path} has no organization {org!r} (it has: {', '.join(orgs)})")
-        snapshot = Snapshot.from_mirror(store, tenant, org, ScopedRows(source.path, tenant, readonly=True), SCOPED_KINDS)
+        snapshot = Snapshot.from_mirror(store, tenant, org, ScopedRows(source.path, tenant, org, readonly=True))
     named = Snapshot(backup_tenant(source.path), org, snapshot.nodes.values(), snapshot.rows)
     return Side(backup_tenant(source.path), org, named, None, str(source))
 
