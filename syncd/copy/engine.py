@@ -400,7 +400,7 @@ class _Copy:
     async def run(self) -> CopyReport:
         report = CopyReport(str(self.ends.source_ref), str(self.ends.target_ref), self.options.mode)
         reading = await self.read(self.options.full)
-        before = reading.source_as_read
+        before = {n.id for n in reading.source_as_read.of_kind("space")}  # not the whole first reading: it is dropped when read again
         saved = self.options.saved
         if saved is not None:
             check_fresh(saved, fingerprints(reading))
@@ -456,7 +456,7 @@ class _Copy:
         with StateStore(self.ends.db) as store:
             made = journal.made_in_source(store, self.pair)
         report.residue = residue(reading.source_as_read, made)
-        appeared = {n.id for n in reading.source_as_read.of_kind("space")} - {n.id for n in before.of_kind("space")} - set(made)
+        appeared = {n.id for n in reading.source_as_read.of_kind("space")} - before - set(made)
         if appeared:
             report.warnings.append(
                 f"{len(appeared)} space(s) appeared in the source during the copy ({', '.join(sorted(appeared)[:5])}): "
