@@ -48,12 +48,13 @@ class ScopedRows:
     check the bound through them)."""
 
     def __init__(
-        self, location: StateLocation, tenant: str, org: str, *, readonly: bool = False, held: int = DEFAULT_HELD, kinds: frozenset[str] = SCOPED_KINDS
+        self, location: StateLocation, tenant: str, org: str, *, readonly: bool = False, held: int | None = None, kinds: frozenset[str] = SCOPED_KINDS
     ) -> None:
         self.location, self.tenant, self.org, self.readonly = location, tenant, org, readonly
         self.kinds = kinds
         """The kinds read here (a snapshot holds the others)."""
-        self.held = max(1, held)
+        self.held = max(1, held if held is not None else DEFAULT_HELD)
+        self.held_lists = max(1, HELD_LISTS)
         self.loads = 0
         self.peak = 0
         self._cache: OrderedDict[tuple[str, str], Mapping[str, Any]] = OrderedDict()
@@ -90,7 +91,7 @@ class ScopedRows:
             found = [self._node(row) for row in self._select("kind = ? AND parent_kind = ? AND parent_id = ?", [kind, *(parent or ("", ""))])]
             found.sort(key=lambda n: n.position if n.position is not None else _LAST)  # stable: ties keep the state's order
             self._lists[key] = found
-            while len(self._lists) > HELD_LISTS:
+            while len(self._lists) > self.held_lists:
                 self._lists.popitem(last=False)
             return list(found)
 
