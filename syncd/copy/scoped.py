@@ -24,15 +24,18 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
-from syncd.catalog import KINDS
+from syncd.catalog import DERIVED, KINDS
 from syncd.copy.model import LazyNode, Node
 from syncd.state import StateStore
 from syncd.state.location import StateLocation
 
-__all__ = ["DEFAULT_HELD", "SCOPED_KINDS", "ScopedRows"]
+__all__ = ["DEFAULT_HELD", "READ_WHEN_ASKED", "SCOPED_KINDS", "ScopedRows"]
 
 SCOPED_KINDS: frozenset[str] = frozenset(kind.name for kind in KINDS if kind.scope is not None)
-"""Kinds whose objects live in one space (or change request): read when asked."""
+"""Kinds whose objects live in one space (or change request)."""
+READ_WHEN_ASKED: frozenset[str] = SCOPED_KINDS | DERIVED
+"""What a snapshot does not hold: the space-scoped kinds, and the derived ones no part of the
+write side compares (a member's spaces, a collection's spaces: one row per space and member)."""
 
 DEFAULT_HELD = 512
 """Decoded space-scoped objects a side keeps at once: a few spaces' pages."""
@@ -48,7 +51,7 @@ class ScopedRows:
     check the bound through them)."""
 
     def __init__(
-        self, location: StateLocation, tenant: str, org: str, *, readonly: bool = False, held: int | None = None, kinds: frozenset[str] = SCOPED_KINDS
+        self, location: StateLocation, tenant: str, org: str, *, readonly: bool = False, held: int | None = None, kinds: frozenset[str] = READ_WHEN_ASKED
     ) -> None:
         self.location, self.tenant, self.org, self.readonly = location, tenant, org, readonly
         self.kinds = kinds
