@@ -22,6 +22,7 @@
     documents.py  the JSON documents of `--json` (apply, restore, verify)
     rules.py    how each kind is compared: fields, identity, canonical form
     model.py    Snapshot, Node, IdMap (pure data)
+    scoped.py   a space's pages, links, files, comments: read from the state when asked, not held
     ops.py      Op, Ref, Expect, Plan, Skip (JSON round-trip)
 
 Ids never cross tenants: every reference in an op is a `Ref(kind, source id)` resolved

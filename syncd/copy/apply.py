@@ -158,7 +158,6 @@ async def apply_plan(
     single ops are reported in the result, never raised."""
     deps = dependencies(plan)
     result = ApplyResult(total=len(plan.ops))
-    events = {op.key: anyio.Event() for op in plan.ops}
     limiter = anyio.CapacityLimiter(max(1, concurrency))
     serials: dict[str, Turnstile] = {}
     groups: dict[str, list[Op]] = {}
@@ -172,8 +171,6 @@ async def apply_plan(
     async def run(op: Op, position: int) -> None:
         done: Outcome | None = None
         try:
-            for dep in deps[op.key]:
-                await events[dep].wait()
             blocker = next((result.outcomes[d] for d in deps[op.key] if not result.outcomes[d].ok), None)
             if blocker is not None:
                 reason = blocker.reason if blocker.status == "skipped" else f"{blocker.key} failed: {blocker.reason}"
@@ -196,14 +193,27 @@ async def apply_plan(
             result.outcomes[op.key] = done or outcome(op, "failed", "interrupted")
             result.writes = writer.counts.writes - writes_before
             result.reads = writer.counts.reads - reads_before
-            events[op.key].set()
+            for follower in followers[op.key]:
+                waiting[follower] -= 1
+                if waiting[follower] == 0:
+                    tg.start_soon(run, ops[follower], positions[follower])
             if on_progress is not None:
                 failures = sum(1 for o in result.outcomes.values() if not o.ok)
                 on_progress(ApplyProgress(len(result.outcomes), result.total, result.writes, failures, result.reads))
 
+    # An op's task starts once what it waits for is done (not one task per op at once: a
+    # plan of a large organization holds tens of thousands of ops).
+    ops = {op.key: op for op in plan.ops}
+    positions = {op.key: position for position, op in enumerate(plan.ops)}
+    waiting = {key: len(before) for key, before in deps.items()}
+    followers: dict[str, list[str]] = {key: [] for key in deps}
+    for op in plan.ops:  # in plan order: followers start in the plan's order
+        for dep in deps[op.key]:
+            followers[dep].append(op.key)
     async with anyio.create_task_group() as tg:
         for position, op in enumerate(plan.ops):
-            tg.start_soon(run, op, position)
+            if not waiting[op.key]:
+                tg.start_soon(run, op, position)
     result.seconds = anyio.current_time() - started
     result.overlap_peaks = {serial: turnstile.peak for serial, turnstile in serials.items()}
     result.reconciled = list(writer.counts.reconciled)

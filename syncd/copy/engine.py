@@ -102,6 +102,12 @@ class Reading:
     def complete(self) -> bool:
         return self.source.complete and self.target.complete
 
+    def release(self) -> None:
+        """Close what the snapshots read space content from (`syncd.copy.scoped`); opened
+        again if one is read after all."""
+        for snapshot in (self.source.snapshot, self.target.snapshot, self.source_as_read):
+            snapshot.release()
+
 
 def fingerprints(reading: Reading) -> dict[str, str]:
     """What each side looked like as read (a saved plan's staleness check, `planfile`)."""
@@ -403,7 +409,7 @@ class _Copy:
     async def run(self) -> CopyReport:
         report = CopyReport(str(self.ends.source_ref), str(self.ends.target_ref), self.options.mode)
         reading = await self.read(self.options.full)
-        before = reading.source_as_read
+        before = {n.id for n in reading.source_as_read.of_kind("space")}  # not the whole first reading: it is dropped when read again
         saved = self.options.saved
         if saved is not None:
             check_fresh(saved, fingerprints(reading))
@@ -434,9 +440,11 @@ class _Copy:
             try:
                 result = await _apply(self.ends, reading, plan, self.served, self.options.on_apply)
             except _TargetChanged:
+                reading.release()
                 reading = await self.reread(report, plan)
                 continue
             report.rounds.append(RoundReport(len(report.rounds) + 1, len(plan.ops), {k: dict(v) for k, v in plan.counts().items()}, result))
+            reading.release()
             reading = await self.read()
         try:  # what a round could not settle (a duplicate it could not remove, say)
             leftover = await _settle(self.ends, self.pair)
@@ -445,6 +453,7 @@ class _Copy:
             report.warnings.append(str(exc))
         if leftover:
             report.settled += leftover
+            reading.release()
             reading = await self.read()
         report.skips = plan.skips
         report.warnings += plan.warnings
@@ -459,7 +468,8 @@ class _Copy:
         with StateStore(self.ends.db) as store:
             made = journal.made_in_source(store, self.pair)
         report.residue = residue(reading.source_as_read, made)
-        appeared = {n.id for n in reading.source_as_read.of_kind("space")} - {n.id for n in before.of_kind("space")} - set(made)
+        reading.release()
+        appeared = {n.id for n in reading.source_as_read.of_kind("space")} - before - set(made)
         if appeared:
             report.warnings.append(
                 f"{len(appeared)} space(s) appeared in the source during the copy ({', '.join(sorted(appeared)[:5])}): "

@@ -46,7 +46,13 @@ _MARKERS = re.compile(r"(?<![\w\\])[*_]+|[*_]+(?![\w])")
 _SPACES = re.compile(r"\s+")
 
 
-@lru_cache(maxsize=16384)
+_CACHED = 2048
+"""Pages whose meaning is kept: each entry holds its markdown, so a cache of every page of a
+large organization would hold all of its words (issue 46); a few spaces' pages are enough for
+the comparisons of one space that follow each other."""
+
+
+@lru_cache(maxsize=_CACHED)
 def meaning(markdown: str | None, title: str | None = None) -> str:
     """The markdown's words and structure, one normalized line per block element; a first
     level-1 heading equal to `title` (the page's) is the title, not part of the content.
@@ -55,7 +61,7 @@ def meaning(markdown: str | None, title: str | None = None) -> str:
     return _normalize(lower(markdown), title, quotes=False) if markdown else ""
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=_CACHED)
 def form(markdown: str | None, title: str | None = None) -> str:
     """`meaning` with the platform's blocks and quotes as written (their structure)."""
     return _normalize(markdown, title, quotes=True) if markdown else ""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 Origin = Literal["created", "adopted"]
 
@@ -37,12 +37,46 @@ class Node:
         return self.id.rsplit("/", 1)[-1]
 
 
+class Rows(Protocol):
+    """Where the objects of the kinds a snapshot does not hold are read (`syncd.copy.scoped`)."""
+
+    kinds: frozenset[str]
+
+    def data(self, kind: str, node_id: str) -> Mapping[str, Any]: ...
+
+    def children(self, kind: str, parent: tuple[str, str] | None) -> list[Node]: ...
+
+    def get(self, kind: str, node_id: str) -> Node | None: ...
+
+    def of_kind(self, kind: str) -> list[Node]: ...
+
+    def counts(self) -> dict[str, int]: ...
+
+    def release(self) -> None: ...
+
+
+class LazyNode(Node):
+    """A Node whose `data` is read from `rows` when asked, not held: a space's pages and the
+    rest of its content would make a large organization's snapshot gigabytes."""
+
+    def __init__(self, kind: str, id: str, parent: tuple[str, str] | None, position: int | None, rows: Rows) -> None:
+        for name, value in (("kind", kind), ("id", id), ("parent", parent), ("position", position), ("rows", rows)):
+            object.__setattr__(self, name, value)
+
+    @property  # type: ignore[override]
+    def data(self) -> Mapping[str, Any]:
+        return self.rows.data(self.kind, self.id)  # type: ignore[attr-defined,no-any-return]
+
+
 class Snapshot:
     """Objects of one organization, indexed by (kind, id) and by (kind, parent), siblings in
     the order their listing gave (position, then the order rows came in)."""
 
-    def __init__(self, tenant: str, org: str, nodes: Iterable[Node] = ()) -> None:
+    def __init__(self, tenant: str, org: str, nodes: Iterable[Node] = (), rows: Rows | None = None) -> None:
         self.tenant, self.org = tenant, org
+        self.rows = rows
+        """Where the objects of `rows.kinds` are read (None: every object is held)."""
+        self._read = rows.kinds if rows is not None else frozenset()
         self.nodes: dict[tuple[str, str], Node] = {}
         for node in nodes:
             self.nodes[(node.kind, node.id)] = node
@@ -72,28 +106,61 @@ class Snapshot:
         return cls(tenant, org, nodes)
 
     @classmethod
-    def from_mirror(cls, store: Any, tenant: str, org: str) -> Snapshot:
-        return cls.from_rows(tenant, org, store.current(tenant, org=org))
+    def from_mirror(cls, store: Any, tenant: str, org: str, rows: Rows | None = None) -> Snapshot:
+        """From the state's current rows; with `rows`, the objects of `rows.kinds` are not
+        held: they are read from `rows` when asked (`get`, `children`, `of_kind`)."""
+        if rows is None:
+            return cls.from_rows(tenant, org, store.current(tenant, org=org))
+        held = (row for kind in sorted(store.counts(tenant, org=org)) if kind not in rows.kinds for row in store.current(tenant, kind=kind, org=org))
+        return cls(tenant, org, cls.from_rows(tenant, org, held).nodes.values(), rows)
+
+    def release(self) -> None:
+        """Close what its LazyNodes read from (opened again when one is read)."""
+        if self.rows is not None:
+            self.rows.release()
 
     def get(self, kind: str, node_id: str | None) -> Node | None:
-        return self.nodes.get((kind, node_id)) if node_id is not None else None
+        if node_id is None:
+            return None
+        if kind in self._read:
+            return self.rows.get(kind, node_id)  # type: ignore[union-attr]
+        return self.nodes.get((kind, node_id))
 
     def of_kind(self, kind: str) -> list[Node]:
         """Nodes of a kind, siblings together in position order."""
+        if kind in self._read:
+            return self.rows.of_kind(kind)  # type: ignore[union-attr]
         return list(self._by_kind.get(kind, ()))
 
     def children(self, kind: str, parent: tuple[str, str] | None) -> list[Node]:
+        if kind in self._read:
+            return self.rows.children(kind, parent)  # type: ignore[union-attr]
         return list(self._children.get((kind, parent), ()))
 
     def kinds(self) -> list[str]:
-        return list(self._by_kind)
+        return list(self._by_kind) + (list(self.rows.counts()) if self.rows is not None else [])
+
+    @property
+    def read_kinds(self) -> frozenset[str]:
+        """The kinds this snapshot does not hold: read from `rows` when asked."""
+        return self._read
+
+    def count(self, kind: str) -> int:
+        if kind in self._read:
+            return self.rows.counts().get(kind, 0)  # type: ignore[union-attr]
+        return len(self._by_kind.get(kind, ()))
+
+    def every(self, kinds: Iterable[str]) -> Iterable[Node]:
+        """The nodes of `kinds`, held or not (those read when asked, one kind at a time)."""
+        for kind in sorted(set(kinds)):
+            yield from self.of_kind(kind)
 
     def without(self, kind: str, ids: Iterable[str]) -> Snapshot:
         """This snapshot without some objects of a kind (pending duplicates in a source)."""
         gone = set(ids)
         if not gone:
             return self
-        return Snapshot(self.tenant, self.org, (n for n in self.nodes.values() if not (n.kind == kind and n.id in gone)))
+        return Snapshot(self.tenant, self.org, (n for n in self.nodes.values() if not (n.kind == kind and n.id in gone)), self.rows)
 
 
 @dataclass(frozen=True)
@@ -135,4 +202,4 @@ class IdMap:
         return IdMap(dict(self.entries))
 
 
-__all__ = ["IdMap", "Mapped", "Node", "Origin", "Snapshot"]
+__all__ = ["IdMap", "LazyNode", "Mapped", "Node", "Origin", "Rows", "Snapshot"]

@@ -86,7 +86,7 @@ def report_uncopied(ctx: PlanContext) -> None:
     for kind in ctx.source.kinds():
         if kind in RULES or kind in COVERED or kind in DERIVED:
             continue
-        count = len(ctx.source.of_kind(kind))
+        count = ctx.source.count(kind)
         reason = NOT_COPIED.get(kind) or (f"{kind} is not copied" if kind in BY_NAME else f"unknown kind {kind!r}: not copied")
         ctx.skip(kind, None, f"{count} {kind}", reason)
 

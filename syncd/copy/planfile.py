@@ -27,6 +27,7 @@ privately (0600: it names objects of both organizations).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -139,11 +140,10 @@ def fingerprint(snapshot: Snapshot, idmap: IdMap | None = None) -> str:
 
 
 def _lines(snapshot: Snapshot, idmap: IdMap | None) -> Iterable[str]:
-    for (kind, node_id), node in snapshot.nodes.items():
-        if kind not in FINGERPRINTED_KINDS:
-            continue
-        meaning = content_hash(BY_NAME[kind], node.data)  # every fingerprinted kind is the catalog's
-        yield _json(["node", kind, node_id, list(node.parent) if node.parent else None, node.position, meaning])
+    held = (node for (kind, _), node in snapshot.nodes.items() if kind in FINGERPRINTED_KINDS)
+    for node in itertools.chain(held, snapshot.every(FINGERPRINTED_KINDS & snapshot.read_kinds)):
+        meaning = content_hash(BY_NAME[node.kind], node.data)  # every fingerprinted kind is the catalog's
+        yield _json(["node", node.kind, node.id, list(node.parent) if node.parent else None, node.position, meaning])
     if idmap is not None:
         for (kind, source_id), entry in idmap.entries.items():
             yield _json(["map", kind, source_id, entry.target_id, entry.origin])

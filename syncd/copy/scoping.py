@@ -18,11 +18,13 @@ applying, the rounds and verify then only ever see what is in scope, so:
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from syncd.copy.model import IdMap, Node, Snapshot
 from syncd.scope import Scope
-from syncd.selection import LINK_KINDS, VALUE_KINDS, Dependency, Item, content_dependencies, select
+from syncd.selection import LINK_KINDS, SPACE_NAMING, VALUE_KINDS, Dependency, Item, content_dependencies, select
 
 __all__ = ["ScopedSides", "scope_sides"]
 
@@ -39,20 +41,26 @@ def _item(node: Node) -> Item:
     return Item(node.kind, node.id, node.parent, node.data)
 
 
+def _named(snapshot: Snapshot) -> Iterable[Node]:
+    """What a scope chooses from: the held objects, and the rows that name a space's
+    collection, member or site (read from the state: a snapshot does not hold them)."""
+    return itertools.chain(snapshot.nodes.values(), snapshot.every(snapshot.read_kinds & set(SPACE_NAMING)))
+
+
 def _cut(snapshot: Snapshot, kept: set[tuple[str, str]]) -> Snapshot:
-    return Snapshot(snapshot.tenant, snapshot.org, (node for key, node in snapshot.nodes.items() if key in kept))
+    return Snapshot(snapshot.tenant, snapshot.org, (node for key, node in snapshot.nodes.items() if key in kept), snapshot.rows)
 
 
 def scope_sides(source: Snapshot, target: Snapshot, idmap: IdMap, scope: Scope) -> ScopedSides:
     """Both sides cut down to `scope` (module docstring)."""
     if scope.everything:
         return ScopedSides(source, target)
-    chosen = select(scope, map(_item, source.nodes.values()))
+    chosen = select(scope, map(_item, _named(source)))
     fixed: dict[tuple[str, str], bool] = {}
     for (kind, source_id), entry in idmap.entries.items():
         if source.get(kind, source_id) is not None and target.get(kind, entry.target_id) is not None:
             fixed[(kind, entry.target_id)] = (kind, source_id) in chosen
-    on_target = select(scope, map(_item, target.nodes.values()), fixed=fixed)
+    on_target = select(scope, map(_item, _named(target)), fixed=fixed)
     source_kept, target_kept = set(chosen.kept), set(on_target.kept)
     if scope.include:  # the organization's settings are organization-wide
         source_kept.discard(("organization", source.org))

@@ -20,6 +20,7 @@ from syncd.api import ApiError, TenantClient, make_global_limiter
 from syncd.catalog import BY_NAME, fill
 from syncd.config import Settings, TargetRef
 from syncd.copy.model import Snapshot
+from syncd.copy.scoped import ScopedRows
 from syncd.errors import UsageError, first_failure
 from syncd.read.crawl_stats import CrawlResult
 from syncd.read.orgs import resolve_ref
@@ -154,8 +155,9 @@ async def read_sides(ends: Endpoints, backup: Side | None, on_progress: Progress
                 await read(index)
 
     def load(ref: TargetRef) -> Snapshot:
+        tenant = ends.settings.tenant(ref.tenant).name
         with StateStore(ends.db) as store:
-            return Snapshot.from_mirror(store, ends.settings.tenant(ref.tenant).name, str(ref.org))
+            return Snapshot.from_mirror(store, tenant, str(ref.org), ScopedRows(ends.db, tenant, str(ref.org)))
 
     sides = []
     for index, (ref, _) in enumerate(live):
@@ -193,8 +195,9 @@ def _read_backup(source: BackupSource) -> Side:
             org = orgs[0]
         elif org not in orgs:
             raise UsageError(f"{source.path} has no organization {org!r} (it has: {', '.join(orgs)})")
-        snapshot = Snapshot.from_mirror(store, tenant, org)
-    return Side(backup_tenant(source.path), org, Snapshot(backup_tenant(source.path), org, snapshot.nodes.values()), None, str(source))
+        snapshot = Snapshot.from_mirror(store, tenant, org, ScopedRows(source.path, tenant, org, readonly=True))
+    named = Snapshot(backup_tenant(source.path), org, snapshot.nodes.values(), snapshot.rows)
+    return Side(backup_tenant(source.path), org, named, None, str(source))
 
 
 async def target_reads_source(ends: Endpoints, source_org: str) -> bool:
