@@ -134,12 +134,19 @@ def dependencies(plan: Plan) -> dict[str, list[str]]:
     return deps
 
 
-def _check_acyclic(deps: Mapping[str, list[str]]) -> None:
+def _followers(deps: Mapping[str, list[str]]) -> tuple[dict[str, int], dict[str, list[str]]]:
+    """(per op, how many ops it waits for; per op, the ops waiting for it, in the order of
+    `deps`, which is the plan's)."""
     waiting = {key: len(before) for key, before in deps.items()}
     followers: dict[str, list[str]] = {key: [] for key in deps}
     for key, before in deps.items():
         for dep in before:
             followers[dep].append(key)
+    return waiting, followers
+
+
+def _check_acyclic(deps: Mapping[str, list[str]]) -> None:
+    waiting, followers = _followers(deps)
     ready = [key for key, n in waiting.items() if n == 0]
     while ready:
         for follower in followers[ready.pop()]:
@@ -205,11 +212,7 @@ async def apply_plan(
     # plan of a large organization holds tens of thousands of ops).
     ops = {op.key: op for op in plan.ops}
     positions = {op.key: position for position, op in enumerate(plan.ops)}
-    waiting = {key: len(before) for key, before in deps.items()}
-    followers: dict[str, list[str]] = {key: [] for key in deps}
-    for op in plan.ops:  # in plan order: followers start in the plan's order
-        for dep in deps[op.key]:
-            followers[dep].append(op.key)
+    waiting, followers = _followers(deps)  # followers start in the plan's order
     async with anyio.create_task_group() as tg:
         for position, op in enumerate(plan.ops):
             if not waiting[op.key]:
