@@ -1,8 +1,9 @@
-"""Six rows of the emulator's behaviour profiles about imports, each played both ways over
+"""Seven rows of the emulator's behaviour profiles about imports, each played both ways over
 loopback HTTP (`syncd.emulator.profile.ROWS`): what an import does to the pages a space holds,
 whether a locked space refuses an import, whether a website import keeps the markdown's style,
 whether an import is done when it answers, whether a website import reads a page's markdown
-alternate, and whether it keeps the `<h1>` it takes as a page's title. `PROBES` maps each row
+alternate, whether it keeps the `<h1>` it takes as a page's title, and how many connections it
+opens to the website. `PROBES` maps each row
 to `probe(session, base, token) -> observation` (see `tests/test_profile_rows.py`, which checks
 that every row is played both ways). The website probes serve pages whose observation does not
 depend on the other importer rows: the `import-style` page says the same in its HTML and its
@@ -181,6 +182,48 @@ async def probe_import_completion(session: aiohttp.ClientSession, base: str, tok
     return at_once
 
 
+WIDE_PAGES = 40
+"""Pages of the website `probe_importer_connections` serves: more than any importer's fan-out."""
+
+
+async def probe_importer_connections(session: aiohttp.ClientSession, base: str, token: str) -> Any:
+    """How many connections a website import opens to the site it reads, and how many of its
+    requests are in flight at once (each page answers after a short pause, so that they pile up)."""
+    in_flight, peak, peers = 0, 0, set()
+
+    async def start(request: web.Request) -> web.Response:
+        links = "".join(f'<a href="p{n}/">Page {n}</a>' for n in range(WIDE_PAGES))
+        return web.Response(text=f"<html><body><nav>{links}</nav></body></html>", content_type="text/html")
+
+    async def page(request: web.Request) -> web.Response:
+        nonlocal in_flight, peak
+        peers.add(request.transport.get_extra_info("peername") if request.transport else None)
+        in_flight += 1
+        peak = max(peak, in_flight)
+        try:
+            await asyncio.sleep(0.02)
+        finally:
+            in_flight -= 1
+        return web.Response(text=f"<html><body><main><h1>Page</h1><p>{request.match_info['n']}</p></main></body></html>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/site/", start)
+    app.router.add_get("/site/p{n}/", page)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        org, _ = await _orgs(session, base, token)
+        space = (await _items(session, base, token, f"/v1/orgs/{org}/spaces"))[0]
+        status, answer = await _import(session, base, token, space["id"], f"http://127.0.0.1:{port}/site/")
+        assert status == 200, answer
+    finally:
+        await runner.cleanup()
+    return ("in flight at once", peak), ("connections", len(peers))
+
+
 PROBES: dict[str, Callable[[aiohttp.ClientSession, str, str], Awaitable[Any]]] = {
     "import-existing-pages": probe_import_existing_pages,
     "locked-space": probe_locked_space,
@@ -188,6 +231,7 @@ PROBES: dict[str, Callable[[aiohttp.ClientSession, str, str], Awaitable[Any]]] =
     "import-completion": probe_import_completion,
     "import-reads-markdown-alternate": probe_import_reads_markdown_alternate,
     "import-first-heading": probe_import_first_heading,
+    "importer-connections": probe_importer_connections,
 }
 
 

@@ -1,6 +1,6 @@
-"""Four rows of the emulator's behaviour profiles, each played both ways over loopback HTTP:
+"""Five rows of the emulator's behaviour profiles, each played both ways over loopback HTTP:
 a deleted space still listed, a collection delete refused, a minimal PATCH answer, a transfer
-that gives a new id (`syncd.emulator.profile.ROWS`).
+that gives a new id, a created object's title tidied (`syncd.emulator.profile.ROWS`).
 
 `PROBES` maps each row to `probe(session, base, token) -> observation`: run against a fresh
 emulator generated with `PROBE_SPEC` (and a token that sees every organization), it observes
@@ -105,12 +105,29 @@ async def probe_transfer_id(session: aiohttp.ClientSession, base: str, token: st
     return answer["id"] == space, old_status
 
 
+SENT_TITLE = "  Probe\t  shelf "
+"""A title with white space a service may tidy: at both ends, a tab, a run of spaces."""
+
+
+async def probe_create_keeps_name(session: aiohttp.ClientSession, base: str, token: str) -> Any:
+    """The titles a created collection and space bear, in their answers and their listings."""
+    org, _ = await _orgs(session, base, token)
+    titles = []
+    for kind in ("collections", "spaces"):
+        status, answer = await _call(session, base, token, "POST", f"/v1/orgs/{org}/{kind}", {"title": SENT_TITLE})
+        assert status in (200, 201), answer
+        listed = next(i for i in await _items(session, base, token, f"/v1/orgs/{org}/{kind}") if i["id"] == answer["id"])
+        titles += [answer["title"], listed["title"]]
+    return tuple(titles)
+
+
 Probe = Callable[[aiohttp.ClientSession, str, str], Awaitable[Any]]
 PROBES: dict[str, Probe] = {
     "deleted-space-listed": probe_deleted_space_listed,
     "collection-delete": probe_collection_delete,
     "patch-answer": probe_patch_answer,
     "transfer-id": probe_transfer_id,
+    "create-keeps-name": probe_create_keeps_name,
 }
 
 

@@ -7,7 +7,8 @@ answers, what an import does to the pages a space holds, whether an import is do
 answers, what a lock refuses, which sibling a section's move may name, whether a deleted space
 is still listed, what deleting a collection does to what it holds, what a PATCH answers,
 whether a transfer keeps the id, whether a website import reads a page's markdown alternate, or
-whether it keeps the heading it takes as a page's title. `default` is
+whether it keeps the heading it takes as a page's title, how many connections a website import
+opens, or whether a created object bears the very title the create sent. `default` is
 one guess at each point (what the emulator always did); `divergent` guesses differently at every
 one of them, and `mixed:SEED` picks each row's guess from the seed, independently, so that syncd
 can be tested against many implementations of the same spec and may depend on none.
@@ -90,6 +91,15 @@ class Profile:
     import_keeps_first_heading: bool = False
     """A website import that takes the first `<h1>` of `<main>` as the page's title keeps it in
     the content as a level-1 heading (else drops it)."""
+    import_connections: int = 8
+    """Connections a website import opens at once to the site it reads."""
+    create_tidies_names: bool = False
+    """A created collection or space bears the title sent with white space trimmed at both ends
+    and runs of it made one space (else the title as sent)."""
+
+    def created_title(self, title: str) -> str:
+        """The title a created collection or space bears (row create-keeps-name)."""
+        return " ".join(title.split()) if self.create_tidies_names else title
 
     def duplicate_title(self, title: str, limit: int) -> str:
         """The title of a duplicate: the original's, with the suffix kept whole within `limit`."""
@@ -136,6 +146,8 @@ DIVERGENT = Profile(
     import_deferred=True,
     import_reads_alternate=False,
     import_keeps_first_heading=True,
+    import_connections=32,
+    create_tidies_names=True,
 )
 PROFILES: dict[str, Profile] = {p.name: p for p in (DEFAULT, DIVERGENT)}
 
@@ -159,6 +171,8 @@ ROWS: dict[str, tuple[str, ...]] = {
     "import-completion": ("import_deferred",),
     "import-reads-markdown-alternate": ("import_reads_alternate",),
     "import-first-heading": ("import_keeps_first_heading",),
+    "importer-connections": ("import_connections",),
+    "create-keeps-name": ("create_tidies_names",),
 }
 """Open point -> the Profile fields that play it (one README row each, in the table's order)."""
 

@@ -27,7 +27,7 @@ import asyncio
 import json
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit, urlunsplit
 
@@ -500,18 +500,23 @@ def _scalar_text(value: Any) -> str | None:
 
 
 async def read_site(
-    url: str, limits: ImportLimits | None = None, *, reads_alternate: bool = True, keeps_first_heading: bool = False
+    url: str, limits: ImportLimits | None = None, *, reads_alternate: bool = True, keeps_first_heading: bool = False,
+    connections: int | None = None,
 ) -> Site:
     """Every page and file of the website at `url` (a directory URL), or `ImportFailed`;
-    `reads_alternate` and `keeps_first_heading` play the profile's rows of the same names."""
+    `reads_alternate`, `keeps_first_heading` and `connections` (requests at once, each on a
+    connection of its own: row importer-connections) play the profile's rows."""
     limits = limits or LIMITS
+    if connections is not None:
+        limits = replace(limits, concurrency=max(1, connections))
     start = urldefrag(url)[0]
     scope = Scope(start)
     try:
         async with asyncio.timeout(limits.total_timeout):
             timeout = aiohttp.ClientTimeout(total=limits.request_timeout)
             headers = {"User-Agent": USER_AGENT, "Accept": "text/html, text/markdown;q=0.9, */*;q=0.5"}
-            async with aiohttp.ClientSession(timeout=timeout, headers=headers, cookie_jar=aiohttp.DummyCookieJar()) as session:
+            connector = aiohttp.TCPConnector(limit=limits.concurrency)  # a connection per request in flight, no more
+            async with aiohttp.ClientSession(timeout=timeout, headers=headers, cookie_jar=aiohttp.DummyCookieJar(), connector=connector) as session:
                 crawl = _Crawl(Fetcher(session, scope, limits), limits, reads_alternate, keeps_first_heading)
                 return await crawl.run(start)
     except ImportFailed as exc:

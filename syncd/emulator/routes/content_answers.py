@@ -135,7 +135,8 @@ async def import_into(request: web.Request, holder_of: Callable[[web.Request], H
     else:
         try:
             site = await website_import.read_site(
-                url, reads_alternate=profile.import_reads_alternate, keeps_first_heading=profile.import_keeps_first_heading
+                url, reads_alternate=profile.import_reads_alternate, keeps_first_heading=profile.import_keeps_first_heading,
+                connections=profile.import_connections,
             )
         except website_import.ImportFailed as exc:
             raise bad_request(str(exc)) from None

@@ -199,7 +199,7 @@ async def create_collection(request: web.Request) -> web.Response:
     store, user = h.store_of(request), h.user_of(request)
     org = store.org_for(user, request.match_info["organizationId"])
     body = await h.json_body(request, required=False)
-    title = h.text(body, "title", max_len=50, default="Untitled")
+    title = profile_of(request).created_title(h.text(body, "title", max_len=50, default="Untitled")) or "Untitled"
     parent = _parent_collection(store, org["id"], body)
     record = new_collection(store, org["id"], title, parent)
     land(store, profile_of(request), tree_key(org["id"], parent), record["id"])
@@ -301,7 +301,7 @@ async def create_space(request: web.Request) -> web.Response:
     org = store.org_for(user, request.match_info["organizationId"])
     body = await h.json_body(request, required=False)
     fields = _space_fields(body)
-    title = fields.pop("title", None) or "Untitled"
+    title = profile_of(request).created_title(fields.pop("title", None) or "") or "Untitled"
     parent = _parent_collection(store, org["id"], body)
     if "language" in body:
         fields["language"] = h.text(body, "language", max_len=10)
