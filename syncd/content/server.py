@@ -275,6 +275,7 @@ class ContentServer:
             return _not_found()
         owner, site = found
         space = unquote(segments[2])
+        owner.connections.setdefault(space, set()).add(id(request.protocol))
         async with self.limiter:
             self.requests += 1
             if served.file is not None:
@@ -341,6 +342,9 @@ class ContentSource:
         self.sites: dict[tuple[str, str], SpaceSite] = {}
         self.served: dict[str, list[int]] = {}
         """space -> [requests, bytes] served of it."""
+        self.connections: dict[str, set[int]] = {}
+        """space -> the connections its site was read over since it was last published: how
+        many one import opens is the service's importer's choice (`syncd.copy.import_bound`)."""
 
     @property
     def requests(self) -> int:
@@ -350,8 +354,18 @@ class ContentSource:
     def bytes_sent(self) -> int:
         return sum(counts[1] for counts in self.served.values())
 
+    @property
+    def refused(self) -> int:
+        """Connections the server has closed at once for want of room (every run's)."""
+        return self.server.guard.rejected if self.server.guard is not None else 0
+
+    def opened(self, space: str) -> int:
+        """Connections the site of `space` was read over since it was published."""
+        return len(self.connections.get(space, ()))
+
     def publish(self, space: str, site: SpaceSite) -> str:
         """Serve `site` under a new capability URL (returned) until it is withdrawn."""
+        self.connections.pop(space, None)
         capability = secrets.token_urlsafe(32)
         register_secret(capability)
         self.sites[(capability, space)] = site
@@ -371,6 +385,7 @@ class ContentSource:
     def _withdraw(self, key: tuple[str, str]) -> None:
         if self.sites.pop(key, None) is not None:
             self.server.sites.pop(key, None)
+            self.connections.pop(key[1], None)
             forget_secret(key[0])
 
     def shown(self, url: str) -> str:

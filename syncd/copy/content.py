@@ -34,6 +34,7 @@ from syncd.api import ApiError
 from syncd.catalog import list_path, write_path
 from syncd.copy import journal
 from syncd.copy.context import seg
+from syncd.copy.import_bound import ATTEMPTS
 from syncd.copy.observe import Outcome, outcome
 from syncd.copy.ops import Expect, Op, Ref
 from syncd.copy.rules import ref_id
@@ -117,8 +118,23 @@ async def _import(writer: Writer, key: str, source_id: str | None, space: _Space
     does not say that an import is done when it answers, so the revision it answered is waited
     for; after a lost answer, a new revision appearing within `look_seconds` is its effect.
     `before`: the space's revision as just read (read here when not given)."""
-    async with writer.imports:
-        await _import_one(writer, key, source_id, space, body, before)
+    bound = writer.imports
+    for attempt in range(1, ATTEMPTS + 1):
+        async with bound.limiter:
+            refused_before = bound.refusals()
+            try:
+                await _import_one(writer, key, source_id, space, body, before)
+            except ApiError:
+                # Refused (an answer came): sent again only when the content source shed
+                # connections meanwhile, once fewer imports are at once (`import_bound`).
+                if not bound.learn(source_id, refused_before) or attempt == ATTEMPTS:
+                    raise
+                bound.resent += 1
+                log.info("content.import_resent", space=source_id, attempt=attempt + 1, at_once=bound.width, per_import=bound.per_import)
+                before = None
+                continue
+            bound.learn(source_id, None)
+            return
 
 
 async def _import_one(writer: Writer, key: str, source_id: str | None, space: _Space, body: dict[str, Any], before: Any) -> None:

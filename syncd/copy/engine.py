@@ -46,7 +46,8 @@ from syncd.copy.scoping import scope_sides
 from syncd.copy.served import Publisher, held_blobs
 from syncd.copy.sides import BackupSource, ClientFactory, Endpoints, Side, Source, connect, read_backup, read_sides, target_reads_source
 from syncd.copy.verify import Entry, Verification, compare, excuse, leave_extras, residue
-from syncd.copy.writer import Writer, imports_at_once
+from syncd.copy.import_bound import ImportBound
+from syncd.copy.writer import Writer
 from syncd.errors import SyncdError
 from syncd.read.backup import blobs_dir
 from syncd.read.blobs import BlobStore
@@ -281,11 +282,14 @@ async def _apply(
                 # of it applied: what we read is not what is there. Nothing is written.
                 status, reason = "cancelled", STALE
                 raise _TargetChanged(STALE)
-            imports = imports_at_once(ends.settings.content_source.max_connections)
+            max_connections = ends.settings.content_source.max_connections
+            imports = ImportBound(max_connections, seen=publisher.opened, refused=publisher.refused) if publisher else ImportBound(max_connections)
             writer = Writer(
                 store=store, pair=reading.pair, run=run, idmap=reading.idmap, target=ends.target, source=ends.source, publisher=publisher, imports=imports
             )
             result = await apply_plan(plan, writer, concurrency=ends.settings.tenant(ends.target_ref.tenant).concurrency, on_progress=on_progress)
+            if imports.narrowed:
+                result.notes.append(imports.describe())
             status, reason = ("complete", "") if result.ok else ("partial", "some operations failed or were skipped")
             return result
         except anyio.get_cancelled_exc_class():

@@ -99,6 +99,14 @@ class Publisher:
         """`text` (a URL, an error) without a live capability or the public URL's password."""
         return self.source.shown(text)
 
+    def opened(self, space_id: str) -> int:
+        """Connections the import of `space_id` has read its site over so far."""
+        return self.source.opened(space_id)
+
+    def refused(self) -> int:
+        """Connections the content source has closed at once for want of room."""
+        return self.source.refused
+
 
 def site_of_space(snapshot: Snapshot, space_id: str, blobs: Mapping[str, Path]) -> SpaceSite:
     """The site of a space as a snapshot holds it; `blobs` maps a file's row id to the path of

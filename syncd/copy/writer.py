@@ -38,6 +38,7 @@ from anyio import to_thread
 from syncd.api import ApiError, NotFound, TenantClient, paginate
 from syncd.catalog import BY_NAME, deleted, segment
 from syncd.copy import journal
+from syncd.copy.import_bound import ImportBound
 from syncd.copy.journal import MappingEntry, Pair
 from syncd.copy.model import IdMap
 from syncd.copy.ops import PATH_REF, Expect, Ref, Side, expect_to_json
@@ -151,20 +152,6 @@ def own_by_name(fresh: Sequence[Any], names: Names, expect: Expect) -> Any | Non
     return None
 
 
-CONNECTIONS_PER_IMPORT = 16
-"""Connections one content import is allowed to take on syncd's content source (the spec does
-not say how many a service's importer opens: the emulator's opens 8; twice that for headroom)."""
-
-
-def imports_at_once(max_connections: int) -> int:
-    """Content imports of one run in flight at once, whatever the apply's concurrency: each makes
-    the service fetch a whole website with as many connections as its importer takes, and syncd's
-    content source holds `max_connections` (128: 8 imports). With the apply at the in-flight
-    ceiling (64), the imports of a restore overran it: 18 of the demo's 40 spaces failed "Server
-    disconnected" in round 1. Before, the tenant's `concurrency` of 8 bounded them by chance."""
-    return max(1, max_connections // CONNECTIONS_PER_IMPORT)
-
-
 class Writer:
     """Sends the calls of one apply run (see the module docstring). Shared by the op tasks
     of one event loop; state-file calls run in a worker thread and are never cut in half."""
@@ -180,7 +167,7 @@ class Writer:
         source: TenantClient | None,
         counts: WriteCounts | None = None,
         publisher: Publisher | None = None,
-        imports: int = 8,
+        imports: ImportBound | None = None,
     ) -> None:
         self.store, self.pair, self.run, self.idmap = store, pair, run, idmap
         self.clients: dict[str, TenantClient | None] = {"target": target, "source": source}
@@ -189,8 +176,9 @@ class Writer:
         """The run's content source, when content is served (`syncd.copy.served`)."""
         self.placement = Placement()
         """Where new objects landed, per kind (`syncd.copy.placement`)."""
-        self.imports = anyio.CapacityLimiter(max(1, imports))
-        """The run's content imports in flight (`imports_at_once`), held until the space shows it."""
+        self.imports = imports or ImportBound(128)
+        """The run's content imports in flight (`syncd.copy.import_bound`), each held until the
+        space shows it."""
 
     @staticmethod
     def done_creating() -> None:
