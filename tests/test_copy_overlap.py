@@ -221,6 +221,28 @@ async def test_lost_answers_under_overlap_make_nothing_twice(pair: Pair) -> None
     assert _peaks(report)[f"tree:{ids['shelf']}"] > 1
 
 
+async def test_titles_a_service_tidies_are_still_told_apart_and_copied_as_sent(pair: Pair) -> None:
+    """Row create-keeps-name: a service may tidy the title a create sends (white space). The
+    creates overlap, their lost answers are settled by the title sent, and what the service
+    kept otherwise is patched to the source's: equal, nothing twice, under both answers."""
+    padded = ["  Padded  One ", "Padded\tTwo", " padded three", "Four  ", "Five\t\tfive", " six  6 "]
+    for n, title in enumerate(padded):  # made then renamed: a PATCH keeps the title as sent
+        for kind in ("collections", "spaces"):
+            _, made = await pair.source.api.call("POST", f"/v1/orgs/{pair.source.id}/{kind}", {"title": f"made {n}"})
+            await pair.source.api.call("PATCH", f"/v1/{kind}/{made['id']}", {"title": title})
+    pair.faults(lost=0.3, latency=10, jitter=10)
+    report = await pair.copy()
+    pair.faults()
+    assert [key for r in report.rounds if r.apply for key in r.apply.reconciled], "no answer was lost: the test proves nothing"
+    assert report.equal, report.verification.counts()
+    assert pair.copied(pair.target) == pair.copied(pair.source.id) and pair.nothing_twice()
+    assert _peaks(report)["tree:"] > 1
+    titles = sorted(c["title"] for c in pair.running.store.where("collection", org=pair.target))
+    assert titles == sorted(padded), titles
+    again = await pair.copy()
+    assert not again.rounds, "a second copy found something to do"
+
+
 # -- what a lost answer takes, beside its siblings ------------------------------------------------
 
 
