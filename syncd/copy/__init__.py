@@ -14,6 +14,9 @@
     placement.py  where new objects land, observed; the turn (Turnstile) chosen from it
     observe.py  plain calls, and the check of every create's answer against the source
     writer.py   journaled calls; a lost answer settled by what appeared in the listing
+    content.py  a space's content brought by an import, right at every open point of imports
+    served.py   the source spaces published on the run's content source, once per import
+    import_bound.py  content imports at once: what the content source serves, learned from it
     recover.py  what earlier runs left: open intents, duplicates in the source
     journal.py  the apply runs, the journal and the id map in the state file
     verify.py   compare source and target (rclone check style), excuses, residue
