@@ -32,7 +32,7 @@ HELD = 8
 @pytest.fixture
 async def emulator() -> AsyncIterator[tuple[RunningEmulator, Generated]]:
     store = Store(seed=46)
-    generated = generate(store, parse_spec(f"orgs=1,empty_orgs=2,spaces={SPACES},pages={PAGES},files=1,comments=1"), seed=46, all_token=ALL_TOKEN)
+    generated = generate(store, parse_spec(f"orgs=1,empty_orgs=2,spaces={SPACES},pages={PAGES},files=1,comments=1,sites=2"), seed=46, all_token=ALL_TOKEN)
     async with serve_emulator(store) as running:
         yield running, generated
 
@@ -82,6 +82,7 @@ async def test_a_copy_holds_no_space_content_and_a_bounded_number_of_objects_at_
     assert read_sides and all(not held_scoped(side) for side in read_sides)
     source = read_sides[-2].snapshot
     assert source.count("page") == SPACES * PAGES  # read from the state, not held
+    assert source.count("site-space") > 0  # references between spaces and sites: through the id map, verified equal
     spaces = source.of_kind("space")
     assert len(spaces) == SPACES and all(source.children("page", ("space", s.id)) for s in spaces)
     assert loaders and sum(rows.loads for rows in loaders) > SPACES  # the planner read page data through them
