@@ -1,8 +1,9 @@
 """Copies of large organizations in bounded memory (issue 46): a snapshot holds the
 organization-level graph, never a space's pages, links, files or comments; those are read from
 the state (a live side's mirror, or the backup file of a restore) one parent, one object at a
-time, and at most a bounded number are held decoded at once. Counted through the loader
-(`syncd.copy.scoped.ScopedRows`), not by memory or time."""
+time, and at most a bounded number are held decoded at once; so do a restore and a daemon's
+mirror job (the same `copy_org`). Counted through the loader (`syncd.copy.scoped.ScopedRows`),
+not by memory or time."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import TypeAdapter
 
-from syncd.config import TargetRef
+from syncd.config import JobConfig, TargetRef
 from syncd.copy import copy_org, scoped, sides
 from syncd.copy.scoped import SCOPED_KINDS, ScopedRows
 from syncd.copy.sides import BackupSource
+from syncd.daemon.jobs import execute_job
+from syncd.daemon.metrics import DaemonMetrics
 from syncd.emulator.generate import Generated, generate, parse_spec
 from syncd.emulator.server import RunningEmulator, serve_emulator
 from syncd.emulator.store import Store
@@ -106,3 +110,18 @@ async def test_a_restore_reads_the_backups_space_content_from_the_file_when_aske
     assert from_file and all(rows.readonly for rows in from_file)
     assert sum(rows.loads for rows in from_file) > SPACES and max(rows.peak for rows in from_file) <= HELD
     assert all(not held_scoped(side) for side in read_sides)
+
+
+async def test_a_daemon_mirror_job_reads_space_content_the_same_bounded_way(
+    emulator: tuple[RunningEmulator, Generated], tmp_path: Path, loaders: list[ScopedRows], read_sides: list[sides.Side]
+) -> None:
+    running, generated = emulator
+    db = tmp_path / "state" / "syncd.db"
+    settings = settings_at(running.url, tmp_path / "state", db, src=ALL_TOKEN, dst=ALL_TOKEN)
+    job = TypeAdapter(JobConfig).validate_python(
+        {"name": "big", "kind": "mirror", "source": f"src:{generated.org_ids[0]}", "target": f"dst:{generated.org_ids[1]}"}
+    )
+    result = await execute_job(settings, job, DaemonMetrics())
+    assert result.outcome == "succeeded", result.summary
+    assert read_sides and all(not held_scoped(side) for side in read_sides)
+    assert loaders and sum(rows.loads for rows in loaders) > SPACES and max(rows.peak for rows in loaders) <= HELD
