@@ -116,8 +116,7 @@ async def test_a_daemon_mirror_job_reads_space_content_the_same_bounded_way(
     emulator: tuple[RunningEmulator, Generated], tmp_path: Path, loaders: list[ScopedRows], read_sides: list[sides.Side]
 ) -> None:
     running, generated = emulator
-    db = tmp_path / "state" / "syncd.db"
-    settings = settings_at(running.url, tmp_path / "state", db, src=ALL_TOKEN, dst=ALL_TOKEN)
+    settings = settings_at(running.url, tmp_path / "state", tmp_path / "state" / "syncd.db", src=ALL_TOKEN, dst=ALL_TOKEN)
     job = TypeAdapter(JobConfig).validate_python(
         {"name": "big", "kind": "mirror", "source": f"src:{generated.org_ids[0]}", "target": f"dst:{generated.org_ids[1]}"}
     )
