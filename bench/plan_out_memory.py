@@ -10,6 +10,9 @@ The difference is what writing the file adds on top of the plan. Prints figures,
 nothing. To compare two versions of syncd, run it in a checkout of each (the children run the
 syncd of the checkout this file is in).
 
+Measured at 800 x 10 (a 3.0 MB plan file): before the file was written as it is made, plan
+99 MB, plan --out 118 MB (+18 MB: the whole document and its text); after, 100 MB and 100 MB.
+
 Run: .venv/bin/python bench/plan_out_memory.py [--size 800x10]
 """
 
