@@ -23,7 +23,7 @@ The file is JSON (`PLAN_FORMAT`, version `PLAN_VERSION`), the same document `mir
 --json` prints (README "Saved plans"; schema `syncd/schemas/mirror-plan.json`), written
 privately (0600: it names objects of both organizations). It is written as it is made
 (`write_plan`: the JSON of one entry of its lists at a time, never the whole document or its
-whole text: a plan of a large organization is tens of MB of it), under a temporary name
+whole text: a first copy of 800 spaces x 10 pages plans 3 MB of it), under a temporary name
 renamed to the file's once whole, so an interrupted write leaves no half plan behind.
 """
 
