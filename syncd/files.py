@@ -6,7 +6,7 @@ usual umask 022 they would be readable by every account on the machine.
 
 Rules:
 - what syncd creates is made private at creation (`private_dir`, `create_private`,
-  `open_private`, `write_private`), never loosened afterwards;
+  `open_private`, `write_private`, `replace_private`), never loosened afterwards;
 - what already exists keeps its mode: an operator who chose a mode keeps it;
 - SQLite gives a database's `-wal` and `-shm` the mode of the database file, so creating
   the database file private first (`create_private`) makes its companions private too;
@@ -22,8 +22,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 from syncd.errors import SyncdError
 
@@ -35,6 +38,7 @@ __all__ = [
     "open_private",
     "private_dir",
     "private_umask",
+    "replace_private",
     "storage_error",
     "write_private",
 ]
@@ -132,6 +136,31 @@ def write_private(path: Path | str, data: str | bytes, *, encoding: str = "utf-8
     fd = open_private(path, os.O_WRONLY | os.O_TRUNC)
     with os.fdopen(fd, "wb") as handle:
         handle.write(raw)
+
+
+@contextlib.contextmanager
+def replace_private(path: Path | str, *, encoding: str = "utf-8") -> Iterator[IO[str]]:
+    """A text file to write in the block that then replaces `path` whole: written under a
+    temporary name in the same folder, 0600 from its first byte (once whole, the mode of the
+    regular file it replaces, if any), synced to disk and renamed over `path` (a link there
+    goes itself). If the block raises, the temporary file is removed: `path` is as it was and
+    a reader never sees half a file."""
+    path = Path(path)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # 0600 whatever the umask
+    try:
+        with os.fdopen(fd, "w", encoding=encoding) as handle:
+            yield handle
+            handle.flush()
+            with contextlib.suppress(FileNotFoundError):
+                kept = os.stat(path)
+                if stat.S_ISREG(kept.st_mode):
+                    os.fchmod(handle.fileno(), stat.S_IMODE(kept.st_mode))
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 @contextlib.contextmanager

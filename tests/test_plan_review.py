@@ -294,9 +294,10 @@ class terminal:  # noqa: N801 - reads as a phrase: `with terminal(...)`
 @DEFAULT_ONLY
 def test_json_of_plan_apply_verify_and_restore_matches_the_schemas(emulator: Emulator, env: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     src, dst, ids = copied_and_changed(emulator, capsys)
-    code, out, err = run(capsys, "mirror", "plan", f"src:{src}", f"dst:{dst}", "--mode", "mirror", "--json")
+    code, out, err = run(capsys, "mirror", "plan", f"src:{src}", f"dst:{dst}", "--mode", "mirror", "--json", "--out", str(tmp_path / "plan.json"))
     assert code == 2
     plan = check_output("mirror-plan", out)
+    assert (tmp_path / "plan.json").read_text() == out  # --json prints what --out saves, both written as they are made
     assert plan["mode"] == "mirror" and plan["source"]["org"] == src and plan["target"]["org"] == dst
     update = next(c for c in plan["changes"] if c["action"] == "update" and c["kind"] == "space")
     assert update["path"] == "Guides/Alpha" and update["fields"] == [

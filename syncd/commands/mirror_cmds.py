@@ -101,6 +101,15 @@ def _emit(document: Any) -> None:
     emit(document)
 
 
+def _emit_plan(document: dict[str, Any]) -> None:
+    """A plan document (`plan_fields`) as the run's one JSON document, written as it is made
+    (the same text `--out` saves; ASCII, as `_emit`)."""
+    from syncd.copy.planfile import write_plan
+
+    write_plan(sys.stdout, document)
+    sys.stdout.flush()
+
+
 def _refs(config: Path | None, source: str, target: str) -> tuple[Settings, TargetRef, TargetRef]:
     settings = load_settings(config)
     return settings, parse_target_ref(source, settings), parse_target_ref(target, settings)
@@ -287,14 +296,14 @@ def run_dry(
 ) -> int:
     from syncd.copy import PlanRefused, dry_run_lines
     from syncd.copy.engine import saved_plan
-    from syncd.copy.planfile import plan_document, plan_options
+    from syncd.copy.planfile import plan_fields, plan_options
 
     reading, the_plan, items = _plan(settings, source, target, db, mode, max_delete, adopt, scope, with_access)
     out = _console(as_json)
     lines = dry_run_lines(the_plan, reading.idmap)
     if as_json:
-        document = plan_document(saved_plan(reading, the_plan, source, target, mode, plan_options(max_delete, adopt, with_access, scope)), items)
-        _emit({**document, "calls": lines})
+        document = plan_fields(saved_plan(reading, the_plan, source, target, mode, plan_options(max_delete, adopt, with_access, scope)), items)
+        _emit_plan({**document, "calls": lines})
     else:
         print_plan(items, the_plan, out, listing=False)
     if the_plan.refused:
@@ -350,7 +359,7 @@ def plan_cmd(
 ) -> None:
     """Read both organizations and list every operation that would make the target match."""
     from syncd.copy.engine import saved_plan
-    from syncd.copy.planfile import plan_document, plan_options, save_plan
+    from syncd.copy.planfile import plan_fields, plan_options, save_plan
 
     scope = scope_from(include, exclude)
     settings, src, dst = _refs(config, source, target)
@@ -359,7 +368,7 @@ def plan_cmd(
     out = _console(as_json)
     saved = saved_plan(reading, the_plan, src, dst, mode, plan_options(limit, adopt, with_access, scope))
     if as_json:
-        _emit(plan_document(saved, items))
+        _emit_plan(plan_fields(saved, items))
         for warning in the_plan.warnings:
             _say(out, f"warning: {warning}")
     else:
@@ -369,7 +378,7 @@ def plan_cmd(
             _say(out, f"{out_file} was not written: a refused plan cannot be applied")
         raise typer.Exit(EXIT_PENDING)
     if out_file is not None:
-        save_plan(out_file, plan_document(saved, items))
+        save_plan(out_file, plan_fields(saved, items))
         _say(out, f"plan saved to {out_file}: apply exactly it with `syncd mirror apply --plan {out_file}`")
     raise typer.Exit(EXIT_PENDING if the_plan.ops else 0)
 

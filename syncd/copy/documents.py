@@ -1,7 +1,8 @@
 """The JSON documents the write side prints with `--json` (one per run, on stdout).
 
 - `mirror plan --json` (and `apply --dry-run --json`, `restore --dry-run --json`): the plan
-  document, `planfile.plan_document` (schema `syncd/schemas/mirror-plan.json`);
+  document, `planfile.plan_fields`, written as it is made (`planfile.write_plan`; schema
+  `syncd/schemas/mirror-plan.json`);
 - `mirror apply --json` and `restore --json`: `copy_document`, what each round did and the
   final verify (`mirror-apply.json`, `restore.json`);
 - `mirror verify --json`: `verify_document` (`mirror-verify.json`).

@@ -21,7 +21,10 @@ change requests, integrations) are left out, so a comment does not make a plan s
 
 The file is JSON (`PLAN_FORMAT`, version `PLAN_VERSION`), the same document `mirror plan
 --json` prints (README "Saved plans"; schema `syncd/schemas/mirror-plan.json`), written
-privately (0600: it names objects of both organizations).
+privately (0600: it names objects of both organizations). It is written as it is made
+(`write_plan`: the JSON of one entry of its lists at a time, never the whole document or its
+whole text: a first copy of 800 spaces x 10 pages plans 3 MB of it), under a temporary name
+renamed to the file's once whole, so an interrupted write leaves no half plan behind.
 """
 
 from __future__ import annotations
@@ -29,11 +32,11 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from syncd.catalog import BY_NAME, content_hash
 from syncd.copy.invariants import Bounds, check_ops, violations_line
@@ -44,7 +47,7 @@ from syncd.copy.plancheck import BadField, check_document, show
 from syncd.copy.review import Item, counts
 from syncd.copy.rules import COPIED_KINDS
 from syncd.errors import SyncdError, UsageError
-from syncd.files import write_private
+from syncd.files import replace_private
 from syncd.safe_read import FileRefused, read_regular
 from syncd.scope import Scope
 
@@ -66,6 +69,7 @@ __all__ = [
     "plan_text",
     "plan_data",
     "plan_document",
+    "plan_fields",
     "plan_options",
     "refuse_violations",
     "restrict",
@@ -73,6 +77,7 @@ __all__ = [
     "saved_from",
     "sides_fingerprints",
     "skip_json",
+    "write_plan",
 ]
 
 PLAN_FORMAT = "syncd-plan"
@@ -181,9 +186,10 @@ def restrict(plan: Plan, saved: SavedPlan) -> tuple[Plan, list[Op]]:
 # ----- the document ------------------------------------------------------------------------------
 
 
-def plan_document(saved: SavedPlan, items: list[Item]) -> dict[str, Any]:
-    """The JSON of a plan: what `--out` saves and `mirror plan --json` prints."""
-    pair = saved.pair
+def plan_fields(saved: SavedPlan, items: Sequence[Item]) -> dict[str, Any]:
+    """The JSON of a plan, what `--out` saves and `mirror plan --json` prints, with its four
+    long lists as iterators: each entry's JSON is made as `write_plan` writes it, then dropped."""
+    pair, plan = saved.pair, saved.plan
     return {
         "format": PLAN_FORMAT,
         "version": PLAN_VERSION,
@@ -192,14 +198,19 @@ def plan_document(saved: SavedPlan, items: list[Item]) -> dict[str, Any]:
         "target": {"ref": saved.target, "tenant": pair.target_tenant, "org": pair.target_org, "fingerprint": saved.fingerprints.get("target")},
         "mode": saved.mode,
         "options": saved.options,
-        "refused": saved.plan.refused,
-        "warnings": list(saved.plan.warnings),
+        "refused": plan.refused,
+        "warnings": list(plan.warnings),
         "counts": counts(items),
-        "changes": [item.to_json() for item in items],
-        "ops": [op_to_json(op) for op in saved.plan.ops],
-        "skips": [skip_json(skip) for skip in saved.plan.skips],
-        "left_on_target": [leftover.to_json() for leftover in saved.plan.left],
+        "changes": (item.to_json() for item in items),
+        "ops": (op_to_json(op) for op in plan.ops),
+        "skips": (skip_json(skip) for skip in plan.skips),
+        "left_on_target": (leftover.to_json() for leftover in plan.left),
     }
+
+
+def plan_document(saved: SavedPlan, items: Sequence[Item]) -> dict[str, Any]:
+    """`plan_fields` with its lists made: the whole document at once (a small plan, tests)."""
+    return {name: list(value) if isinstance(value, Iterator) else value for name, value in plan_fields(saved, items).items()}
 
 
 def plan_options(max_delete: int, adopt: bool, with_access: bool, scope: Scope) -> dict[str, Any]:
@@ -216,8 +227,40 @@ def now_text() -> str:
 
 
 def save_plan(path: Path, document: Mapping[str, Any]) -> None:
-    """Write the plan privately (0600), whole."""
-    write_private(path, json.dumps(document, indent=2, default=list) + "\n")
+    """Write the plan file `path` as `write_plan` writes it, privately (0600; a file there keeps
+    its mode), under a temporary name renamed to `path` once whole and on disk: if writing
+    fails, `path` is as it was and no temporary file is left."""
+    with replace_private(path) as handle:
+        write_plan(handle, document)
+
+
+def write_plan(handle: IO[str], document: Mapping[str, Any]) -> None:
+    """Write `document` (`plan_fields`) to `handle` as `json.dumps(document, indent=2,
+    default=list)` and a newline would, the same bytes, but each entry of a top-level list (or
+    iterator) serialised and written on its own: the text of the whole plan is never held."""
+    handle.write("{")
+    for number, (name, value) in enumerate(document.items()):
+        handle.write(("\n  " if number == 0 else ",\n  ") + json.dumps(name) + ": ")
+        if isinstance(value, (list, tuple, Iterator)):
+            _write_list(handle, value)
+        else:
+            handle.write(_indented(value, 1))
+    handle.write("\n}\n" if document else "}\n")
+
+
+def _write_list(handle: IO[str], values: Iterable[Any]) -> None:
+    """A top-level list of the document, one entry at a time (`[]` when it is empty)."""
+    empty = True
+    for value in values:
+        handle.write(("[" if empty else ",") + "\n    " + _indented(value, 2))
+        empty = False
+    handle.write("[]" if empty else "\n  ]")
+
+
+def _indented(value: Any, level: int) -> str:
+    """`value` as `json.dumps(indent=2)` writes it `level` levels deep (JSON text holds no
+    newline but its layout's: a newline in a string is written `\\n`)."""
+    return json.dumps(value, indent=2, default=list).replace("\n", "\n" + "  " * level)
 
 
 def load_plan(path: Path) -> SavedPlan:

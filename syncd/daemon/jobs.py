@@ -284,7 +284,7 @@ async def save_mirror_plan(settings: Settings, job: MirrorJob, folder: Path, now
     state mirror, as `mirror plan` does; writes to neither organization."""
     from syncd.copy import plan_org
     from syncd.copy.engine import saved_plan
-    from syncd.copy.planfile import plan_document, plan_options, save_plan
+    from syncd.copy.planfile import plan_fields, plan_options, save_plan
     from syncd.copy.review import review
 
     assert job.target is not None
@@ -298,7 +298,7 @@ async def save_mirror_plan(settings: Settings, job: MirrorJob, folder: Path, now
     def write() -> None:  # tens of MB of JSON for a big plan: not on the event loop
         items = review(plan, reading.source.snapshot, reading.target.snapshot, reading.idmap)
         private_dir(folder)
-        save_plan(path, plan_document(saved, items))
+        save_plan(path, plan_fields(saved, items))
 
     await anyio.to_thread.run_sync(write)
     return path
