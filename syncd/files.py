@@ -139,12 +139,12 @@ def write_private(path: Path | str, data: str | bytes, *, encoding: str = "utf-8
 
 
 @contextlib.contextmanager
-def replace_private(path: Path | str, *, encoding: str = "utf-8") -> Iterator[IO[str]]:
+def replace_private(path: Path | str, *, encoding: str = "utf-8", keep_mode: bool = True) -> Iterator[IO[str]]:
     """A text file to write in the block that then replaces `path` whole: written under a
     temporary name in the same folder, 0600 from its first byte (once whole, the mode of the
-    regular file it replaces, if any), synced to disk and renamed over `path` (a link there
-    goes itself). If the block raises, the temporary file is removed: `path` is as it was and
-    a reader never sees half a file."""
+    regular file it replaces, if any and `keep_mode`), synced to disk and renamed over `path`
+    (a link there goes itself). If the block raises, the temporary file is removed: `path` is
+    as it was and a reader never sees half a file."""
     path = Path(path)
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # 0600 whatever the umask
     try:
@@ -153,7 +153,7 @@ def replace_private(path: Path | str, *, encoding: str = "utf-8") -> Iterator[IO
             handle.flush()
             with contextlib.suppress(FileNotFoundError):
                 kept = os.stat(path)
-                if stat.S_ISREG(kept.st_mode):
+                if keep_mode and stat.S_ISREG(kept.st_mode):
                     os.fchmod(handle.fileno(), stat.S_IMODE(kept.st_mode))
             os.fsync(handle.fileno())
         os.replace(temporary, path)

@@ -35,7 +35,6 @@ import json
 import os
 import random
 import signal
-import tempfile
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -60,7 +59,7 @@ from syncd.daemon.runs import RunLog
 from syncd.daemon.schedule import JobTimer
 from syncd.daemon.views import JobState, TriggerResult, job_view, paused_view
 from syncd.errors import ConfigError, SyncdError
-from syncd.files import private_dir
+from syncd.files import private_dir, replace_private
 from syncd.listening import listening
 from syncd.logging import get_logger
 from syncd.state.lock import WriterLock
@@ -112,20 +111,10 @@ def check_reload(running: Settings, new: Settings) -> None:
 
 
 def write_private(path: Path, text: str) -> None:
-    """Replace `path` with `text` atomically, readable by its owner only from the first byte
-    (the temporary file is made with mode 0600; a reader sees the old file or the new one)."""
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            os.fchmod(handle.fileno(), 0o600)
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    """Replace `path` with `text` atomically, readable by its owner only whatever it was before
+    (a reader sees the old file or the new one)."""
+    with replace_private(path, keep_mode=False) as handle:
+        handle.write(text)
 
 
 class Daemon:
