@@ -23,7 +23,7 @@ from syncd.copy.journal import begin, finish, intend, load_idmap
 from syncd.copy.ops import Expect, Op, expect_to_json
 from syncd.copy.overlap import Names, group_names, names_to_json, normal_name, overlap_width, placement_settled, told_apart
 from syncd.copy.placement import Placement, Turnstile
-from syncd.copy.sites import Change, lane
+from syncd.copy.site_layout import Change, lane
 from syncd.copy.writer import Unexplained, Writer
 from syncd.emulator.canonical import dump_org
 from syncd.emulator.generate import generate, parse_spec

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from syncd.copy import sites
+from syncd.copy import site_layout, sites
 from syncd.emulator.profile import PROFILE
 from syncd.ordering import apply_move, mixed_moves
 from tests.copy_support import Blank, Org, blank  # noqa: F401 - `blank` is a fixture
@@ -148,7 +148,7 @@ async def test_a_refused_reference_is_tried_the_other_way_once(blank: Blank, mon
     first = (await blank.api.all_items(f"{base}/sections"))[0]
     await blank.target.move("site-section", first["id"], site=site)  # Section A to the end: Group B, Section C, Section A
     assert await top_level(blank.target, site) == ["Group B", "Section C", "Section A"]
-    monkeypatch.setattr(sites, "mixed_moves", _naming_groups)
+    monkeypatch.setattr(site_layout, "mixed_moves", _naming_groups)
     sent: list[tuple[str, str, Any, str]] = []
     send = sites._send
 

@@ -8,6 +8,7 @@
     org.py      organization settings, teams, custom fields, translations, specs, SAML
     tree.py     collections, spaces, their values and content, their order (settle step)
     sites.py    sites, groups, sections, site-spaces, adaptive schemas, their layout (settle)
+    site_layout.py  a site's layout, pure: the changes a settle makes, previewed at plan time
     deletes.py  mirror mode: what syncd made and the source lost, children first, capped
     apply.py    execute a Plan: dependencies, concurrency, the turns of creates into one listing
     overlap.py  which creates into one listing may be in flight together (names told apart)
