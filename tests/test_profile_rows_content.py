@@ -184,12 +184,17 @@ async def probe_import_completion(session: aiohttp.ClientSession, base: str, tok
 
 WIDE_PAGES = 40
 """Pages of the website `probe_importer_connections` serves: more than any importer's fan-out."""
+QUIET = 0.3
+"""Seconds without a new request after which the probe's pages answer."""
 
 
 async def probe_importer_connections(session: aiohttp.ClientSession, base: str, token: str) -> Any:
     """How many connections a website import opens to the site it reads, and how many of its
-    requests are in flight at once (each page answers after a short pause, so that they pile up)."""
+    requests are in flight at once. A page answers only once no new request has come for
+    `QUIET` seconds, so that every request the importer sends together piles up, however
+    loaded the machine (a fixed pause let one answer before the last of 32 came)."""
     in_flight, peak, peers = 0, 0, set()
+    last = [asyncio.get_running_loop().time()]
 
     async def start(request: web.Request) -> web.Response:
         links = "".join(f'<a href="p{n}/">Page {n}</a>' for n in range(WIDE_PAGES))
@@ -200,8 +205,11 @@ async def probe_importer_connections(session: aiohttp.ClientSession, base: str, 
         peers.add(request.transport.get_extra_info("peername") if request.transport else None)
         in_flight += 1
         peak = max(peak, in_flight)
+        loop = asyncio.get_running_loop()
+        last[0] = loop.time()
         try:
-            await asyncio.sleep(0.02)
+            while loop.time() - last[0] < QUIET:
+                await asyncio.sleep(QUIET / 4)
         finally:
             in_flight -= 1
         return web.Response(text=f"<html><body><main><h1>Page</h1><p>{request.match_info['n']}</p></main></body></html>", content_type="text/html")
