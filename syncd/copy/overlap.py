@@ -79,11 +79,24 @@ def overlap_width(distinct: bool, settled: bool, wide: int) -> int:
 class Names:
     """How a create sent while siblings may be in flight finds its object after a lost answer:
     by the value at `field` (normalised) equal to `mine`; a new object named as one of
-    `others` (the group's other creates of its kind) is theirs."""
+    `others` (the group's other creates of its kind) is theirs.
+
+    `sent` is every name the group's creates of its kind send, `mine` included or not: one
+    set shared by the whole group (`group_names`). A set of the others per create made the
+    names of a group of N creates N x N: 28 MB for 3,200 spaces in 20 collections."""
 
     field: str
     mine: str
-    others: frozenset[str]
+    sent: frozenset[str]
+
+    @property
+    def others(self) -> frozenset[str]:
+        """The names the group's other creates of its kind send."""
+        return self.sent - {self.mine}
+
+    def theirs(self, name: str | None) -> bool:
+        """Whether `name` is one a sibling create sends (not this one's)."""
+        return name is not None and name != self.mine and name in self.sent
 
     def of(self, item: object) -> str | None:
         value = item.get(self.field) if isinstance(item, Mapping) else None
@@ -109,10 +122,10 @@ def group_names(ops: Sequence[Op]) -> dict[str, Names]:
     for op in ops:
         if (name := sent_name(op)) is not None:
             sent.setdefault(op.kind, set()).add(name)
+    shared = {kind: frozenset(names) for kind, names in sent.items()}  # one set per kind, not one per create
     out: dict[str, Names] = {}
     for op in ops:
         field = name_field(op.kind)
         if op.key in distinct and field is not None:
-            mine = distinct[op.key]
-            out[op.key] = Names(field, mine, frozenset(sent[op.kind] - {mine}))
+            out[op.key] = Names(field, distinct[op.key], shared[op.kind])
     return out

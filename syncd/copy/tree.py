@@ -402,19 +402,26 @@ async def settle_duplicate(writer: Writer, source_id: str, duplicate: str, moved
     return None
 
 
+def _placed(listed: list[list[Any]]) -> tuple[dict[tuple[str, str], str | None], dict[tuple[str, str | None], list[str]]]:
+    """(per (kind, id), its parent; per (kind, parent), its items' ids in order) of the
+    org-wide listings of `TREE`. Only ids are kept: the listings' whole objects (every space of
+    the organization) are dropped before the moves, not held through them."""
+    parent_of: dict[tuple[str, str], str | None] = {}
+    order: dict[tuple[str, str | None], list[str]] = defaultdict(list)
+    for kind, items in zip(TREE, listed, strict=True):
+        for item in items:
+            if isinstance(item, dict) and isinstance(item.get("id"), str):
+                parent_of[(kind, item["id"])] = ref_id(item.get("parent"))
+                order[(kind, ref_id(item.get("parent")))].append(item["id"])
+    return parent_of, order
+
+
 async def settle_tree(op: Op, writer: Writer) -> Outcome:
     """Put collections and spaces where the source has them, from the target's listings."""
     assert op.spec is not None
     org = seg(op.spec["org"])
-    parent_of: dict[tuple[str, str], str | None] = {}
-    order: dict[tuple[str, str | None], list[str]] = defaultdict(list)
     try:
-        listed = await listings_side_by_side(writer, [list_path(kind, {"org": org}) for kind in TREE])
-        for kind, items in zip(TREE, listed, strict=True):
-            for item in items:
-                if isinstance(item, dict) and isinstance(item.get("id"), str):
-                    parent_of[(kind, item["id"])] = ref_id(item.get("parent"))
-                    order[(kind, ref_id(item.get("parent")))].append(item["id"])
+        parent_of, order = _placed(await listings_side_by_side(writer, [list_path(kind, {"org": org}) for kind in TREE]))
     except ApiError as exc:
         return outcome(op, "failed", f"the target could not be listed: {exc}")
     sources = {kind: writer.idmap.sources_of(kind) for kind in TREE}

@@ -145,7 +145,7 @@ def own_by_name(fresh: Sequence[Any], names: Names, expect: Expect) -> Any | Non
     ids = ", ".join(str(get_path(item, expect.id_field)) for item in (own or fresh)[:5])
     if own:
         raise CallFailed(f"{len(own)} new objects named {names.mine!r} appeared in {expect.path} ({ids}): cannot tell which one this call made")
-    strangers = [item for item in fresh if names.of(item) not in names.others]
+    strangers = [item for item in fresh if not names.theirs(names.of(item))]
     if strangers:
         ids = ", ".join(str(get_path(item, expect.id_field)) for item in strangers[:5])
         raise Unexplained(f"no new object named {names.mine!r} in {expect.path}, but {len(strangers)} named as none of its siblings ({ids}): not sent again")
