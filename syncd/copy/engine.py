@@ -46,6 +46,7 @@ from syncd.copy.scoping import scope_sides
 from syncd.copy.served import Publisher, held_blobs
 from syncd.copy.sides import BackupSource, ClientFactory, Endpoints, Side, Source, connect, read_backup, read_sides, target_reads_source
 from syncd.copy.verify import Entry, Verification, compare, excuse, leave_extras, residue
+from syncd.copy.free_memory import give_back_memory
 from syncd.copy.import_bound import ImportBound
 from syncd.copy.writer import Writer
 from syncd.errors import SyncdError
@@ -389,6 +390,13 @@ class _Copy:
         reading.content = replace(self.content, restorable=await _restorable(self.ends, reading))
         return reading
 
+    async def read_again(self) -> Reading:
+        """A new reading, once the caller has dropped its old one (`del reading`): the old
+        one's memory goes back before the new one is built (`free_memory`), so that two
+        readings never meet in the peak."""
+        give_back_memory()
+        return await self.read()
+
     async def reread(self, report: CopyReport, stale: Plan) -> Reading:
         """Read again after another run wrote the target between our read and our apply; the
         stale plan is dropped. Bounded: a target other runs keep writing is busy."""
@@ -398,7 +406,7 @@ class _Copy:
         self.rereads += 1
         if self.rereads > self.options.max_rounds:
             raise StateBusyError(f"other runs wrote {self.ends.target_ref} {self.rereads} times while this copy read it: try again later")
-        return await self.read()
+        return await self.read_again()
 
     async def violations(self, plan: Plan, reading: Reading) -> list[str]:
         """`check_ops` of the plan against this run's rules, off the event loop (as planning)."""
@@ -445,11 +453,13 @@ class _Copy:
                 result = await _apply(self.ends, reading, plan, self.served, self.options.on_apply)
             except _TargetChanged:
                 reading.release()
+                del reading
                 reading = await self.reread(report, plan)
                 continue
             report.rounds.append(RoundReport(len(report.rounds) + 1, len(plan.ops), {k: dict(v) for k, v in plan.counts().items()}, result))
             reading.release()
-            reading = await self.read()
+            del reading
+            reading = await self.read_again()
         try:  # what a round could not settle (a duplicate it could not remove, say)
             leftover = await _settle(self.ends, self.pair)
         except UnsettledError as exc:
@@ -458,7 +468,8 @@ class _Copy:
         if leftover:
             report.settled += leftover
             reading.release()
-            reading = await self.read()
+            del reading
+            reading = await self.read_again()
         report.skips = plan.skips
         report.warnings += plan.warnings
         if report.outside_plan:
