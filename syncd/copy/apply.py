@@ -174,6 +174,7 @@ async def apply_plan(
     names = {key: found for ops in groups.values() for key, found in group_names(ops).items()}
     writes_before, reads_before = writer.counts.writes, writer.counts.reads
     started = anyio.current_time()
+    failures = [0]
 
     async def run(op: Op, position: int) -> None:
         done: Outcome | None = None
@@ -204,9 +205,10 @@ async def apply_plan(
                 waiting[follower] -= 1
                 if waiting[follower] == 0:
                     tg.start_soon(run, ops[follower], positions[follower])
-            if on_progress is not None:
-                failures = sum(1 for o in result.outcomes.values() if not o.ok)
-                on_progress(ApplyProgress(len(result.outcomes), result.total, result.writes, failures, result.reads))
+            if not result.outcomes[op.key].ok:
+                failures[0] += 1
+            if on_progress is not None:  # counted as ops end: a recount after each would grow as ops squared
+                on_progress(ApplyProgress(len(result.outcomes), result.total, result.writes, failures[0], result.reads))
 
     # An op's task starts once what it waits for is done (not one task per op at once: a
     # plan of a large organization holds tens of thousands of ops).

@@ -15,6 +15,8 @@ observation costs moves, never correctness.
 
 from __future__ import annotations
 
+import bisect
+
 from collections.abc import Sequence
 from typing import Literal
 
@@ -71,6 +73,9 @@ class Turnstile:
         self.peak = 0
         self.last_made: dict[str, str] = {}
         self._waiting: dict[int, tuple[str, bool, anyio.Event]] = {}
+        self._by_kind: dict[str, list[int]] = {}
+        """kind -> the indexes of its waiting ops, sorted: the next one is found without a scan
+        of every waiting op (3,200 space creates wait in one listing at 3,200 spaces)."""
 
     @property
     def held(self) -> bool:
@@ -85,11 +90,12 @@ class Turnstile:
         its name tells it apart). Returns whether it holds the turn beside others."""
         event = anyio.Event()
         self._waiting[index] = (kind, distinct, event)
+        bisect.insort(self._by_kind.setdefault(kind, []), index)
         self._admit()
         try:
             await event.wait()
         except BaseException:
-            if self._waiting.pop(index, None) is None:  # cancelled as the turn was handed over
+            if not self._forget(index):  # cancelled as the turn was handed over
                 self.release(index)
             raise
         return self.holders[index]
@@ -102,11 +108,20 @@ class Turnstile:
     def _width(self, kind: str, distinct: bool) -> int:
         return overlap_width(distinct, placement_settled(kind, self.placement.wanted(kind)), self.wide)
 
+    def _forget(self, index: int) -> bool:
+        """Take the op at `index` off the waiting ones; False when it was not waiting."""
+        waiting = self._waiting.pop(index, None)
+        if waiting is None:
+            return False
+        indexes = self._by_kind[waiting[0]]
+        del indexes[bisect.bisect_left(indexes, index)]
+        return True
+
     def _next(self) -> int:
-        first = min(self._waiting)
+        first = min(indexes[0] for indexes in self._by_kind.values() if indexes)
         kind = self._waiting[first][0]
         if self.placement.newest_first(kind):
-            first = max(index for index, (other, _, _) in self._waiting.items() if other == kind)
+            first = self._by_kind[kind][-1]
         return first
 
     def _admit(self) -> None:
@@ -116,7 +131,7 @@ class Turnstile:
             beside = self._width(kind, distinct) > 1
             if self.holders and not (beside and all(self.holders.values()) and len(self.holders) < self.wide):
                 return
-            del self._waiting[index]
+            self._forget(index)
             self.holders[index] = beside
             self.peak = max(self.peak, len(self.holders))
             event.set()
