@@ -16,7 +16,6 @@ observation costs moves, never correctness.
 from __future__ import annotations
 
 import bisect
-
 from collections.abc import Sequence
 from typing import Literal
 
