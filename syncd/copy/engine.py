@@ -33,6 +33,8 @@ from syncd.content import ContentSource, serve_content
 from syncd.copy import journal
 from syncd.copy.apply import ApplyProgress, ApplyResult, apply_plan
 from syncd.copy.context import ContentStrategy, Mode, seg
+from syncd.copy.free_memory import give_back_memory
+from syncd.copy.import_bound import ImportBound
 from syncd.copy.invariants import Bounds, check_ops, known_target_ids, violations_line
 from syncd.copy.journal import Pair
 from syncd.copy.model import IdMap, Snapshot
@@ -46,8 +48,6 @@ from syncd.copy.scoping import scope_sides
 from syncd.copy.served import Publisher, held_blobs
 from syncd.copy.sides import BackupSource, ClientFactory, Endpoints, Side, Source, connect, read_backup, read_sides, target_reads_source
 from syncd.copy.verify import Entry, Verification, compare, excuse, leave_extras, residue
-from syncd.copy.free_memory import give_back_memory
-from syncd.copy.import_bound import ImportBound
 from syncd.copy.writer import Writer
 from syncd.errors import SyncdError
 from syncd.read.backup import blobs_dir
