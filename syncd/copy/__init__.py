@@ -1,6 +1,7 @@
 """The write side: make a target organization equal to a source (a copy, a mirror, a restore).
 
     engine.py   copy_org: settle leftovers, read, plan, apply, read again, in rounds
+    free_memory.py  a dropped reading's memory given back before the next one is read
     report.py   what a copy tells: its rounds, verification, leftovers, the run summary
     sides.py    the two sides and how they are read (live organization, backup file)
     plan.py     plan_copy(source, target, idmap, mode) -> Plan: the order of the parts (pure)
