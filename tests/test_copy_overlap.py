@@ -224,8 +224,10 @@ async def test_lost_answers_under_overlap_make_nothing_twice(pair: Pair) -> None
 async def test_titles_a_service_tidies_are_still_told_apart_and_copied_as_sent(pair: Pair) -> None:
     """Row create-keeps-name: a service may tidy the title a create sends (white space). The
     creates overlap, their lost answers are settled by the title sent, and what the service
-    kept otherwise is patched to the source's: equal, nothing twice, under both answers."""
-    padded = ["  Padded  One ", "Padded\tTwo", " padded three", "Four  ", "Five\t\tfive", " six  6 "]
+    kept otherwise is patched to the source's: equal, nothing twice, under both answers.
+    28 creates, so that some answer is lost whatever order the calls come in (12 were once
+    all answered)."""
+    padded = ["  Padded  One ", "Padded\tTwo", " padded three", "Four  ", "Five\t\tfive", " six  6 ", *(f" Tidy  {n} " for n in range(7, 15))]
     for n, title in enumerate(padded):  # made then renamed: a PATCH keeps the title as sent
         for kind in ("collections", "spaces"):
             _, made = await pair.source.api.call("POST", f"/v1/orgs/{pair.source.id}/{kind}", {"title": f"made {n}"})

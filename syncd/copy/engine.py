@@ -81,6 +81,13 @@ class PlanRefused(SyncdError):
     exit_code = 2
 
 
+GIVE_BACK_FROM = 2_000
+"""Objects a reading holds (both sides, the organization-level graph: about 2 a space) from
+which its memory is handed back once dropped: a full collection takes 0.6 s in a process
+holding millions of objects (a test session's), so a small reading, which frees little, is
+left to the collector's own pace."""
+
+
 @dataclass
 class Reading:
     """Both sides as just read, the id map, and how content can travel."""
@@ -104,11 +111,14 @@ class Reading:
     def complete(self) -> bool:
         return self.source.complete and self.target.complete
 
-    def release(self) -> None:
+    def release(self) -> bool:
         """Close what the snapshots read space content from (`syncd.copy.scoped`); opened
-        again if one is read after all."""
-        for snapshot in (self.source.snapshot, self.target.snapshot, self.source_as_read):
+        again if one is read after all. Returns whether the reading was large enough for its
+        memory to be worth handing back once it is dropped (`GIVE_BACK_FROM`)."""
+        snapshots = (self.source.snapshot, self.target.snapshot, self.source_as_read)
+        for snapshot in snapshots:
             snapshot.release()
+        return sum(len(snapshot.nodes) for snapshot in snapshots) >= GIVE_BACK_FROM
 
 
 def fingerprints(reading: Reading) -> dict[str, str]:
@@ -390,14 +400,15 @@ class _Copy:
         reading.content = replace(self.content, restorable=await _restorable(self.ends, reading))
         return reading
 
-    async def read_again(self) -> Reading:
-        """A new reading, once the caller has dropped its old one (`del reading`): the old
-        one's memory goes back before the new one is built (`free_memory`), so that two
+    async def read_again(self, large: bool) -> Reading:
+        """A new reading, once the caller has dropped its old one (`del reading`): a `large`
+        old one's memory goes back before the new one is built (`free_memory`), so that two
         readings never meet in the peak."""
-        give_back_memory()
+        if large:
+            give_back_memory()
         return await self.read()
 
-    async def reread(self, report: CopyReport, stale: Plan) -> Reading:
+    async def reread(self, report: CopyReport, stale: Plan, large: bool) -> Reading:
         """Read again after another run wrote the target between our read and our apply; the
         stale plan is dropped. Bounded: a target other runs keep writing is busy."""
         if self.options.saved is not None and not report.rounds:
@@ -406,7 +417,7 @@ class _Copy:
         self.rereads += 1
         if self.rereads > self.options.max_rounds:
             raise StateBusyError(f"other runs wrote {self.ends.target_ref} {self.rereads} times while this copy read it: try again later")
-        return await self.read_again()
+        return await self.read_again(large)
 
     async def violations(self, plan: Plan, reading: Reading) -> list[str]:
         """`check_ops` of the plan against this run's rules, off the event loop (as planning)."""
@@ -452,14 +463,14 @@ class _Copy:
             try:
                 result = await _apply(self.ends, reading, plan, self.served, self.options.on_apply)
             except _TargetChanged:
-                reading.release()
+                large = reading.release()
                 del reading
-                reading = await self.reread(report, plan)
+                reading = await self.reread(report, plan, large)
                 continue
             report.rounds.append(RoundReport(len(report.rounds) + 1, len(plan.ops), {k: dict(v) for k, v in plan.counts().items()}, result))
-            reading.release()
+            large = reading.release()
             del reading
-            reading = await self.read_again()
+            reading = await self.read_again(large)
         try:  # what a round could not settle (a duplicate it could not remove, say)
             leftover = await _settle(self.ends, self.pair)
         except UnsettledError as exc:
@@ -467,9 +478,9 @@ class _Copy:
             report.warnings.append(str(exc))
         if leftover:
             report.settled += leftover
-            reading.release()
+            large = reading.release()
             del reading
-            reading = await self.read_again()
+            reading = await self.read_again(large)
         report.skips = plan.skips
         report.warnings += plan.warnings
         if report.outside_plan:
