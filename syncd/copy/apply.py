@@ -174,9 +174,10 @@ async def apply_plan(
     names = {key: found for ops in groups.values() for key, found in group_names(ops).items()}
     writes_before, reads_before = writer.counts.writes, writer.counts.reads
     started = anyio.current_time()
-    failures = [0]
+    failures = 0
 
     async def run(op: Op, position: int) -> None:
+        nonlocal failures
         done: Outcome | None = None
         try:
             blocker = next((result.outcomes[d] for d in deps[op.key] if not result.outcomes[d].ok), None)
@@ -206,9 +207,9 @@ async def apply_plan(
                 if waiting[follower] == 0:
                     tg.start_soon(run, ops[follower], positions[follower])
             if not result.outcomes[op.key].ok:
-                failures[0] += 1
+                failures += 1
             if on_progress is not None:  # counted as ops end: a recount after each would grow as ops squared
-                on_progress(ApplyProgress(len(result.outcomes), result.total, result.writes, failures[0], result.reads))
+                on_progress(ApplyProgress(len(result.outcomes), result.total, result.writes, failures, result.reads))
 
     # An op's task starts once what it waits for is done (not one task per op at once: a
     # plan of a large organization holds tens of thousands of ops).

@@ -411,8 +411,8 @@ def _placed(listed: list[list[Any]]) -> tuple[dict[tuple[str, str], str | None],
     for kind, items in zip(TREE, listed, strict=True):
         for item in items:
             if isinstance(item, dict) and isinstance(item.get("id"), str):
-                parent_of[(kind, item["id"])] = ref_id(item.get("parent"))
-                order[(kind, ref_id(item.get("parent")))].append(item["id"])
+                parent = parent_of[(kind, item["id"])] = ref_id(item.get("parent"))
+                order[(kind, parent)].append(item["id"])
     return parent_of, order
 
 
