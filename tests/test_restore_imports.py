@@ -4,8 +4,8 @@ importer opens (README, "Behaviour profiles": importer-connections, 8 connection
 under `default`, 32 under `divergent`). With a fixed bound, a dozen imports at once overran
 the content source's `max_connections` and imports failed ("Server disconnected"), to be sent
 again in later rounds. The real CLI against an emulator process; the content source is made
-small (32 connections) and the spaces large enough (40 pages) for an importer to open all it
-may.
+small (32 connections: two imports of 32 would overrun it) and the spaces large enough (40
+pages) for an importer to open all it may.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from tests.cli_zygote import emulator_process
 from tests.test_plan_review import run as syncd
 
-SPEC = "orgs=1,empty_orgs=1,collections=1,spaces=8,pages=40,files=1"
+SPEC = "orgs=1,empty_orgs=1,collections=1,spaces=4,pages=40,files=1"
 
 
 @pytest.mark.parametrize("profile", ["default", "divergent"])
