@@ -57,7 +57,8 @@ class Settings(BaseSettings):
     """Where temporary files go (a run's staging, SQLite's spills); unset: `tmp` in state_dir,
     made private when first needed (`syncd.temp_dir`: never the system's, which a read-only root lacks)."""
     state_url: Annotated[SecretStr | None, BeforeValidator(check_state_url)] = None
-    """A PostgreSQL that replicas of `syncd serve` share (README "Fleet"); unset: one daemon, SQLite in state_dir."""
+    """A PostgreSQL that replicas of `syncd serve` share, `postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE`
+    (a fleet; its password is masked in every log line); unset: one daemon, SQLite in state_dir."""
     fleet: FleetConfig = Field(default_factory=FleetConfig)
     """How replicas of `syncd serve` that share `state_url` split the work."""
     concurrency: int = Field(default=256, ge=1, le=4096)
@@ -68,8 +69,9 @@ class Settings(BaseSettings):
     max_answer_bytes: ByteSize = Field(default=64 * 1024 * 1024, ge=64 * 1024)
     """The longest API answer taken ("64MiB", "500MB" or bytes): longer ones are refused."""
     answer_budget: ByteSize = Field(default=128 * 1024 * 1024, ge=64 * 1024)
-    """API answer bytes the process holds at once, all requests together (README "The client");
-    raised to fit one answer of `max_answer_bytes` if lower (`syncd.api.answers.budget_limit`)."""
+    """API answer bytes the process holds at once, all requests together (a body that would need
+    more than is left waits for the others); raised to fit one answer of `max_answer_bytes` if
+    lower (`syncd.api.answers.budget_limit`)."""
     max_pages_per_listing: int = Field(default=10_000, ge=1, le=1_000_000)
     """Pages a listing may have before it is stopped as endless."""
     retry: RetryConfig = Field(default_factory=RetryConfig)
