@@ -344,8 +344,8 @@ def dry_run_saved(saved: SavedPlan, plan_file: Path, db: StateLocation, as_json:
 
 @app.command("plan")
 def plan_cmd(
-    source: str = typer.Argument(..., metavar="SRC_TENANT:ORG"),
-    target: str = typer.Argument(..., metavar="DST_TENANT:ORG"),
+    source: str = typer.Argument(..., metavar="SRC_TENANT:ORG", help="The organization to copy from."),
+    target: str = typer.Argument(..., metavar="DST_TENANT:ORG", help="The organization to make match it."),
     mode: str | None = ModeOption,
     max_delete: int | None = MaxDeleteOption,
     no_adopt: bool = NoAdoptOption,
@@ -473,7 +473,7 @@ def verify_cmd(
     source: str = typer.Argument(
         ..., metavar="SRC_TENANT:ORG|FILE.db", help="The source organization, or a backup file restored into the target by `syncd restore`."
     ),
-    target: str = typer.Argument(..., metavar="DST_TENANT:ORG"),
+    target: str = typer.Argument(..., metavar="DST_TENANT:ORG", help="The organization compared with the source."),
     org: str | None = typer.Option(None, "--org", help="With FILE.db: the backed-up organization (when the file holds several), as given to restore."),
     mode: str | None = typer.Option(
         None, "--mode", help="copy (the default: objects only on the target are left there, not a difference) or mirror (they are extra)."
@@ -549,7 +549,7 @@ def backup_command(
 
 def restore(
     backup: Path = typer.Argument(..., metavar="FILE.db", help="A backup written by `syncd backup`."),
-    target: str = typer.Argument(..., metavar="DST_TENANT:ORG"),
+    target: str = typer.Argument(..., metavar="DST_TENANT:ORG", help="The organization to restore the backup into."),
     org: str | None = typer.Option(None, "--org", help="The backed-up organization to restore (when the file holds several)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the calls, send none."),
     max_rounds: int = RoundsOption,

@@ -46,8 +46,13 @@ class Schedule(StrictModel):
     `@daily`, read in `timezone`; see `syncd.cron`), plus random jitter."""
 
     every: Seconds | None = Field(default=None, gt=0)
+    """Run at this interval, start to start (`15m`); give `every` or `cron`, not both."""
     cron: str | None = None
+    """Run at the times of a cron expression: 5 fields (minute hour day-of-month month day-of-week,
+    names allowed: `0 9 * * MON-FRI`) or a macro (`@hourly`, `@daily`, `@weekly`, `@monthly`,
+    `@yearly`), read in the job's `timezone`."""
     jitter: Seconds = 0.0
+    """A random delay, up to this long, added to each scheduled run (spreads jobs that share a schedule)."""
     timezone: str = "UTC"
     """The IANA time zone `cron` is read in; set from the job's `timezone`."""
 
@@ -97,16 +102,24 @@ class JobBase(StrictModel):
     """
 
     name: str
-    kind: Any
-    """Which kind of job: each kind's model narrows it to its own `Literal`."""
+    """The job's name, unique among the jobs: lower case letters, digits, '_' and '-'."""
+    kind: Any  # each kind's model narrows it to its own `Literal`
+    """What the job does: `sync` keeps the state mirror of the source current, `backup` writes a
+    backup file of it, `mirror` makes the target match it."""
     source: Ref
+    """What the job reads: `TENANT` (every organization the token sees) or `TENANT:ORG_ID`."""
     schedule: Schedule | None = None
+    """When the job runs: `{ every = "15m" }` or `{ cron = "30 2 * * *" }`, and a `jitter`.
+    Without one the job runs only when triggered (`syncd trigger`, the control API, the page)."""
     timezone: str = "UTC"
     """The IANA time zone of the job's cron schedule and of its retention's hours, days, weeks."""
     include: list[str] = Field(default_factory=list)
+    """The job's scope, as `--include`: rclone-style globs on collection and space paths
+    (`Engineering/API`) and site titles; when any is given, only what one matches is synced,
+    backed up or mirrored. None given: everything."""
     exclude: list[str] = Field(default_factory=list)
-    """The job's scope, as `--include` / `--exclude` (`syncd.scope`): only these collections,
-    spaces and sites are synced, backed up or mirrored; none given: everything."""
+    """What the job leaves out, as `--exclude`: globs like `include`'s; what one matches is not
+    synced, backed up or mirrored (and its copy on a mirror's target is left alone)."""
 
     refused: ClassVar[Mapping[str, str]] = {}
     """Why an option of another kind is refused on this kind, where `only allowed on ... jobs`
@@ -200,6 +213,8 @@ class SyncJob(JobBase):
 
     kind: Literal["sync"]
     full_every: FullEvery = DEFAULT_FULL_EVERY
+    """Read everything again, not only what change tokens say changed, when the last full read is
+    this old (`0s`: never); catches edits that move no change token (a comment edited in place)."""
 
 
 class BackupJob(JobBase):
@@ -209,14 +224,21 @@ class BackupJob(JobBase):
     retention: int | None = Field(default=None, ge=1)
     """The old name of `keep_last` (an alias)."""
     keep_last: KeepRule = None
+    """After each complete backup, keep the newest N backups. With the other `keep_*` rules this
+    is restic's retention policy: a backup any rule keeps stays, the others are deleted; no rule
+    given keeps every backup."""
     keep_hourly: KeepRule = None
+    """Keep the newest backup of each of the last N hours that have one (in the job's `timezone`)."""
     keep_daily: KeepRule = None
+    """Keep the newest backup of each of the last N days that have one (in the job's `timezone`)."""
     keep_weekly: KeepRule = None
+    """Keep the newest backup of each of the last N ISO weeks that have one (in the job's `timezone`)."""
     keep_monthly: KeepRule = None
+    """Keep the newest backup of each of the last N months that have one (in the job's `timezone`)."""
     keep_yearly: KeepRule = None
-    """restic's retention policy (`syncd.retention`); none given keeps every backup."""
+    """Keep the newest backup of each of the last N years that have one (in the job's `timezone`)."""
     with_files: bool | None = None
-    """Also fetch file binaries into `FILE.blobs/`."""
+    """Also fetch file binaries into a `FILE.blobs/` folder beside each backup; unset or false: not."""
 
     refused: ClassVar[Mapping[str, str]] = {"full_every": "not allowed on backup jobs (a backup always reads everything)"}
 
@@ -233,11 +255,17 @@ class MirrorJob(JobBase):
     """Copy the source onto the target (`syncd mirror apply`), bounded by `max_delete`."""
 
     kind: Literal["mirror"]
-    target: Ref | None = None
-    """Required; optional here so that its absence reads `required for a mirror job`."""
+    target: Ref | None = None  # required; optional here so that its absence reads `required for a mirror job`
+    """The organization the job makes match the source: `TENANT:ORG_ID` (or `TENANT`); required, and
+    not the source."""
     mode: Literal["copy", "mirror"] = "copy"
+    """`copy` creates and updates only; `mirror` also deletes what syncd created on the target and
+    the source no longer has."""
     max_delete: int = Field(default=100, ge=0)
+    """A run that would delete more than this many resources on the target is refused."""
     full_every: FullEvery = DEFAULT_FULL_EVERY
+    """Read everything again, not only what change tokens say changed, when the last full read is
+    this old (`0s`: never); catches edits that move no change token (a comment edited in place)."""
     with_access: bool = False
     """Also copy who may join or sign in (`--with-access`); by default the target keeps its own."""
 

@@ -49,13 +49,18 @@ class Settings(BaseSettings):
     )
 
     tenants: dict[str, TenantConfig] = Field(default_factory=dict)
+    """The API endpoints syncd reads and writes, each a table `[tenants.NAME]` with its token
+    (NAME: lower case letters, digits, '_' and '-'); commands and jobs name them."""
     state_dir: Path = Path("state")
+    """Where the SQLite mirror, backups, journals, the daemon's history and its `daemon.json` live."""
     temp_dir: Path | None = None
     """Where temporary files go (a run's staging, SQLite's spills); unset: `tmp` in state_dir,
     made private when first needed (`syncd.temp_dir`: never the system's, which a read-only root lacks)."""
     state_url: Annotated[SecretStr | None, BeforeValidator(check_state_url)] = None
-    """A PostgreSQL that replicas of `syncd serve` share (README "Fleet"); unset: one daemon, SQLite in state_dir."""
+    """A PostgreSQL that replicas of `syncd serve` share, `postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE`
+    (a fleet; its password is masked in every log line); unset: one daemon, SQLite in state_dir."""
     fleet: FleetConfig = Field(default_factory=FleetConfig)
+    """How replicas of `syncd serve` that share `state_url` split the work."""
     concurrency: int = Field(default=256, ge=1, le=4096)
     """API requests in flight at once, all tenants of the process together: a bound, not a
     speed setting (each tenant's own limit follows its link; `answer_budget` bounds memory)."""
@@ -64,16 +69,26 @@ class Settings(BaseSettings):
     max_answer_bytes: ByteSize = Field(default=64 * 1024 * 1024, ge=64 * 1024)
     """The longest API answer taken ("64MiB", "500MB" or bytes): longer ones are refused."""
     answer_budget: ByteSize = Field(default=128 * 1024 * 1024, ge=64 * 1024)
-    """API answer bytes the process holds at once, all requests together (README "The client");
-    raised to fit one answer of `max_answer_bytes` if lower (`syncd.api.answers.budget_limit`)."""
+    """API answer bytes the process holds at once, all requests together (a body that would need
+    more than is left waits for the others); raised to fit one answer of `max_answer_bytes` if
+    lower (`syncd.api.answers.budget_limit`)."""
     max_pages_per_listing: int = Field(default=10_000, ge=1, le=1_000_000)
     """Pages a listing may have before it is stopped as endless."""
     retry: RetryConfig = Field(default_factory=RetryConfig)
+    """How one API call is retried: 429, 5xx, dropped connections and timeouts, with jittered
+    exponential backoff, honouring Retry-After."""
     log_format: Literal["console", "json"] = "console"
+    """Log lines for people (`console`) or one JSON object a line (`json`, for log collectors);
+    tokens are masked in either. `--log-format` wins over it."""
     log_level: Annotated[LogLevel, BeforeValidator(_log_level)] = "info"
+    """The least severe log events written (`warn` is read as `warning`). `--log-level` wins over it."""
     jobs: list[JobConfig] = Field(default_factory=list)
+    """What the daemon (`syncd serve`) runs, each a table `[[jobs]]`: a sync, a backup or a mirror
+    job, on a schedule or when triggered."""
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)
+    """The daemon's control API and web page."""
     content_source: ContentSourceConfig = Field(default_factory=ContentSourceConfig)
+    """Where syncd serves content it holds (a backup, a private space) for the target service to import."""
 
     _config_file: Path | None = PrivateAttr(default=None)
     _env: Mapping[str, str] | None = PrivateAttr(default=None)
