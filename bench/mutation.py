@@ -3,7 +3,7 @@ the tests catch (mutmut, configured in pyproject.toml `[tool.mutmut]`). Not part
 runs each mutant against the tests that cover its function, which takes a while.
 
     python bench/mutation.py                 # all configured modules
-    python bench/mutation.py 'syncd.retention*'   # mutants whose name matches
+    python bench/mutation.py 'syncd.daemon.retention*'   # mutants whose name matches
     python bench/mutation.py --report        # figures of the last run, without running
 
 It prints mutants, killed, survivors (each by name; `mutmut show NAME` shows its diff) and the

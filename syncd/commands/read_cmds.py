@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from syncd import interrupt
-from syncd.change_lines import change_lines
+from syncd.commands.change_lines import change_lines
 from syncd.commands.file_args import backup_file
 from syncd.commands.machine_output import emit, human_console
 from syncd.commands.progress import CrawlProgress, ExportProgress

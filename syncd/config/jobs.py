@@ -28,8 +28,8 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticKnownError
 
 from syncd.config.base import NAME_RE, Problem, Seconds, StrictModel, format_duration, raise_all, raise_at
+from syncd.config.cron import validate_cron, validate_timezone
 from syncd.config.tenants import Ref
-from syncd.cron import validate_cron, validate_timezone
 from syncd.scope import Pattern, Scope, ScopeError
 
 __all__ = [
@@ -37,13 +37,13 @@ __all__ = [
     "MirrorJob", "Schedule", "SyncJob",
 ]  # fmt: skip
 
-# Cron expressions and time zones are read by `syncd.cron` (the cronsim library): `validate_cron`
+# Cron expressions and time zones are read by `syncd.config.cron` (the cronsim library): `validate_cron`
 # and `validate_timezone` check them for the models below.
 
 
 class Schedule(StrictModel):
     """When a daemon job runs: `every` (interval) or `cron` (5 fields or a macro such as
-    `@daily`, read in `timezone`; see `syncd.cron`), plus random jitter."""
+    `@daily`, read in `timezone`; see `syncd.config.cron`), plus random jitter."""
 
     every: Seconds | None = Field(default=None, gt=0)
     """Run at this interval, start to start (`15m`); give `every` or `cron`, not both."""
@@ -83,7 +83,7 @@ class Schedule(StrictModel):
 DEFAULT_FULL_EVERY = 86400.0
 
 KEEP_RULES = ("keep_last", "keep_hourly", "keep_daily", "keep_weekly", "keep_monthly", "keep_yearly")
-"""A backup job's retention rules, as restic names them (`syncd.retention`)."""
+"""A backup job's retention rules, as restic names them (`syncd.daemon.retention`)."""
 
 FullEvery = Annotated[Seconds, Field(ge=0)]
 """Read everything again (not only what change tokens say changed) when the last full read is
@@ -91,7 +91,7 @@ older than this; default 1d, 0 never. Catches edits that move no change token (a
 in place, a custom field value)."""
 
 KeepRule = Annotated[int | None, Field(ge=1)]
-"""Keep this many backups of a period (`syncd.retention`); None: the rule is not given."""
+"""Keep this many backups of a period (`syncd.daemon.retention`); None: the rule is not given."""
 
 
 class JobBase(StrictModel):

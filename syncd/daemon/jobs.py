@@ -3,7 +3,7 @@
 - `sync`: crawl TENANT[:ORG] into the state mirror (`state/syncd.db`), incrementally.
 - `backup`: a full crawl into a new file `state/backups/<job>/<job>-<UTC time>.db` (and file
   binaries beside it when `with_files`), then delete the complete backups the job's retention
-  policy (`keep_last`, `keep_daily`, ...: `syncd.retention`, periods in the job's time zone)
+  policy (`keep_last`, `keep_daily`, ...: `syncd.daemon.retention`, periods in the job's time zone)
   does not keep. A backup that is not whole (something unread, a file not downloaded, or
   emptier than the job's newest complete backup: nothing found, or fewer than half its
   objects) is `partial`, renamed `<job>-<UTC time>-partial.db`, prunes nothing and never counts
@@ -32,16 +32,16 @@ from typing import Any
 import anyio
 
 from syncd.config import JOB_KINDS, BackupJob, JobConfig, MirrorJob, Settings, SyncJob
+from syncd.config.cron import zone
 from syncd.copy import copy_org
-from syncd.cron import zone
 from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.progress import current as run_progress
 from syncd.daemon.reasons import backup_reason, mirror_reason, sync_reason
+from syncd.daemon.retention import Policy, choose_kept
 from syncd.daemon.run_history import Outcome
 from syncd.files import private_dir
 from syncd.read.backup import backup, blobs_dir
 from syncd.read.sync import default_db, sync_into
-from syncd.retention import Policy, choose_kept
 from syncd.selection import Dependency
 from syncd.state import StateStore
 

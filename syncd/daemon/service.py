@@ -49,6 +49,7 @@ from syncd.config import JobConfig, MirrorJob, Settings, _is_loopback, load_sett
 from syncd.daemon.control_token import ControlToken
 from syncd.daemon.detached import in_detached_thread
 from syncd.daemon.jobs import execute_job, save_mirror_plan, state_files
+from syncd.daemon.listening import listening
 from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.pauses import JobPaused, NothingToCancel, cancelled_by, paused_before_start
 from syncd.daemon.progress import reporting
@@ -60,7 +61,6 @@ from syncd.daemon.schedule import JobTimer
 from syncd.daemon.views import JobState, TriggerResult, job_view, paused_view
 from syncd.errors import ConfigError, SyncdError
 from syncd.files import private_dir, replace_private
-from syncd.listening import listening
 from syncd.logging import get_logger
 from syncd.state.lock import WriterLock
 from syncd.temp_dir import choose as choose_temp_dir

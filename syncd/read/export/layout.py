@@ -22,7 +22,7 @@ from typing import Any, BinaryIO, Protocol
 from syncd.errors import SyncdError
 from syncd.files import PRIVATE_FILE, private_dir, storage_error
 from syncd.read.blobs import BlobRefused, BlobStore
-from syncd.sibling_names import SiblingNames
+from syncd.read.sibling_names import SiblingNames
 
 MARKER = ".syncd-export"
 MAX_REMOVED_RATIO = 0.5

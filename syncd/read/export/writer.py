@@ -40,10 +40,10 @@ from syncd.read.export.layout import (
 )
 from syncd.read.export.links import _link_text, _resolver, asset_name, rewritten_lines
 from syncd.read.export.sites import write_sites
+from syncd.read.sibling_names import SiblingNames
 from syncd.safe_text import one_line
 from syncd.scope import EVERYTHING, Scope
 from syncd.selection import LINK_KINDS, VALUE_KINDS, Dependency, content_dependencies, item_of_row, select
-from syncd.sibling_names import SiblingNames
 
 log = get_logger("syncd.export")
 
