@@ -1,5 +1,5 @@
-"""The fleet: replicas of `syncd serve` sharing one PostgreSQL state (`state_url`, README
-"Fleet"), and how they split the work.
+"""The fleet: replicas of `syncd serve` sharing one PostgreSQL state (`state_url`,
+docs/guides/fleet.md), and how they split the work.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ made again, never applied on a guess). Objects a copy does not write (members, c
 change requests, integrations) are left out, so a comment does not make a plan stale.
 
 The file is JSON (`PLAN_FORMAT`, version `PLAN_VERSION`), the same document `mirror plan
---json` prints (README "Saved plans"; schema `syncd/schemas/mirror-plan.json`), written
+--json` prints (docs/concepts/plans.md; schema `syncd/schemas/mirror-plan.json`), written
 privately (0600: it names objects of both organizations). It is written as it is made
 (`write_plan`: the JSON of one entry of its lists at a time, never the whole document or its
 whole text: a first copy of 800 spaces x 10 pages plans 3 MB of it), under a temporary name
