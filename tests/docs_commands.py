@@ -29,7 +29,9 @@ The format (other writers follow it):
 - Each page runs in a fresh temporary folder holding a copy of the repository's `config/`
   (without a local `config/syncd.toml`, which a page writes itself when it needs one), with
   this interpreter's bin folder first on PATH (`syncd` is the installed one), HOME inside
-  the temporary folder and no `SYNCD_*` variable from the outside. Each command runs in its
+  the temporary folder, no `SYNCD_*` variable from the outside, and COLUMNS=200: output
+  goes to a file, and lines are wrapped as on a terminal that wide (rich's default
+  elsewhere is 80), so a page shows a line whole, as most users' terminals do. Each command runs in its
   own `bash -c` from there; `cd` and `export` carry over to the next command as in one shell
   session. A foreground command has COMMAND_TIMEOUT seconds, and what it leaves running in
   its process group is stopped when it ends.
@@ -58,6 +60,8 @@ READY_TIMEOUT = 30.0
 STOP_TIMEOUT = 60.0
 """Seconds a job stopped by `kill %N` has to end (a daemon drains its running runs)."""
 TAIL_LINES = 40
+COLUMNS = 200
+"""The terminal width commands write for (module docstring)."""
 
 PAGE_PORTS: dict[str, range] = {
     "docs/getting-started.md": range(8800, 8810),
@@ -345,6 +349,7 @@ class PageRun:
         env = {key: value for key, value in os.environ.items() if not key.upper().startswith("SYNCD_")}
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", os.defpath)])
         env["HOME"] = str(home)
+        env["COLUMNS"] = str(COLUMNS)
         env.pop("PWD", None)
         env.pop("OLDPWD", None)
         self.env, self.cwd = env, self.work
