@@ -53,6 +53,11 @@ def test_page_commands_do_what_the_page_says(page: str, tmp_path: Path) -> None:
         pytest.fail(failure, pytrace=False)
 
 
+def test_the_guides_of_the_three_stories_have_commands() -> None:
+    for page in ("docs/getting-started.md", "docs/guides/backup-restore.md", "docs/guides/mirror.md", "docs/guides/daemon.md"):
+        assert page in PAGES, f"{page} has no ```console block: its commands would run nowhere"
+
+
 def test_pages_use_ports_of_their_own() -> None:
     """Pages run at once on separate workers: each names only ports of its range, and no two
     ranges meet, so no two pages ever share a port."""
