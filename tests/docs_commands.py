@@ -31,10 +31,11 @@ The format (other writers follow it):
   this interpreter's bin folder first on PATH (`syncd` is the installed one), HOME inside
   the temporary folder, no `SYNCD_*` variable from the outside, and COLUMNS=200: output
   goes to a file, and lines are wrapped as on a terminal that wide (rich's default
-  elsewhere is 80), so a page shows a line whole, as most users' terminals do. Each command runs in its
-  own `bash -c` from there; `cd` and `export` carry over to the next command as in one shell
-  session. A foreground command has COMMAND_TIMEOUT seconds, and what it leaves running in
-  its process group is stopped when it ends.
+  elsewhere is 80), so a page shows a line whole, as most users' terminals do. Each command
+  runs in its own `bash -c` from there; `cd` and `export` carry over to the next command as
+  in one shell session (a plain `NAME=value` without `export` does not: export it, or put
+  it before the command). A foreground command has COMMAND_TIMEOUT seconds, and what it leaves running in
+  its process group is stopped when it ends. Processes are watched through pidfds (Linux).
 - Pages run side by side (xdist workers), so each page uses ports of its own: PAGE_PORTS
   gives each page a range, and a test fails when a page names a port outside its range.
 """
@@ -209,7 +210,9 @@ def page_ports(blocks: list[Block]) -> set[int]:
 def pages_with_commands(repo: Path) -> list[str]:
     """Every page of docs/ and README.md that holds a command block, as repository paths."""
     candidates = [repo / "README.md", *sorted((repo / "docs").rglob("*.md"))]
-    return [path.relative_to(repo).as_posix() for path in candidates if path.is_file() and parse_page(path.read_text(encoding="utf-8"))]
+    return [
+        path.relative_to(repo).as_posix() for path in candidates if path.is_file() and parse_page(path.read_text(encoding="utf-8"))
+    ]
 
 
 # -- comparing output ------------------------------------------------------------------------
@@ -442,12 +445,13 @@ class PageRun:
         self.jobs.append(job)
         address = _listen_address(command.run_text)
         if address is not None:
+            where = f"{address[0]}:{address[1]}"
             deadline = time.monotonic() + READY_TIMEOUT
             while not _port_open(*address):
                 if job.ended(timeout=0.1):
-                    raise self._fail(command, f"the job ended (exit status {job.status()}) before {address[0]}:{address[1]} listened", job.output)
+                    raise self._fail(command, f"the job ended (exit status {job.status()}) before {where} listened", job.output)
                 if time.monotonic() > deadline:
-                    raise self._fail(command, f"nothing listens on {address[0]}:{address[1]} after {READY_TIMEOUT:.0f} s", job.output)
+                    raise self._fail(command, f"nothing listens on {where} after {READY_TIMEOUT:.0f} s", job.output)
         deadline = time.monotonic() + READY_TIMEOUT
         while (missing := first_missing(command.shown, job.output)) is not None:
             if job.ended(timeout=0.1) and first_missing(command.shown, job.output) is not None:
@@ -466,7 +470,8 @@ class PageRun:
         if not job.ended():
             _signal_group(job.process.pid, signum)
         if not job.ended(STOP_TIMEOUT):
-            raise self._fail(command, f"job %{number} still runs {STOP_TIMEOUT:.0f} s after SIG{signal.Signals(signum).name[3:]}", job.output)
+            sent = signal.Signals(signum).name
+            raise self._fail(command, f"job %{number} still runs {STOP_TIMEOUT:.0f} s after {sent}", job.output)
         self._check(command, job.status(), job.output)
         return job.output
 
