@@ -30,19 +30,7 @@ from tests.docs_commands import (
 
 REPO = Path(__file__).resolve().parent.parent
 PAGES = pages_with_commands(REPO)
-OLD_README = len((REPO / "README.md").read_text(encoding="utf-8").splitlines()) > 200
-OLD_README_FAILS = pytest.mark.xfail(
-    OLD_README, strict=True,
-    reason="the README of more than 200 lines holds illustrations (made-up ids), not commands to paste; "
-    "issue 42 item 1 makes it a page of at most 200 lines whose quickstarts run: from then on this mark is off",
-)
-
-
-def _marks(page: str) -> list[pytest.MarkDecorator]:
-    return [OLD_README_FAILS] if page == "README.md" else []
-
-
-@pytest.mark.parametrize("page", [pytest.param(page, id=page, marks=_marks(page)) for page in PAGES])
+@pytest.mark.parametrize("page", PAGES)
 def test_page_commands_do_what_the_page_says(page: str, tmp_path: Path) -> None:
     failure = None
     try:
@@ -54,7 +42,7 @@ def test_page_commands_do_what_the_page_says(page: str, tmp_path: Path) -> None:
 
 
 def test_the_guides_of_the_three_stories_have_commands() -> None:
-    for page in ("docs/getting-started.md", "docs/guides/backup-restore.md", "docs/guides/mirror.md", "docs/guides/daemon.md"):
+    for page in ("README.md", "docs/getting-started.md", "docs/guides/backup-restore.md", "docs/guides/mirror.md", "docs/guides/daemon.md"):
         assert page in PAGES, f"{page} has no ```console block: its commands would run nowhere"
 
 
@@ -65,8 +53,6 @@ def test_pages_use_ports_of_their_own() -> None:
     for (page_a, a), (page_b, b) in zip(ranges, ranges[1:]):
         assert a.stop <= b.start, f"{page_a} and {page_b} share ports {b.start}..{min(a.stop, b.stop) - 1}"
     for page in PAGES:
-        if page == "README.md" and OLD_README:
-            continue  # its ports are those of illustrations (OLD_README_FAILS)
         ports = page_ports(parse_page((REPO / page).read_text(encoding="utf-8")))
         if not ports:
             continue
