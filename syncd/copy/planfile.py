@@ -47,7 +47,7 @@ from syncd.copy.plancheck import BadField, check_document, show
 from syncd.copy.review import Item, counts
 from syncd.copy.rules import COPIED_KINDS
 from syncd.errors import SyncdError, UsageError
-from syncd.files import replace_private
+from syncd.files import private_dir, replace_private
 from syncd.safe_read import FileRefused, read_regular
 from syncd.scope import Scope
 
@@ -229,7 +229,9 @@ def now_text() -> str:
 def save_plan(path: Path, document: Mapping[str, Any]) -> None:
     """Write the plan file `path` as `write_plan` writes it, privately (0600; a file there keeps
     its mode), under a temporary name renamed to `path` once whole and on disk: if writing
-    fails, `path` is as it was and no temporary file is left."""
+    fails, `path` is as it was and no temporary file is left. Missing folders are made (0700),
+    as `backup --out` makes them: `--out state/plans/NAME.json` works on a fresh checkout."""
+    private_dir(Path(path).parent)
     with replace_private(path) as handle:
         write_plan(handle, document)
 
