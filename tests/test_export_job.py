@@ -26,7 +26,7 @@ from tests.test_export_git import a_space_with_pages, git_log
 
 TOKEN = "export-job-token"
 CONTROL_TOKEN = "control-secret-export"
-SPEC = "orgs=1,collections=1,spaces=2,pages=3"
+SPEC = "orgs=1,collections=1,spaces=2,pages=3,files=1"
 
 
 @pytest.fixture
@@ -63,7 +63,7 @@ def test_an_export_job_commits_each_change_pushes_it_and_says_where(
         retry={"max_attempts": 2, "initial_wait": "0.1s", "max_wait": "0.5s"},
         daemon={"port": 0, "token": CONTROL_TOKEN, "shutdown_deadline": "10s"},
         jobs=[
-            {"name": "history", "kind": "export", "source": f"src:{source}", "push": str(bare)},
+            {"name": "history", "kind": "export", "source": f"src:{source}", "push": str(bare), "with_files": True},
             {"name": "offline", "kind": "export", "source": f"src:{source}", "push": unreachable, "repository": str(tmp_path / "offline")},
         ],
     )  # fmt: skip
@@ -74,6 +74,9 @@ def test_an_export_job_commits_each_change_pushes_it_and_says_where(
         git = first["summary"]["git"]
         assert git["committed"] and git["pushed"] and git["remote"] == str(bare), git
         assert git["repository"] == str(tmp_path / "state" / "exports" / "history")
+        assert first["summary"]["files"]["downloaded"] > 0 and first["summary"]["files"]["failed"] == 0, first["summary"]
+        assets = list(Path(git["repository"]).glob("**/.gitbook/assets/*"))
+        assert assets and all(path.stat().st_size > 0 for path in assets), assets
 
         api = EmulatorClient(emulator.url, emulator.report, TOKEN)
         space, (edited, _) = a_space_with_pages(api, source)

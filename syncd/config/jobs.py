@@ -295,6 +295,9 @@ class ExportJob(JobBase):
     push_token_env: str | None = None
     """The environment variable holding the password or token of an HTTPS `push` remote (the user
     name is the URL's); never the token itself in the file."""
+    with_files: bool | None = None
+    """Also fetch file binaries (into `<job>.blobs/` beside the job's mirror file, each once) and
+    commit them under the spaces' `.gitbook/assets/`; unset or false: pages link to where they would be."""
     full_every: FullEvery = DEFAULT_FULL_EVERY
     """Read everything again, not only what change tokens say changed, when the last full read is
     this old (`0s`: never); catches edits that move no change token (a comment edited in place)."""
