@@ -132,7 +132,7 @@ def test_three_syncs_are_three_commits_and_the_first_restores_equal(
     assert any(line.endswith(".md") for line in diffed), diffed
 
     # The first commit restored into an empty organization: equal to what the commit holds.
-    code, out, err = syncd(capsys, "restore", f"docs@{first['git']['commit'][:10]}", f"emu:{empty}")
+    code, out, err = syncd(capsys, "restore", "docs@HEAD~2", f"emu:{empty}")  # as Git names it
     assert code == 0, out + err
     hint = out.strip().splitlines()[-1]
     assert hint.endswith(f"mirror verify 'docs@{first['git']['commit']}' emu:{empty}") or hint.endswith(f"mirror verify docs@{first['git']['commit']} emu:{empty}"), hint

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import stat
 import urllib.parse
 from collections.abc import Iterator
@@ -282,22 +283,45 @@ def parse_source(text: str) -> GitSource | None:
     return None
 
 
+_REV = re.compile(r"(?P<base>.*?)(?P<steps>(?:~\d*|\^\d*)*)")
+_STEP = re.compile(r"[~^]\d*")
+
+
+def resolve_rev(repo: Any, rev: str) -> Any | None:
+    """The commit `rev` names: an id (or its start), a branch, a tag or HEAD, then any `~N`,
+    `^` and `^N` steps (parents, as Git counts them); None when there is none."""
+    from dulwich.objectspec import parse_commit
+
+    parts = _REV.fullmatch(rev)
+    assert parts is not None  # the pattern matches any text
+    base, steps = parts["base"] or "HEAD", _STEP.findall(parts["steps"])
+    try:
+        commit = parse_commit(repo, base.encode())
+        for step in steps:
+            count = int(step[1:] or 1)
+            if step[0] == "~":
+                for _ in range(count):
+                    commit = repo[commit.parents[0]]
+            else:
+                commit = repo[commit.parents[count - 1]] if count else commit
+    except (KeyError, ValueError, IndexError):
+        return None
+    return commit
+
+
 def materialize(source: GitSource, folder: Path) -> tuple[Path, str]:
     """The commit `source` names as a backup file in `folder` (with its blob folder), and the
     commit's id. The file is named after the repository and the commit, so a second restore or
     a verify of the same commit finds it (and the ids that restore recorded) again; it is
     written once, under a temporary name, then renamed."""
-    from dulwich.objectspec import parse_commit
-
     from syncd.files import private_dir
     from syncd.read.backup import blobs_dir
 
     repo = _open(source.repository, create=False)
     try:
-        try:
-            commit = parse_commit(repo, source.rev.encode())
-        except (KeyError, ValueError) as exc:
-            raise GitError(f"{source.repository} has no commit {source.rev!r} ({' '.join(str(exc).split())})") from None
+        commit = resolve_rev(repo, source.rev)
+        if commit is None:
+            raise GitError(f"{source.repository} has no commit {source.rev!r}")
         sha = commit.id.decode()
         name = f"{source.repository.resolve().name or 'export'}@{sha[:12]}"
         out = folder / f"{name}.db"
