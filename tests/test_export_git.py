@@ -196,3 +196,54 @@ def test_a_remote_is_shown_without_its_password() -> None:
     assert shown_remote("git@git.example:org/docs.git") == "git@git.example:org/docs.git"
     assert shown_remote("/srv/docs.git") == "/srv/docs.git"
     assert json.dumps(shown_remote("https://x:y@h:8443/r")) == '"https://x@h:8443/r"'
+
+
+def test_an_https_remote_takes_its_token_from_the_environment(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A smart-HTTP Git server on loopback (dulwich's WSGI app) behind basic authentication: no
+    token, a wrong one and the right one, named by --push-token-env; the token is never shown."""
+    import base64
+    import threading
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    from dulwich.repo import Repo
+    from dulwich.server import DictBackend
+    from dulwich.web import make_wsgi_chain
+
+    from tests.test_export import build_backup
+
+    backup = build_backup(tmp_path / "backup.db").path
+    remote = Repo.init_bare(str(tmp_path / "remote.git"), mkdir=True)
+    app = make_wsgi_chain(DictBackend({"/docs.git": remote}))
+    wanted = "Basic " + base64.b64encode(b"bot:s3cret-token").decode()
+
+    def guarded(environ: dict[str, Any], start: Any) -> Any:
+        if environ.get("HTTP_AUTHORIZATION") != wanted:
+            start("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="git"'), ("Content-Length", "0")])
+            return [b""]
+        return app(environ, start)
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = make_server("127.0.0.1", 0, guarded, handler_class=Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://bot@127.0.0.1:{server.server_port}/docs.git"
+    try:
+        args = ["export", str(backup), str(tmp_path / "docs"), "--git", "--push", url, "--push-token-env", "DOCS_TOKEN"]
+        monkeypatch.delenv("DOCS_TOKEN", raising=False)
+        code, out, _ = syncd(capsys, *args)
+        assert code == 1 and "the environment variable DOCS_TOKEN (the remote's token) is not set" in " ".join(out.split()), out
+        monkeypatch.setenv("DOCS_TOKEN", "wrong-token")
+        code, out, _ = syncd(capsys, *args)
+        assert code == 1 and f"the push to {url} failed" in " ".join(out.split()), out
+        monkeypatch.setenv("DOCS_TOKEN", "s3cret-token")
+        code, out, err = syncd(capsys, *args, "--json")
+        document = check_output("export", out)
+        assert code == 0 and document["git"]["pushed"] and document["git"]["remote"] == url, out + err
+        assert remote.refs[b"refs/heads/main"].decode() == document["git"]["commit"] == git_log(tmp_path / "docs")[0][0]
+        assert "s3cret-token" not in out + err
+    finally:
+        server.shutdown()
+        server.server_close()
+        remote.close()
