@@ -471,7 +471,7 @@ def _reviewed(settings: Settings, source: TargetRef, target: TargetRef, db: Path
 @app.command("verify")
 def verify_cmd(
     source: str = typer.Argument(
-        ..., metavar="SRC_TENANT:ORG|FILE.db", help="The source organization, or a backup file restored into the target by `syncd restore`."
+        ..., metavar="SRC_TENANT:ORG|FILE.db|DIR@REV", help="The source organization, or a backup file (or a commit of an export's Git history) restored into the target by `syncd restore`."
     ),
     target: str = typer.Argument(..., metavar="DST_TENANT:ORG", help="The organization compared with the source."),
     org: str | None = typer.Option(None, "--org", help="With FILE.db: the backed-up organization (when the file holds several), as given to restore."),
@@ -514,22 +514,39 @@ def verify_cmd(
 
 def verify_source(text: str, org: str | None, settings: Settings) -> Source:
     """`mirror verify`'s source: a backup file (read as `restore` reads it) when the argument
-    cannot be TENANT:ORG (a tenant name has no `.` or `/`) or names an existing file; else a
+    cannot be TENANT:ORG (a tenant name has no `.` or `/`) or names an existing file, or a
+    commit of an export's Git history (`DIR[@REV]`, as `restore` takes it); else a
     live organization, which --org does not go with."""
     from syncd.config import names_postgres
     from syncd.config.tenants import parse_ref
     from syncd.copy import BackupSource
+    from syncd.read.export.git_history import parse_source
 
     try:
         parse_ref(text)
-        is_ref = not names_postgres(text) and not Path(text).is_file()
+        is_ref = not names_postgres(text) and not Path(text).is_file() and parse_source(text) is None
     except ValueError:
         is_ref = False
     if not is_ref:
-        return BackupSource(backup_file(Path(text), "mirror verify"), org)
+        return BackupSource(backup_or_commit(text, settings, "mirror verify")[0], org)
     if org is not None:
         raise UsageError("--org chooses the organization of a backup file: give it with FILE.db only")
     return parse_target_ref(text, settings)
+
+
+def backup_or_commit(text: str, settings: Settings, command: str) -> tuple[Path, str]:
+    """The backup file a `FILE.db` or `DIR[@REV]` argument names, and how to name it again in a
+    command to paste later. A Git history of an export (`syncd export --git`) gives the commit as
+    a backup file rebuilt from its records (`syncd.read.export.git_history.materialize`), kept in
+    STATE_DIR/git-restores/ under the repository's name and the commit's id, and named again by
+    that id (a branch moves on; the commit the restore wrote stays the one to verify)."""
+    from syncd.read.export.git_history import materialize, parse_source
+
+    source = parse_source(text)
+    if source is None:
+        return backup_file(Path(text), command), text
+    path, sha = materialize(source, settings.state_dir / "git-restores")
+    return path, f"{source.repository}@{sha}"
 
 
 def backup_command(
@@ -548,7 +565,9 @@ def backup_command(
 
 
 def restore(
-    backup: Path = typer.Argument(..., metavar="FILE.db", help="A backup written by `syncd backup`."),
+    backup: str = typer.Argument(
+        ..., metavar="FILE.db|DIR[@REV]", help="A backup written by `syncd backup`, or a commit of an export's Git history (`syncd export --git`): DIR is HEAD."
+    ),
     target: str = typer.Argument(..., metavar="DST_TENANT:ORG", help="The organization to restore the backup into."),
     org: str | None = typer.Option(None, "--org", help="The backed-up organization to restore (when the file holds several)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the calls, send none."),
@@ -560,20 +579,20 @@ def restore(
     include: list[str] = IncludeOption,
     exclude: list[str] = ExcludeOption,
 ) -> None:
-    """Restore a backup into an organization with the same engine as `mirror apply` (copy mode);
-    the organization keeps its own access settings unless --with-access."""
+    """Restore a backup, or a commit of an export's Git history, into an organization with the same
+    engine as `mirror apply` (copy mode); the organization keeps its own access settings unless --with-access."""
     from syncd.copy import BackupSource
 
-    backup = backup_file(backup, "restore")
     scope = scope_from(include, exclude)
     settings = load_settings(config)
+    path, named = backup_or_commit(backup, settings, "restore")
     dst = parse_target_ref(target, settings)
-    source = BackupSource(backup, org)
+    source = BackupSource(path, org)
     if dry_run:
         raise typer.Exit(run_dry(
             settings, source, dst, _db(settings, db), mode="copy", max_delete=0, adopt=True, as_json=as_json, scope=scope, with_access=with_access,
         ))
     code = run_copy(settings, source, dst, _db(settings, db), max_rounds=max_rounds, as_json=as_json, scope=scope, with_access=with_access)
-    check = backup_command("mirror verify", str(backup), target, org=org, db=db, config=config, include=include, exclude=exclude, with_access=with_access)
+    check = backup_command("mirror verify", named, target, org=org, db=db, config=config, include=include, exclude=exclude, with_access=with_access)
     _say(_console(as_json), f"verify this restore again later (the organization against the backup): {check}")
     raise typer.Exit(code)

@@ -35,6 +35,7 @@ from syncd.safe_text import console as make_console
 from syncd.state import ChangeSummary, StateStore, StateError, summarise
 
 if TYPE_CHECKING:
+    from syncd.read.export.git_history import GitExport
     from syncd.read.sync import StateLocation
 
 EXIT_PARTIAL = 3
@@ -339,12 +340,24 @@ def export(
     as_json: bool = typer.Option(False, "--json", help="Print the export's report as JSON (schemas/export.json); warnings go to stderr."),
     include: list[str] = IncludeOption,
     exclude: list[str] = ExcludeOption,
+    git: bool = typer.Option(
+        False, "--git", help="Keep DIR as a Git repository: commit the export when something changed, the message saying what (with every object as JSON under .syncd/, so `syncd restore DIR@COMMIT` works)."
+    ),
+    push: str | None = typer.Option(
+        None, "--push", metavar="REMOTE", help="With --git: push the branch to this remote (an SSH or HTTPS URL, or a path), fast-forward only."
+    ),
+    push_token_env: str | None = typer.Option(
+        None, "--push-token-env", metavar="NAME", help="With --push to an HTTPS remote: the environment variable that holds its password or token."
+    ),
 ) -> None:
-    """Export a backup (only read) to a folder per space in GitBook's Git Sync layout, and JSON for the rest."""
+    """Export a backup (only read) to a folder per space in GitBook's Git Sync layout, and JSON for the rest;
+    with --git, as a commit of the folder's Git history."""
     from dataclasses import asdict
 
     from syncd.read.export import export_mirror
 
+    if (push or push_token_env) and not git:
+        raise UsageError("--push and --push-token-env go with --git")
     source = backup_file(source, "export")
     scope = scope_from(include, exclude)
     stopping = interrupt.stoppable(f"the export stopped (every file in {out_dir} is whole, none half-written); run it again")
@@ -354,10 +367,11 @@ def export(
             progress.update(done, total, files)
             stop.check()
 
-        report = export_mirror(source, out_dir, tenant=tenant, org=org, force=force, scope=scope, on_progress=spaces)
+        report = export_mirror(source, out_dir, tenant=tenant, org=org, force=force, scope=scope, on_progress=spaces, records=git)
+    history = _commit(out_dir, push, push_token_env) if git else None
     shown = human_console(as_json, console)
     if as_json:
-        emit({"source": str(source), "out": str(out_dir), **asdict(report), **scope_json(scope, report.dependencies)})
+        emit({"source": str(source), "out": str(out_dir), **asdict(report), **scope_json(scope, report.dependencies), "git": history.as_dict() if history else None})
     else:
         shown.print(
             f"exported {report.organizations} organization(s), {report.spaces} spaces, {report.pages} pages, "
@@ -375,3 +389,29 @@ def export(
             shown.print(f"  [yellow]missing[/yellow] {markup(path)}", soft_wrap=True)
         if len(missing) > MISSING_SHOWN:
             shown.print(f"  ... and {len(missing) - MISSING_SHOWN} more")
+    if history is not None:
+        _print_history(shown, history)
+        if history.pushed is False:
+            raise typer.Exit(1)
+
+
+def _commit(out_dir: Path, push: str | None, token_env: str | None) -> GitExport:
+    from syncd.read.export.git_history import commit_export, push_export
+
+    history = commit_export(out_dir)
+    return push_export(history, push, token_env=token_env) if push else history
+
+
+def _print_history(shown: Console, history: GitExport) -> None:
+    """What `export --git` did to the repository: the commit (or none), then the push."""
+    from syncd.read.export.git_history import BRANCH
+
+    if history.committed:
+        shown.print(f"committed {history.commit}: {markup(history.subject or '')}", soft_wrap=True)
+    else:
+        where = f" (the newest commit is {history.commit})" if history.commit else ""
+        shown.print(f"nothing changed since the last commit: no commit{where}")
+    if history.pushed:
+        shown.print(f"pushed {BRANCH} to {markup(history.remote or '')}", soft_wrap=True)
+    elif history.pushed is False:
+        shown.print(f"[red]{markup(history.push_error or 'the push failed')}[/red]; the commit stays in the repository, and the next push sends it", soft_wrap=True)

@@ -11,6 +11,7 @@ the daemon and `config check` read them of any job.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import (
@@ -33,7 +34,7 @@ from syncd.config.tenants import Ref
 from syncd.scope import Pattern, Scope, ScopeError
 
 __all__ = [
-    "DEFAULT_FULL_EVERY", "JOB_KINDS", "KEEP_RULES", "AnyJob", "BackupJob", "JobBase", "JobConfig",
+    "DEFAULT_FULL_EVERY", "JOB_KINDS", "KEEP_RULES", "AnyJob", "BackupJob", "ExportJob", "JobBase", "JobConfig",
     "MirrorJob", "Schedule", "SyncJob",
 ]  # fmt: skip
 
@@ -105,7 +106,7 @@ class JobBase(StrictModel):
     """The job's name, unique among the jobs: lower case letters, digits, '_' and '-'."""
     kind: Any  # each kind's model narrows it to its own `Literal`
     """What the job does: `sync` keeps the state mirror of the source current, `backup` writes a
-    backup file of it, `mirror` makes the target match it."""
+    backup file of it, `mirror` makes the target match it, `export` commits it to a Git history."""
     source: Ref
     """What the job reads: `TENANT` (every organization the token sees) or `TENANT:ORG_ID`."""
     schedule: Schedule | None = None
@@ -278,7 +279,40 @@ class MirrorJob(JobBase):
         return self
 
 
-AnyJob = SyncJob | BackupJob | MirrorJob
+class ExportJob(JobBase):
+    """Read the source into the job's own mirror file, export it into a Git repository and commit
+    what changed (`syncd export --git`), then push it: the repository's log is the history of
+    the documentation."""
+
+    kind: Literal["export"]
+    repository: Path | None = None
+    """The Git repository the export is written and committed into (its work tree is the export;
+    made at the first run); default `STATE_DIR/exports/<job name>`."""
+    push: str | None = None
+    """Where each run pushes the branch `main`, fast-forward only: an SSH URL (`git@host:org/docs.git`,
+    with the `ssh` client), an HTTPS URL (`https://user@host/org/docs.git`, its token in `push_token_env`)
+    or a path. A failed push fails the run; its commit stays in the repository and the next run pushes it."""
+    push_token_env: str | None = None
+    """The environment variable holding the password or token of an HTTPS `push` remote (the user
+    name is the URL's); never the token itself in the file."""
+    with_files: bool | None = None
+    """Also fetch file binaries (into `<job>.blobs/` beside the job's mirror file, each once) and
+    commit them under the spaces' `.gitbook/assets/`; unset or false: pages link to where they would be."""
+    full_every: FullEvery = DEFAULT_FULL_EVERY
+    """Read everything again, not only what change tokens say changed, when the last full read is
+    this old (`0s`: never); catches edits that move no change token (a comment edited in place)."""
+
+    @model_validator(mode="after")
+    def _whole(self) -> ExportJob:
+        for key in ("include", "exclude"):
+            if getattr(self, key):
+                raise_at((key,), "not allowed on export jobs (a Git history holds whole organizations: restoring a commit needs them)", getattr(self, key))
+        if self.push_token_env is not None and self.push is None:
+            raise_at(("push_token_env",), "goes with push (the remote whose token it holds)", self.push_token_env)
+        return self
+
+
+AnyJob = SyncJob | BackupJob | MirrorJob | ExportJob
 """Every kind of job. A new kind: its model above, named here, and its runner in `syncd.daemon.jobs`."""
 
 

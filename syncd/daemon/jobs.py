@@ -11,6 +11,8 @@
   backups) and it is older than every complete backup kept.
 - `mirror`: `syncd.copy.copy_org`, exactly as `syncd mirror apply`: settle what earlier runs
   left, read both sides, plan, apply, read again and verify, in rounds.
+- `export`: read the source into the job's own mirror file, export it into a Git repository,
+  commit what changed and push it (`syncd.daemon.export_job`).
 
 Each kind is one `Runner` in `RUNNERS` (its settings: one model in `syncd.config.jobs`).
 A run returns its outcome and a JSON-ready summary, or raises: the daemon turns any
@@ -278,6 +280,12 @@ async def _run_mirror(settings: Settings, job: MirrorJob, metrics: DaemonMetrics
     return JobOutcome(outcome, summary)
 
 
+async def _run_export(settings: Settings, job: Any, metrics: DaemonMetrics, full: bool) -> JobOutcome:
+    from syncd.daemon.export_job import run_export
+
+    return JobOutcome(*await run_export(settings, job, metrics, full))
+
+
 async def save_mirror_plan(settings: Settings, job: MirrorJob, folder: Path, now: datetime) -> Path:
     """The plan `job` would apply now, saved in `folder` as `mirror plan --out` saves one (for
     the page to show; `mirror apply --plan` can apply it). Reads both organizations into the
@@ -318,6 +326,7 @@ RUNNERS: dict[str, Runner] = {
     "sync": Runner(_run_sync, writes_state=True),
     "backup": Runner(_run_backup, writes_state=False),
     "mirror": Runner(_run_mirror, writes_state=True),
+    "export": Runner(_run_export, writes_state=False),  # its own mirror file and repository
 }
 """The runner of each kind of job (`syncd.config.JOB_KINDS`), by its tag."""
 assert RUNNERS.keys() == JOB_KINDS.keys(), "every kind of job has one runner"

@@ -77,6 +77,16 @@ class DaemonMetrics:
             "syncd_job_left_on_target", "Objects a copy-mode mirror job's latest run left on the target that the source does not have.",
             ["job"], registry=r,
         )
+        # Where an export job's history went: one series per job, its labels the newest commit and
+        # the remote (without credentials, '' for none), replaced at each run.
+        self.export_commit = Gauge(
+            "syncd_job_export_commit", "1 for an export job's newest commit, labelled with its id and the remote it is pushed to ('' for none).",
+            ["job", "commit", "remote"], registry=r,
+        )
+        self.export_unpushed = Gauge(
+            "syncd_job_export_unpushed", "1 while an export job's newest commit is not on its remote (the latest push failed), else 0.",
+            ["job"], registry=r,
+        )
         self.paused = Gauge(
             "syncd_job_paused", "1 while an operator has the job paused (its schedule does not fire, triggers are refused).",
             ["job"], registry=r,
@@ -90,6 +100,7 @@ class DaemonMetrics:
         )
         self._kinds: dict[str, set[str]] = {}
         self._last: dict[str, tuple[str, str]] = {}
+        self._exports: dict[str, tuple[str, str]] = {}
 
     # -- ApiObserver -------------------------------------------------------------------
 
@@ -133,6 +144,19 @@ class DaemonMetrics:
     def set_left_on_target(self, job: str, count: int) -> None:
         self.left_on_target.labels(job).set(count)
 
+    def set_export(self, job: str, commit: str | None, remote: str | None, pushed: bool | None) -> None:
+        """Where an export job's history is now: its newest commit, its remote, and whether the remote has it."""
+        self._drop_export(job)
+        self._exports[job] = (commit or "", remote or "")
+        self.export_commit.labels(job, *self._exports[job]).set(1)
+        self.export_unpushed.labels(job).set(1 if pushed is False else 0)
+
+    def _drop_export(self, job: str) -> None:
+        last = self._exports.pop(job, None)
+        if last is not None:
+            with contextlib.suppress(KeyError):
+                self.export_commit.remove(job, *last)
+
     def _drop_last(self, job: str) -> None:
         last = self._last.pop(job, None)
         if last is not None:
@@ -142,7 +166,8 @@ class DaemonMetrics:
     def forget_job(self, job: str) -> None:
         """A job removed from the configuration leaves no series behind."""
         self._drop_last(job)
-        for metric in (self.running, self.paused, self.duration, self.last_success, self.left_on_target):
+        self._drop_export(job)
+        for metric in (self.running, self.paused, self.duration, self.last_success, self.left_on_target, self.export_unpushed):
             with contextlib.suppress(KeyError):
                 metric.remove(job)
         for outcome in OUTCOMES:

@@ -54,7 +54,7 @@ from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.pauses import JobPaused, NothingToCancel, cancelled_by, paused_before_start
 from syncd.daemon.progress import reporting
 from syncd.daemon.remote import local_url
-from syncd.daemon.run_end import describe_error, log_run_end
+from syncd.daemon.run_end import RunFailed, describe_error, log_run_end
 from syncd.daemon.run_history import NEVER_STARTED, Pause, RunHistory, RunRecord
 from syncd.daemon.runs import RunLog
 from syncd.daemon.schedule import JobTimer
@@ -552,6 +552,8 @@ class Daemon:
                 # An error raised while the run was being cancelled is the cancellation's doing.
                 cancelling = own.cancel_called or (self._runs_group is not None and self._runs_group.cancel_scope.cancel_called)
                 record.outcome, record.error = ("cancelled" if cancelling else "failed"), describe_error(exc)
+                if isinstance(exc, RunFailed):
+                    record.summary = exc.summary  # what it did before it failed (a commit made, its push failed)
                 if own.cancel_called and state.cancelled_by is not None:
                     record.error = cancelled_by(state.cancelled_by)
             finally:

@@ -264,6 +264,15 @@ def _changes(summary: dict[str, Any]) -> dict[str, Any] | None:
     return {"counts": counts, "total": sum(counts.values()), "command": f"syncd diff {where}--run {run}"}
 
 
+def _git(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """Where an export run's history went: the repository, the commit (made by this run or
+    not), the remote and whether it has the commit."""
+    git = summary.get("git")
+    if not isinstance(git, dict):
+        return None
+    return {key: git.get(key) for key in ("repository", "commit", "committed", "subject", "remote", "pushed", "push_error")}
+
+
 def _left(summary: dict[str, Any]) -> list[dict[str, str]]:
     items = summary.get("left_on_target")
     if not isinstance(items, list):
@@ -302,6 +311,7 @@ def _run_view(run: RunRecord, expected: int | None = None) -> dict[str, Any]:
     view["problems"] = _texts(summary.get("errors") or summary.get("failures"))
     view["pruned"] = _texts(summary.get("pruned"))
     view["file"] = summary.get("file") if isinstance(summary.get("file"), str) else None
+    view["git"] = _git(summary)
     view["changes"] = _changes(summary)
     view["left"] = _left(summary)
     verify = summary.get("verify") if isinstance(summary.get("verify"), dict) else {}
