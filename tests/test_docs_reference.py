@@ -139,6 +139,7 @@ KEY_PREFIXES = {
     "SyncJob": "jobs[].",
     "BackupJob": "jobs[].",
     "MirrorJob": "jobs[].",
+    "StorageConfig": "storage.NAME.",
 }
 
 
