@@ -190,6 +190,8 @@ class FaultProxy:
                 self.held.set()
                 assert self._release is not None
                 await self._release.wait()
+                if request.transport is None or request.transport.is_closing():
+                    return web.Response(status=499)  # the client is gone: as if the body never arrived whole
             headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
             async with session.request(request.method, self.upstream + request.path_qs, headers=headers, data=body, allow_redirects=False) as answer:
                 data = await answer.read()

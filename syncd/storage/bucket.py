@@ -285,7 +285,7 @@ async def open_bucket(settings: Settings, bucket: str) -> AsyncIterator[Bucket]:
     attempts = entry.max_attempts if entry is not None else StorageConfig.model_fields["max_attempts"].default
     concurrency = entry.concurrency if entry is not None else StorageConfig.model_fields["concurrency"].default
     config = Config(
-        retries={"max_attempts": attempts, "mode": "standard"},
+        retries={"total_max_attempts": attempts, "mode": "standard"},
         s3={"addressing_style": entry.addressing_style if entry is not None else "auto"},
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
