@@ -9,12 +9,14 @@ equal; a second backup into the same prefix sends none of the blobs it shares wi
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.s3_support import bucket, make_bucket, moto_server, objects, s3_env  # noqa: F401  (fixtures)
+from syncd.config import load_settings
+from tests.s3_support import FaultProxy, bucket, fault_proxy, moto_server, objects, s3_env  # noqa: F401  (fixtures)
 from tests.schema_support import check_output
 from tests.test_plan_review import run as syncd
 from tests.thread_emulator import ThreadEmulator, thread_emulator
@@ -124,3 +126,67 @@ def test_check_says_what_is_wrong_with_a_backup_in_s3(env: Path, emulator: Threa
     code, _, err = syncd(capsys, "check", f"s3://{bucket}/b/")
     assert code == 2 and "a backup in object storage is an object named NAME.db" in err, err
     assert json.loads(client.get_object(Bucket=bucket, Key="b/acme.db")["Metadata"].get("syncd-objects", "null")) > 0
+
+
+# ----- the bucket's calls, and the settings ------------------------------------------------------------
+
+
+async def test_a_large_file_goes_up_in_parts_and_a_lost_completion_is_no_failure(
+    bucket: str, moto_server: str, fault_proxy: FaultProxy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from syncd.storage import bucket as bucket_module
+    from syncd.storage.bucket import open_bucket
+
+    monkeypatch.setattr(bucket_module, "PART_SIZE", 5 * 1024 * 1024)  # S3's smallest part: three parts for 11 MiB
+    data = os.urandom(11 * 1024 * 1024)
+    path = tmp_path / "big.db"
+    path.write_bytes(data)
+    config = tmp_path / "syncd.toml"
+    config.write_text(
+        f'[storage.big]\nbucket = "{bucket}"\nendpoint_url = "{fault_proxy.url}"\nregion = "us-east-1"\naddressing_style = "path"\n'
+        'access_key_id_env = "BIG_KEY"\nsecret_access_key_env = "BIG_SECRET"\n'
+    )
+    settings = load_settings(config, {"BIG_KEY": "k", "BIG_SECRET": "s"})
+    fault_proxy.add("POST", rf"/{bucket}/big\.db$", "drop")  # the completion is done, its answer lost: botocore asks again
+    async with open_bucket(settings, bucket) as opened:
+        assert await opened.put_file("big.db", path, {"syncd-sha256": "x"}) == len(data)
+        assert (await opened.head("big.db")).size == len(data)  # type: ignore[union-attr]
+    assert [path for method, path in fault_proxy.seen if method == "PUT"] == [f"/{bucket}/big.db"] * 3
+    assert [path for method, path in fault_proxy.seen if method == "POST"].count(f"/{bucket}/big.db") == 3  # create, complete, complete again
+    assert objects(moto_server, bucket) == {"big.db": data}
+
+
+@pytest.mark.parametrize(
+    ("table", "expected"),
+    [
+        ('[storage.a]\nbucket = "one-bucket"\n[storage.b]\nbucket = "one-bucket"\n', "storage.b.bucket: bucket 'one-bucket' is also storage.a's: one entry a bucket"),
+        ('[storage.a]\nbucket = "one-bucket"\naccess_key_id_env = "K"\n', "give secret_access_key_env with access_key_id_env"),
+        ('[storage.a]\nbucket = "one-bucket"\nprofile = "p"\naccess_key_id_env = "K"\nsecret_access_key_env = "S"\n', "either profile or access_key_id_env"),
+        ('[storage.a]\nbucket = "One_Bucket"\n', "is no bucket name"),
+        ('[storage.a]\nbucket = "one-bucket"\nendpoint_url = "https://key:secret@r2.example"\n', "must not contain credentials"),
+        ('[[jobs]]\nname = "n"\nkind = "backup"\nsource = "src"\noutput = "s3://x/"\n', "'s3://x/': 'x' is no bucket name"),
+        ('[[jobs]]\nname = "n"\nkind = "backup"\nsource = "src"\noutput = "s3://one-bucket/a"\n[[jobs]]\nname = "m"\nkind = "backup"\nsource = "src"\noutput = "s3://one-bucket/a/"\n',
+         "jobs[1].output: also the output of job 'n': each backup job keeps its own place"),
+        ('[[jobs]]\nname = "n"\nkind = "sync"\nsource = "src"\noutput = "s3://one-bucket/a/"\n', "only allowed on backup jobs"),
+    ],
+)
+def test_storage_settings_say_what_is_wrong(table: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "syncd.toml"
+    config.write_text('[tenants.src]\nbase_url = "http://127.0.0.1:9"\ntoken = "t"\n' + table)
+    code, out, err = syncd(capsys, "config", "check", "--config", str(config))
+    assert code == 2 and expected in err, err
+
+
+def test_a_key_variable_that_is_not_set_and_an_unknown_profile_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MISSING_KEY", raising=False)
+    config = tmp_path / "syncd.toml"
+    config.write_text('[storage.a]\nbucket = "one-bucket"\naccess_key_id_env = "MISSING_KEY"\nsecret_access_key_env = "MISSING_SECRET"\n'
+                      '[storage.b]\nbucket = "two-bucket"\nprofile = "nobody"\n')  # fmt: skip
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    code, _, err = syncd(capsys, "check", "s3://one-bucket/a.db", "--config", str(config))
+    assert (code, err.strip()) == (2, "syncd: error: storage.a.access_key_id_env: environment variable MISSING_KEY is not set or empty"), err
+    code, _, err = syncd(capsys, "check", "s3://two-bucket/a.db", "--config", str(config))
+    assert code == 2 and err.count("\n") == 1 and "storage.b: The config profile (nobody) could not be found" in err, err

@@ -77,7 +77,9 @@ def describe(exc: BaseException, attempts: int) -> str:
     if isinstance(exc, ClientError):
         error = exc.response.get("Error", {})
         code = str(error.get("Code") or "")
-        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+        answered = exc.response.get("ResponseMetadata", {})
+        status = int(answered.get("HTTPStatusCode") or 0)
+        attempts = int(answered["RetryAttempts"]) + 1 if isinstance(answered.get("RetryAttempts"), int) else attempts
         message = " ".join(str(error.get("Message") or "").split())
         words = _WORDS.get(code)
         if words is None:
@@ -303,7 +305,9 @@ async def open_bucket(settings: Settings, bucket: str) -> AsyncIterator[Bucket]:
         client = await context.__aenter__()
     except BotoCoreError as exc:
         where = f"storage.{entry.name}" if entry is not None else f"s3://{bucket}"
-        raise ObjectStoreError(f"{where}: {describe(exc, 1)}") from None
+        error = ObjectStoreError(f"{where}: {describe(exc, 1)}")
+        error.exit_code = 2  # a setting that cannot work (an unknown profile, a bad region): fix it and run again
+        raise error from None
     try:
         yield Bucket(client, bucket, attempts, concurrency)
     finally:
