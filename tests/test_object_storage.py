@@ -100,6 +100,11 @@ def test_two_backups_share_their_unchanged_blobs(env: Path, emulator: ThreadEmul
 
     code, _, err = syncd(capsys, "backup", f"emu:{source}", "--out", first)
     assert code == 2 and f"{first} exists: choose another --out, or --overwrite to replace it" in err, err
+    scoped = f"s3://{bucket}/team/écrits.db"  # a scope's patterns and a key need not be ASCII
+    code, out, err = syncd(capsys, "backup", f"emu:{source}", "--out", scoped, "--exclude", "Brouillons é*")
+    assert code == 0, out + err
+    code, out, err = syncd(capsys, "backup", f"emu:{source}", "--out", scoped, "--exclude", "Brouillons é*", "--overwrite")
+    assert code == 0, out + err
 
 
 def test_check_says_what_is_wrong_with_a_backup_in_s3(env: Path, emulator: ThreadEmulator, bucket: str, s3_env: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -190,3 +195,38 @@ def test_a_key_variable_that_is_not_set_and_an_unknown_profile_are_one_line(
     assert (code, err.strip()) == (2, "syncd: error: storage.a.access_key_id_env: environment variable MISSING_KEY is not set or empty"), err
     code, _, err = syncd(capsys, "check", "s3://two-bucket/a.db", "--config", str(config))
     assert code == 2 and err.count("\n") == 1 and "storage.b: The config profile (nobody) could not be found" in err, err
+
+
+async def test_what_no_backup_names_is_collected_once_abandoned_and_what_one_names_stays(
+    env: Path, emulator: ThreadEmulator, bucket: str, s3_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import time
+
+    import anyio
+    import boto3
+
+    from syncd.config import load_settings as settings_now
+    from syncd.storage.bucket import open_bucket
+    from syncd.storage.pruning import ABANDONED_AFTER, collect_garbage
+
+    for name in ("kept", "gone"):
+        code, out, err = await anyio.to_thread.run_sync(
+            syncd, capsys, "backup", f"emu:{emulator.org_ids[0]}", "--out", f"s3://{bucket}/p/{name}.db", "--with-files"
+        )
+        assert code == 0, out + err
+    client = boto3.client("s3", endpoint_url=s3_env, region_name="us-east-1")
+    client.delete_object(Bucket=bucket, Key="p/gone.db")  # retention's part: the backup object
+    orphan_blob, orphan_manifest = "p/blobs/00/" + "0" * 62, "p/manifests/" + "1" * 64 + ".json"
+    client.put_object(Bucket=bucket, Key=orphan_blob, Body=b"left by an upload that never finished")
+    client.put_object(Bucket=bucket, Key=orphan_manifest, Body=json.dumps({"s/f": {"sha256": "2" * 64, "size": 1}}).encode())
+    before = objects(s3_env, bucket, "p/")
+
+    async with open_bucket(settings_now(None), bucket) as opened:
+        young = await collect_garbage(opened, "p/", time.time())
+        assert (young.manifests, young.blobs) == ([], []), "nothing a day younger than the pruning goes"
+        old = await collect_garbage(opened, "p/", time.time() + ABANDONED_AFTER + 60)
+    assert (old.manifests, old.blobs) == ([orphan_manifest], [orphan_blob])
+    after = objects(s3_env, bucket, "p/")
+    assert sorted(after) == sorted(key for key in before if key not in (orphan_blob, orphan_manifest))
+    code, out, err = await anyio.to_thread.run_sync(syncd, capsys, "check", f"s3://{bucket}/p/kept.db")
+    assert code == 0, out + err

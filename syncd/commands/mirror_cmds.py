@@ -472,7 +472,8 @@ def _reviewed(settings: Settings, source: TargetRef, target: TargetRef, db: Path
 @app.command("verify")
 def verify_cmd(
     source: str = typer.Argument(
-        ..., metavar="SRC_TENANT:ORG|FILE.db", help="The source organization, or a backup file restored into the target by `syncd restore`."
+        ..., metavar="SRC_TENANT:ORG|FILE.db",
+        help="The source organization, or a backup restored into the target by `syncd restore` (a file, or s3://BUCKET/PREFIX/NAME.db).",
     ),
     target: str = typer.Argument(..., metavar="DST_TENANT:ORG", help="The organization compared with the source."),
     org: str | None = typer.Option(None, "--org", help="With FILE.db: the backed-up organization (when the file holds several), as given to restore."),

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 from syncd.config import Settings, TargetRef
 from syncd.config.storage import ObjectUrl, is_object_url, parse_object_url
@@ -64,12 +65,13 @@ def held_in(info: ObjectInfo | None, url: ObjectUrl) -> Held | None:
     scope, objects = info.metadata.get(META_SCOPE), info.metadata.get(META_OBJECTS)
     if scope is None or objects is None or not objects.isdigit():
         return None
-    return Held(str(url), scope, int(objects))
+    return Held(str(url), unquote(scope), int(objects))
 
 
 def backup_metadata(result: BackupResult) -> dict[str, str]:
-    """The metadata a backup object carries so that the next backup is compared with it."""
-    return {META_SCOPE: result.scope_ref, META_OBJECTS: str(result.objects)}
+    """The metadata a backup object carries so that the next backup is compared with it (the
+    scope percent-encoded: metadata is ASCII, a scope's patterns may not be)."""
+    return {META_SCOPE: quote(result.scope_ref, safe=""), META_OBJECTS: str(result.objects)}
 
 
 @dataclass
