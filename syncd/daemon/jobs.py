@@ -1,8 +1,9 @@
 """What one run of a daemon job does, per kind: the same engines the CLI commands use.
 
 - `sync`: crawl TENANT[:ORG] into the state mirror (`state/syncd.db`), incrementally.
-- `backup`: a full crawl into a new file `state/backups/<job>/<job>-<UTC time>.db` (and file
-  binaries beside it when `with_files`), then delete the complete backups the job's retention
+- `backup`: a full crawl into a new file `<job>-<UTC time>.db` in the job's `output` folder
+  (default `state/backups/<job>/`; file binaries beside it when `with_files`; an output in
+  object storage is `syncd.daemon.bucket_backup`'s), then delete the complete backups the job's retention
   policy (`keep_last`, `keep_daily`, ...: `syncd.daemon.retention`, periods in the job's time zone)
   does not keep. A backup that is not whole (something unread, a file not downloaded, or
   emptier than the job's newest complete backup: nothing found, or fewer than half its
@@ -21,7 +22,6 @@ equal (the summary says what), which is not retried sooner than the schedule.
 
 from __future__ import annotations
 
-import re
 import shutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
