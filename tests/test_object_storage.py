@@ -230,3 +230,20 @@ async def test_what_no_backup_names_is_collected_once_abandoned_and_what_one_nam
     assert sorted(after) == sorted(key for key in before if key not in (orphan_blob, orphan_manifest))
     code, out, err = await anyio.to_thread.run_sync(syncd, capsys, "check", f"s3://{bucket}/p/kept.db")
     assert code == 0, out + err
+
+
+def test_a_failed_upload_is_one_line_and_leaves_no_backup(
+    env: Path, emulator: ThreadEmulator, bucket: str, s3_env: str, fault_proxy: FaultProxy, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = env / "syncd.toml"
+    config.write_text(f'[storage.flaky]\nbucket = "{bucket}"\nendpoint_url = "{fault_proxy.url}"\naddressing_style = "path"\nmax_attempts = 2\n')
+    fault_proxy.add("PUT", rf"/{bucket}/b/acme\.db$", "503", times=2)
+    url = f"s3://{bucket}/b/acme.db"
+    code, out, err = syncd(capsys, "backup", f"emu:{emulator.org_ids[0]}", "--out", url, "--with-files", "--config", str(config))
+    assert code == 1, out + err
+    assert err.strip() == (
+        f"syncd: error: uploading {url} failed: the service answered HTTP 503 SlowDown (Please reduce your request rate.), 2 attempts in all"
+    ), err
+    assert "b/acme.db" not in objects(s3_env, bucket), "no backup object after a failed upload"
+    code, _, err = syncd(capsys, "check", url, "--config", str(config))
+    assert code == 2 and "no such backup" in err, err

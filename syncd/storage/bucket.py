@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -39,6 +40,16 @@ PART_SIZE = 16 * 1024 * 1024
 """A file up to this size is one PUT; a larger one goes up in parts of this size."""
 _CHUNK = 1 << 16
 _TIMEOUTS = {"connect_timeout": 10, "read_timeout": 60}
+
+
+def _quiet_library_logs() -> None:
+    """botocore says at info level where it found the keys and the endpoint, on every client:
+    noise between syncd's own lines. Its warnings and errors still come through (a level an
+    operator set on these loggers is left alone)."""
+    for name in ("botocore", "aiobotocore"):
+        logger = logging.getLogger(name)
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.WARNING)
 
 
 class ObjectStoreError(SyncdError):
@@ -282,6 +293,7 @@ async def open_bucket(settings: Settings, bucket: str) -> AsyncIterator[Bucket]:
     from botocore.config import Config
     from botocore.exceptions import BotoCoreError
 
+    _quiet_library_logs()
     entry = settings.storage_for(bucket)
     keys = entry.keys() if entry is not None else None
     attempts = entry.max_attempts if entry is not None else StorageConfig.model_fields["max_attempts"].default
