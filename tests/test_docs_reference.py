@@ -140,6 +140,7 @@ KEY_PREFIXES = {
     "BackupJob": "jobs[].",
     "MirrorJob": "jobs[].",
     "ExportJob": "jobs[].",
+    "StorageConfig": "storage.NAME.",
 }
 
 
@@ -183,9 +184,9 @@ def _toml_keys(data: Any, prefix: str = "") -> set[str]:
         for key, value in data.items():
             path = f"{prefix}{key}"
             keys.add(path)
-            if path == "tenants" and isinstance(value, dict):
-                for tenant in value.values():
-                    keys |= _toml_keys(tenant, "tenants.NAME.")
+            if path in ("tenants", "storage") and isinstance(value, dict):  # tables by name: [tenants.NAME], [storage.NAME]
+                for named in value.values():
+                    keys |= _toml_keys(named, f"{path}.NAME.")
             elif isinstance(value, dict):
                 keys |= _toml_keys(value, path + ".")
             elif isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
@@ -205,7 +206,8 @@ def _commented_keys(text: str) -> set[str]:
         header = _TABLE.match(line)
         if header:
             name = header.group(1)
-            table = "jobs[]." if line.startswith("[[") else ("tenants.NAME." if name.startswith("tenants.") else name + ".")
+            named = next((f"{group}.NAME." for group in ("tenants", "storage") if name.startswith(f"{group}.")), None)
+            table = "jobs[]." if line.startswith("[[") else (named or name + ".")
             continue
         found = _COMMENTED_KEY.match(line)
         if found:

@@ -30,6 +30,7 @@ from pydantic_core import InitErrorDetails, PydanticKnownError
 
 from syncd.config.base import NAME_RE, Problem, Seconds, StrictModel, format_duration, raise_all, raise_at
 from syncd.config.cron import validate_cron, validate_timezone
+from syncd.config.storage import is_object_url, parse_object_url
 from syncd.config.tenants import Ref
 from syncd.scope import Pattern, Scope, ScopeError
 
@@ -240,8 +241,24 @@ class BackupJob(JobBase):
     """Keep the newest backup of each of the last N years that have one (in the job's `timezone`)."""
     with_files: bool | None = None
     """Also fetch file binaries into a `FILE.blobs/` folder beside each backup; unset or false: not."""
+    output: str | None = None
+    """Where the job's backups go: a folder, or `s3://BUCKET/PREFIX/` in object storage (S3, R2,
+    MinIO, GCS: the bucket's `[storage.NAME]`, else the standard AWS settings), where the file
+    binaries of all its backups are stored once by hash under `PREFIX/blobs/`. Unset:
+    `STATE_DIR/backups/JOB/`."""
 
     refused: ClassVar[Mapping[str, str]] = {"full_every": "not allowed on backup jobs (a backup always reads everything)"}
+
+    @field_validator("output")
+    @classmethod
+    def _output(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if is_object_url(value):
+            return str(parse_object_url(value, backup=False))
+        if not value.strip():
+            raise ValueError("must not be empty: a folder, or s3://BUCKET/PREFIX/")
+        return value
 
     @model_validator(mode="after")
     def _retention_is_keep_last(self) -> BackupJob:

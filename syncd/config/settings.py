@@ -18,6 +18,7 @@ from syncd.config.content import ContentSourceConfig
 from syncd.config.daemon import DaemonConfig
 from syncd.config.fleet import FleetConfig, check_state_url
 from syncd.config.jobs import JobConfig
+from syncd.config.storage import StorageConfig, is_object_url, parse_object_url
 from syncd.config.tenants import RetryConfig, TargetRef, TenantConfig, parse_ref
 from syncd.errors import ConfigError
 
@@ -89,6 +90,10 @@ class Settings(BaseSettings):
     """The daemon's control API and web page."""
     content_source: ContentSourceConfig = Field(default_factory=ContentSourceConfig)
     """Where syncd serves content it holds (a backup, a private space) for the target service to import."""
+    storage: dict[str, StorageConfig] = Field(default_factory=dict)
+    """Buckets of object storage that backups go to (`s3://BUCKET/...`), each a table
+    `[storage.NAME]` with its bucket, endpoint, region and the variables holding its keys; a
+    bucket without one is reached with the standard AWS settings alone."""
 
     _config_file: Path | None = PrivateAttr(default=None)
     _env: Mapping[str, str] | None = PrivateAttr(default=None)
@@ -130,6 +135,21 @@ class Settings(BaseSettings):
             tenant._name = name
         return value
 
+    @field_validator("storage")
+    @classmethod
+    def _storage_entries(cls, value: dict[str, StorageConfig]) -> dict[str, StorageConfig]:
+        problems: list[Problem] = []
+        buckets: dict[str, str] = {}
+        for name, entry in value.items():
+            if not NAME_RE.match(name):
+                problems.append(((name,), f"invalid storage name {name!r}: use lower case letters, digits, '_' and '-'", name))
+            if entry.bucket in buckets:
+                problems.append(((name, "bucket"), f"bucket {entry.bucket!r} is also storage.{buckets[entry.bucket]}'s: one entry a bucket", entry.bucket))
+            buckets.setdefault(entry.bucket, name)
+            entry._name = name
+        raise_all(problems)
+        return value
+
     @field_validator("state_dir", "temp_dir")
     @classmethod
     def _state_dir(cls, value: Path | None) -> Path | None:
@@ -149,10 +169,17 @@ class Settings(BaseSettings):
         """Job names are unique and jobs name configured tenants: every problem at once."""
         problems: list[Problem] = []
         seen: dict[str, int] = {}
+        outputs: dict[str, str] = {}
         for index, job in enumerate(self.jobs):
             if job.name in seen:
                 problems.append((("jobs", index, "name"), f"duplicate job name {job.name!r} (also jobs[{seen[job.name]}])", job.name))
             seen.setdefault(job.name, index)
+            output = getattr(job, "output", None)
+            if output is not None:
+                where = str(parse_object_url(output, backup=False)) if is_object_url(output) else str(Path(output).expanduser().absolute())
+                if where in outputs:
+                    problems.append((("jobs", index, "output"), f"also the output of job {outputs[where]!r}: each backup job keeps its own place", output))
+                outputs.setdefault(where, job.name)
             for field in ("source", "target"):
                 ref: TargetRef | None = getattr(job, field)
                 if ref is not None and ref.tenant not in self.tenants:
@@ -174,6 +201,10 @@ class Settings(BaseSettings):
             return self.tenants[name.strip().lower()]
         except KeyError:
             raise ConfigError(f"unknown tenant {name!r} ({self._configured()})") from None
+
+    def storage_for(self, bucket: str) -> StorageConfig | None:
+        """The `[storage.NAME]` entry of `bucket`, or None: the standard AWS settings alone."""
+        return next((entry for entry in self.storage.values() if entry.bucket == bucket), None)
 
     def job(self, name: str) -> JobConfig:
         """The job called `name`, or a ConfigError listing the known ones."""

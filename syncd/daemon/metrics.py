@@ -73,6 +73,13 @@ class DaemonMetrics:
             "syncd_job_last_outcome", "1 for the job's latest finished run: its outcome and why it is not a plain success (reason, '' for one).",
             ["job", "outcome", "reason"], registry=r,
         )
+        # One series per backup job, replaced at each backup it stores: where the latest went
+        # (a file, or s3://BUCKET/KEY) as a label, when as the value.
+        self.last_backup = Gauge(
+            "syncd_job_last_backup_timestamp_seconds",
+            "Unix time at which the backup job's latest backup was stored, labelled with where it went (a file, or s3://BUCKET/KEY).",
+            ["job", "location"], registry=r,
+        )
         self.left_on_target = Gauge(
             "syncd_job_left_on_target", "Objects a copy-mode mirror job's latest run left on the target that the source does not have.",
             ["job"], registry=r,
@@ -101,6 +108,7 @@ class DaemonMetrics:
         self._kinds: dict[str, set[str]] = {}
         self._last: dict[str, tuple[str, str]] = {}
         self._exports: dict[str, tuple[str, str]] = {}
+        self._last_backup: dict[str, str] = {}
 
     # -- ApiObserver -------------------------------------------------------------------
 
@@ -141,6 +149,15 @@ class DaemonMetrics:
         self._last[job] = (outcome, _label(reason or ""))
         self.last_outcome.labels(job, *self._last[job]).set(1)
 
+    def backup_stored(self, job: str, location: str, at: float) -> None:
+        """The job's latest backup went to `location` at `at` (the previous one's series goes)."""
+        previous = self._last_backup.pop(job, None)
+        if previous is not None:
+            with contextlib.suppress(KeyError):
+                self.last_backup.remove(job, previous)
+        self._last_backup[job] = location
+        self.last_backup.labels(job, location).set(at)
+
     def set_left_on_target(self, job: str, count: int) -> None:
         self.left_on_target.labels(job).set(count)
 
@@ -167,6 +184,10 @@ class DaemonMetrics:
         """A job removed from the configuration leaves no series behind."""
         self._drop_last(job)
         self._drop_export(job)
+        location = self._last_backup.pop(job, None)
+        if location is not None:
+            with contextlib.suppress(KeyError):
+                self.last_backup.remove(job, location)
         for metric in (self.running, self.paused, self.duration, self.last_success, self.left_on_target, self.export_unpushed):
             with contextlib.suppress(KeyError):
                 metric.remove(job)

@@ -280,6 +280,16 @@ def _left(summary: dict[str, Any]) -> list[dict[str, str]]:
     return [{key: str(item.get(key, "")) for key in ("kind", "title", "path")} for item in items if isinstance(item, dict)]
 
 
+def _stored(stored: Any) -> dict[str, str] | None:
+    """Where a backup in object storage went, as the page shows it: its bucket and key, and its
+    file binaries sent or already stored (None: the backup is a file)."""
+    if not isinstance(stored, dict) or not isinstance(stored.get("bucket"), str) or not isinstance(stored.get("key"), str):
+        return None
+    sent, present = stored.get("blobs_sent"), stored.get("blobs_present")
+    blobs = f"{sent:,} file binaries uploaded, {present:,} already stored" if isinstance(sent, int) and isinstance(present, int) and sent + present else ""
+    return {"bucket": stored["bucket"], "key": stored["key"], "blobs": blobs}
+
+
 def _expected(runs: Any, run: RunRecord) -> int | None:
     """The size of the job's latest finished run before `run` (what its progress compares with)."""
     for earlier in runs.of_job(run.job, 10):
@@ -312,6 +322,7 @@ def _run_view(run: RunRecord, expected: int | None = None) -> dict[str, Any]:
     view["pruned"] = _texts(summary.get("pruned"))
     view["file"] = summary.get("file") if isinstance(summary.get("file"), str) else None
     view["git"] = _git(summary)
+    view["stored"] = _stored(summary.get("stored"))
     view["changes"] = _changes(summary)
     view["left"] = _left(summary)
     verify = summary.get("verify") if isinstance(summary.get("verify"), dict) else {}
