@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,13 +82,7 @@ def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def s3_env(moto_server: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
     """The standard AWS variables pointing at moto (and no profile or file of this machine's):
     what a user's shell would have. Returns the endpoint."""
-    for name in [name for name in os.environ if name.startswith("AWS_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    for name, value in KEYS.items():
-        monkeypatch.setenv(name, value)
+    clear_aws(monkeypatch, tmp_path, KEYS)
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
     monkeypatch.setenv("AWS_REGION", REGION)
     return moto_server
@@ -234,3 +228,15 @@ def wait_held(proxy: FaultProxy, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not proxy.held.wait(0.1):
         assert time.monotonic() < deadline, f"no request was held within {timeout:g}s (seen: {proxy.seen[-5:]})"
+
+
+def clear_aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, keys: Mapping[str, str]) -> None:
+    """No AWS setting of this machine's (no profile, no file, no instance metadata), and the
+    test keys: what a configuration's storage table or a shell's variables name is all there is."""
+    for name in [name for name in os.environ if name.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    for name, value in keys.items():
+        monkeypatch.setenv(name, value)

@@ -30,7 +30,7 @@ from syncd.emulator.store import Store
 from syncd.storage import ObjectStoreError
 from tests.daemon_support import DaemonProcess, daemon_config, metric_samples
 from tests.test_daemon_outcomes import _page
-from tests.s3_support import REGION, FaultProxy, bucket, fault_proxy, moto_server, objects, wait_held  # noqa: F401  (fixtures)
+from tests.s3_support import REGION, FaultProxy, bucket, clear_aws, fault_proxy, moto_server, objects, wait_held  # noqa: F401  (fixtures)
 from tests.thread_emulator import TOKEN, ThreadEmulator, thread_emulator
 
 SPEC = "orgs=1,collections=1,spaces=2,pages=1,files=2"
@@ -49,15 +49,7 @@ def _storage(bucket_name: str, endpoint: str, attempts: int = 3) -> str:
 @pytest.fixture
 def aws_nowhere(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No AWS setting of this machine's: what the storage table names is all there is."""
-    import os
-
-    for name in [name for name in os.environ if name.startswith("AWS_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    for name, value in KEYS.items():
-        monkeypatch.setenv(name, value)
+    clear_aws(monkeypatch, tmp_path, KEYS)
 
 
 @pytest.fixture

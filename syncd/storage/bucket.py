@@ -21,7 +21,7 @@ import base64
 import hashlib
 import logging
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +31,7 @@ import anyio
 
 from syncd.config import Settings
 from syncd.config.storage import ObjectUrl, StorageConfig
-from syncd.errors import SyncdError
+from syncd.errors import SyncdError, first_failure
 from syncd.files import create_private
 
 __all__ = ["PART_SIZE", "Bucket", "ObjectInfo", "ObjectStoreError", "open_bucket"]
@@ -54,6 +54,21 @@ def _quiet_library_logs() -> None:
 
 class ObjectStoreError(SyncdError):
     """A request to object storage failed (after its retries): what, where, and why in words."""
+
+
+async def for_each_object(items: Iterable[str], each: Callable[[str], Awaitable[None]]) -> None:
+    """`each(item)` for every item in one task group (the caller bounds how many at once): the
+    first ObjectStoreError is raised as itself, not inside a group, so it ends the command as
+    one line."""
+    try:
+        async with anyio.create_task_group() as group:
+            for item in items:
+                group.start_soon(each, item)
+    except BaseExceptionGroup as group_error:
+        failure = first_failure(group_error)
+        if isinstance(failure, ObjectStoreError):
+            raise failure from None
+        raise
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,11 @@ from pathlib import Path
 import anyio
 
 from syncd.config.storage import ObjectUrl
-from syncd.errors import SyncdError, first_failure
+from syncd.errors import SyncdError
 from syncd.files import private_dir, write_private
 from syncd.read.backup import blobs_dir
 from syncd.read.blobs import MANIFEST, MANIFEST_LIMIT, hash_stream
-from syncd.storage.bucket import Bucket, ObjectStoreError
+from syncd.storage.bucket import Bucket, ObjectStoreError, for_each_object
 from syncd.storage.layout import META_MANIFEST, META_SHA256, blob_key, manifest_key
 
 __all__ = ["Fetched", "NoSuchBackup", "fetch_backup"]
@@ -102,12 +102,4 @@ async def _fetch_blobs(bucket: Bucket, prefix: str, manifest: str, root: Path, l
             if await bucket.get_file(key, target):
                 local.blobs += 1
 
-    try:
-        async with anyio.create_task_group() as group:
-            for sha256 in wanted:
-                group.start_soon(fetch, sha256)
-    except BaseExceptionGroup as group_error:
-        failure = first_failure(group_error)
-        if isinstance(failure, ObjectStoreError):
-            raise failure from None
-        raise
+    await for_each_object(wanted, fetch)

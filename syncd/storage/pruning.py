@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from syncd.errors import first_failure
 from syncd.read.blobs import MANIFEST_LIMIT
-from syncd.storage.bucket import Bucket, ObjectInfo, ObjectStoreError
+from syncd.storage.bucket import Bucket, ObjectInfo, ObjectStoreError, for_each_object
 from syncd.storage.layout import BLOBS, MANIFESTS, META_MANIFEST, blob_of, manifest_key, manifest_of
 
 __all__ = ["ABANDONED_AFTER", "Garbage", "backups_in", "collect_garbage", "delete_objects"]
@@ -51,15 +50,7 @@ async def delete_objects(bucket: Bucket, keys: list[str]) -> None:
         async with limiter:
             await bucket.delete(key)
 
-    try:
-        async with anyio.create_task_group() as group:
-            for key in keys:
-                group.start_soon(one, key)
-    except BaseExceptionGroup as group_error:
-        failure = first_failure(group_error)
-        if isinstance(failure, ObjectStoreError):
-            raise failure from None
-        raise
+    await for_each_object(keys, one)
 
 
 async def collect_garbage(bucket: Bucket, prefix: str, now: float, abandoned_after: float = ABANDONED_AFTER) -> Garbage:
