@@ -21,7 +21,7 @@ RUN groupadd --gid 10001 syncd \
     && mkdir -p /app/state /app/config \
     && chown syncd:syncd /app/state /app/config
 
-# A regular (non-editable) install of the package, as in the README, from a build folder
+# A regular (non-editable) install of the package, as docs/guides/docker.md says, from a build folder
 # that is removed afterwards: /app holds only the volumes.
 COPY pyproject.toml README.md /tmp/src/
 COPY syncd /tmp/src/syncd

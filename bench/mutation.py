@@ -1,13 +1,13 @@
-"""The mutation check: how many small bugs put into the modules that hold the README's promises
+"""The mutation check: how many small bugs put into the modules that hold the documentation's promises
 the tests catch (mutmut, configured in pyproject.toml `[tool.mutmut]`). Not part of CI: it
 runs each mutant against the tests that cover its function, which takes a while.
 
     python bench/mutation.py                 # all configured modules
-    python bench/mutation.py 'syncd.retention*'   # mutants whose name matches
+    python bench/mutation.py 'syncd.daemon.retention*'   # mutants whose name matches
     python bench/mutation.py --report        # figures of the last run, without running
 
 It prints mutants, killed, survivors (each by name; `mutmut show NAME` shows its diff) and the
-other outcomes (timeouts, no tests). Survivors are explained in README "Development".
+other outcomes (timeouts, no tests). Survivors are explained in docs/development/mutation.md.
 Needs `pip install mutmut` (3.x); it works in `mutants/` (git-ignored).
 """
 

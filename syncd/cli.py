@@ -112,6 +112,13 @@ def _register(argv: list[str] | None = None) -> None:
         _add(*entry)
 
 
+def command_tree() -> Any:
+    """The whole command line as click holds it, every command added: what `syncd --help`
+    and each command's `--help` render, read by the documentation (`syncd.reference.cli`)."""
+    _register([])
+    return typer.main.get_command(app)
+
+
 def _add(name: str, module_name: str, attribute: str) -> None:
     module = importlib.import_module(f"syncd.commands.{module_name}")
     if attribute == "app":

@@ -8,7 +8,7 @@ first failed connect that it is retrying and until when (a clock time), and ends
 with one line naming the URL and what to check (`syncd.api.unreachable`). A daemon rides out a
 server's restart instead: its runs keep the full backoff (and its job backoff after that).
 
-The window travels in a context variable, as the fence does (`syncd.fencing`): `syncd.cli` opens
+The window travels in a context variable, as the fence does (`syncd.pg.fencing`): `syncd.cli` opens
 it around every command and `serve` closes it again; a client made outside (the daemon, a test's
 own client) keeps the full budget. No import of the API client: every command's start reads this.
 """

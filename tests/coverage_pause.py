@@ -1,6 +1,6 @@
 """Property tests (Hypothesis `@given`) run with coverage's line tracer off in their thread.
 
-Why: the test command runs the suite under `coverage run` (README "Development"). On Python
+Why: the test command runs the suite under `coverage run` (docs/development/coverage.md). On Python
 3.11 a line tracer slows every line the interpreter runs, measured or not, and a property test
 is hundreds of examples of the same code: under the tracer those tests took about twice as long
 (about 20 s more of the suite's wall), for lines the example-based tests already run. So the

@@ -12,7 +12,7 @@ import pytest
 from psycopg.rows import dict_row
 
 from syncd.daemon.fleet_runs import FleetRunLog
-from syncd.pg import connect
+from syncd.pg.connect import connect
 
 __all__ = ["JOBS", "LONG", "T0", "db_rows", "fleet", "fleet_runs", "overlaps", "job_slots", "run_in_threads", "slot_gap_problems"]
 

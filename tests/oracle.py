@@ -5,7 +5,7 @@
   providers only for a copy `--with-access` (the target keeps its own otherwise); a page's
   emoji and hidden flag only where the service's importer reads the markdown alternate (an
   importer that reads the HTML alone has no place for them: row
-  `import-reads-markdown-alternate`, README "Content that travels");
+  `import-reads-markdown-alternate`, docs/concepts/content.md);
 - `mirror_mismatches`: whether a syncd mirror holds exactly the objects of the dump.
 """
 
@@ -43,7 +43,7 @@ HTML_CANNOT_CARRY = {"page": {"emoji", "hidden"}}
 
 def _copyable(kind: str, data: Any, html_only: bool = False) -> Any:
     """The writable fields; a page's markdown as what it says: an importer may write it in its
-    own style (README, "Behaviour profiles", row `import-style`), and a copy promises the words."""
+    own style (docs/concepts/open-points.md, row `import-style`), and a copy promises the words."""
     if not isinstance(data, dict):
         return data
     dropped = NOT_WRITABLE.get(kind, set()) | (HTML_CANNOT_CARRY.get(kind, set()) if html_only else set())

@@ -203,7 +203,7 @@ BAD_INPUTS = [
     ),
     pytest.param(
         SRC + '[[jobs]]\nname = "a"\nkind = "copy"\nsource = "src"\n',
-        "jobs[0].kind: must be 'sync', 'backup' or 'mirror', got 'copy'",
+        "jobs[0].kind: must be 'sync', 'backup', 'mirror' or 'export', got 'copy'",
         id="unknown-job-kind",
     ),
     pytest.param(
@@ -607,7 +607,7 @@ def test_every_problem_is_said_at_once_where_it_was_given(tmp_path: Path) -> Non
         f"{path}: jobs[0].target: only allowed on mirror jobs, not on a sync job",
         f"{path}: jobs[0].retention: only allowed on backup jobs, not on a sync job",
         f"{path}: jobs[1].keep_dayly: unknown key; did you mean keep_daily?",
-        f"{path}: jobs[2].kind: must be 'sync', 'backup' or 'mirror', got 'copy'",
+        f"{path}: jobs[2].kind: must be 'sync', 'backup', 'mirror' or 'export', got 'copy'",
         f"{path}: jobs[2].retension: unknown key; did you mean retention?",  # a job of no known kind: any kind's key
     ])  # fmt: skip
     assert "\n" not in str(info.value) and "did you mean keep_daily?" in str(info.value)  # a log event: one line

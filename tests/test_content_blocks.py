@@ -1,7 +1,7 @@
 """The platform's blocks through the content source's HTML and an HTML-only import: each block
 and a page with all of them come back with the same meaning (words and structure), with the
-page's title once, whether the importer drops the first `<h1>` or keeps it (README, "Content
-that travels"). The round trip is the real one: `SpaceSite.page_html`, then the emulator
+page's title once, whether the importer drops the first `<h1>` or keeps it
+(docs/concepts/content.md). The round trip is the real one: `SpaceSite.page_html`, then the emulator
 importer's own HTML conversion (`syncd.emulator.html_markdown.html_page_to_markdown`), then `meaning` of both sides."""
 
 from __future__ import annotations

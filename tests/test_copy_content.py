@@ -1,4 +1,4 @@
-"""Content across tenants at the open points of imports (README, "Behaviour profiles": rows
+"""Content across tenants at the open points of imports (docs/concepts/open-points.md, rows
 import-existing-pages, locked-space, import-style): a locked space gets its content, a changed
 source space is brought over without stacking imports, and a service that adds what it imports
 is found out and remembered. Runs the real CLI against an emulator process under `default`,

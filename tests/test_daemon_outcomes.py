@@ -2,7 +2,7 @@
 drops a space keeps succeeding, and every place that shows a run says what it left on the
 target, in the same words: the control API (`/jobs/NAME`, `/runs/ID`), `syncd trigger --wait`
 (human and `--json`), the run page, the metrics and the log. Against the emulator under each profile
-(`default`, `divergent`, `mixed:SEED`: README "Behaviour profiles"), with `syncd serve` and the
+(`default`, `divergent`, `mixed:SEED`: docs/concepts/open-points.md), with `syncd serve` and the
 command line as processes of their own.
 """
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from syncd.change_lines import CHANGES_SHOWN, change_lines
 from syncd.cli import main
+from syncd.commands.change_lines import CHANGES_SHOWN, change_lines
 from syncd.state import StateStore, Row, content_hash
 from syncd.state.diff import MAX_FIELDS, MAX_VALUE, changed_fields, compose_fields
 from tests.state_support import sqlite_only, use_backend

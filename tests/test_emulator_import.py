@@ -1,6 +1,6 @@
 """The emulator's website import (`content/import` from a URL that is not the emulator's own),
-against a small site served over loopback HTTP that follows the conventions in the README
-("Website import (content/import)"): an index with a page tree and a file list, pages with a
+against a small site served over loopback HTTP that follows the conventions in docs/concepts/content.md
+("The layout, exactly"): an index with a page tree and a file list, pages with a
 markdown alternate, one page with HTML only, a PNG and a PDF, a broken and an external link."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from syncd.read.export import export_mirror
 from syncd.read.export.layout import _ASSET_MAX, SLUG_MAX, _claim, _claim_file
-from syncd.sibling_names import SiblingNames
+from syncd.read.sibling_names import SiblingNames
 from tests.test_export import _row, load, write_backup
 
 COUNT = 8_000

@@ -69,7 +69,7 @@ LEASE = "10s"
 @pytest.fixture
 def untraced_children(monkeypatch: pytest.MonkeyPatch) -> None:
     """The replicas and the emulator of this test run without coverage's tracer (it comes to
-    them through this variable when the suite runs under coverage, README "Coverage"): two
+    them through this variable when the suite runs under coverage, docs/development/coverage.md): two
     minutes of four traced processes took the CPU the other worker's tests needed, and the
     fleet's code is measured by tests/test_fleet_daemon.py. Without coverage: nothing to do."""
     monkeypatch.delenv("COVERAGE_PROCESS_CONFIG", raising=False)

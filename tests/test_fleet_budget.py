@@ -23,9 +23,10 @@ from psycopg.rows import dict_row
 from syncd.api import RateLimited, TenantClient
 from syncd.config import RetryConfig
 from syncd.daemon.fleet_tables import FLEET_MIGRATIONS
-from syncd.pg import connect, migrate
 from syncd.pg.budget import SharedBudget, budget_key, budget_secret
 from syncd.pg.budget_model import Note, Row, give_back, grant, observe
+from syncd.pg.connect import connect
+from syncd.pg.migrations import migrate
 from tests.conftest import ALL_TOKEN
 
 SAFETY = 30.0

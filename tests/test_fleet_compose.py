@@ -1,7 +1,7 @@
 """compose.yaml and config/fleet.example.toml agree (issue 13): the file every replica mounts
 loads with the environment compose gives each container, and that environment is what names
 the replica, carries the secrets and points at the database service. (No Docker engine in CI:
-`docker compose config` and a real `up` are checked by hand, see the README's Fleet section.)"""
+`docker compose config` and a real `up` are checked by hand, see docs/guides/docker.md.)"""
 
 from __future__ import annotations
 

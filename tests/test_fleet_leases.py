@@ -18,7 +18,7 @@ import pytest
 
 from syncd.daemon.fleet_runs import FleetRunLog, FleetRunRecord
 from syncd.daemon.run_history import DIED
-from syncd.pg import PgError, connect
+from syncd.pg.connect import PgError, connect
 from tests.fleet_support import JOBS, LONG, T0, db_rows, fleet  # noqa: F401  (fixture)
 
 

@@ -7,7 +7,8 @@ import threading
 import psycopg
 import pytest
 
-from syncd.pg import LEDGER, PgError, PgMigration, applied_migrations, connect, display_url, migrate
+from syncd.pg.connect import PgError, connect, display_url
+from syncd.pg.migrations import LEDGER, PgMigration, applied_migrations, migrate
 
 STEPS = (
     PgMigration("0001-a", "CREATE TABLE a (id bigint PRIMARY KEY)"),

@@ -191,18 +191,6 @@ def test_daemon_commands_json(emulator: EmulatorProcess, home: Home) -> None:
         daemon.stop()
 
 
-def test_readme_links_every_schema() -> None:
-    """The README's "Machine output" section names each document's schema, and the links resolve."""
-    import re
-
-    root = Path(__file__).parents[1]
-    readme = (root / "README.md").read_text()
-    section = readme.split("## Machine output", 1)[1].split("\n## ", 1)[0]
-    linked = set(re.findall(r"\]\(syncd/schemas/([\w-]+)\.json\)", section))
-    assert linked == set(schema_names()), (sorted(linked), schema_names())
-    assert all((root / "syncd" / "schemas" / f"{name}.json").is_file() for name in linked)
-
-
 def test_write_side_json(emulator: EmulatorProcess, home: Home) -> None:
     """`mirror apply` and `restore` through the installed script (`mirror plan` and `verify`:
     tests/test_plan_review.py). Into two organizations still empty (the other backend's run

@@ -135,3 +135,13 @@ def test_a_plan_file_is_private_and_a_file_there_keeps_its_mode(tmp_path: Path) 
         assert path.stat().st_mode & 0o777 == 0o640 and path.read_text() == _whole(saved, items)
     finally:
         os.umask(umask)
+
+
+def test_missing_folders_of_a_plan_file_are_made_private(tmp_path: Path) -> None:
+    """`mirror plan --out state/plans/NAME.json` on a fresh checkout: the folders are made (0700),
+    as `backup --out` makes them, instead of a FileNotFoundError."""
+    saved, items = _plan()
+    path = tmp_path / "state" / "plans" / "plan.json"
+    save_plan(path, plan_fields(saved, items))
+    assert path.read_text() == _whole(saved, items)
+    assert (path.parent.stat().st_mode & 0o777, path.parent.parent.stat().st_mode & 0o777) == (0o700, 0o700)

@@ -5,8 +5,8 @@ observation of a freshly generated emulator. Here each probe runs under `default
 `divergent`, and the two observations must differ (a row declared but not played fails); under
 `mixed:SEED` each row's observation must be `default`'s or `divergent`'s, the one
 `divergent_rows` names for that seed (and under seeds that draw the website importer's rows
-apart, for those rows). The README's "Behaviour profiles" table must list the
-rows, one each, in `ROWS` order.
+apart, for those rows). The site's table (docs/concepts/open-points.md) lists the rows, one
+each, in `ROWS` order: tests/test_docs_open_points.py.
 
 A probe module that is missing or does not import is a failure naming it (not a skip, and the
 other rows still run).
@@ -17,8 +17,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import importlib
-import re
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -48,7 +46,6 @@ SPLIT_SEEDS = (2, 14)
 style and drops the title's heading; the second reads alternates but restyles and keeps the
 heading), so that each row is seen to play as drawn whatever the others play (checked below)."""
 PROBE_TIMEOUT = 30.0
-README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def _load(name: str) -> tuple[dict[str, Any], str | None]:
@@ -163,38 +160,3 @@ async def _plays_what_the_seed_drew(seed: int, row: str) -> None:
     expected = await _reference(row, played)
     got = await _observe(row, profile.name)
     assert got == expected, f"{profile.name} {row}: expected {played}'s {expected!r}, got {got!r}"
-
-
-# ----- the README's table -------------------------------------------------------------------
-
-HEADER = ["Open point", "What the spec says", "`default`", "`divergent`"]
-ROW_MARK = re.compile(r"\(`([a-z0-9-]+)`\)$")
-"""A table row's first cell ends with the row's name in backticks: "1. Duplicate (`duplicate`)"."""
-
-
-def _cells(line: str) -> list[str]:
-    return [cell.strip() for cell in line.strip().strip("|").split("|")]
-
-
-def test_readme_table_lists_the_rows_in_order() -> None:
-    text = README.read_text(encoding="utf-8")
-    start = text.index("\n### Behaviour profiles\n")
-    end = re.compile(r"^#{1,3} ", re.M).search(text, start + 2)
-    section = text[start : end.start() if end else len(text)]
-    lines = section.splitlines()
-    first = next(i for i, line in enumerate(lines) if line.startswith("|"))
-    table = []
-    for line in lines[first:]:
-        if not line.startswith("|"):
-            break
-        table.append(line)
-    assert _cells(table[0]) == HEADER and set(_cells(table[1])) <= {"---", ":---", "---:"}
-    names = []
-    for line in table[2:]:
-        mark = ROW_MARK.search(_cells(line)[0])
-        assert mark, f"first cell does not end with (`row-name`): {line[:80]}"
-        assert len(_cells(line)) == len(HEADER), line[:80]
-        names.append(mark.group(1))
-    assert names == list(ROWS)
-    assert [int(_cells(line)[0].split(".")[0]) for line in table[2:]] == list(range(1, len(ROWS) + 1))
-    assert f"{len(ROWS)} open points" in section

@@ -1,6 +1,6 @@
 """A restore whose content syncd serves imports as many spaces at once as its content source can
 serve (`syncd.copy.import_bound`), whatever the apply's concurrency and whatever the service's
-importer opens (README, "Behaviour profiles": importer-connections, 8 connections an import
+importer opens (docs/concepts/open-points.md, row importer-connections: 8 connections an import
 under `default`, 32 under `divergent`). With a fixed bound, a dozen imports at once overran
 the content source's `max_connections` and imports failed ("Server disconnected"), to be sent
 again in later rounds. The real CLI against an emulator process; the content source is made

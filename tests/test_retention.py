@@ -1,4 +1,4 @@
-"""Backup retention, restic style: the pure choice (`syncd.retention.choose_kept`), the files a
+"""Backup retention, restic style: the pure choice (`syncd.daemon.retention.choose_kept`), the files a
 daemon job prunes (partial backups included), the configuration, and a real backup job's run
 against the emulator over loopback."""
 
@@ -18,11 +18,11 @@ from syncd.cli import main
 from syncd.config import load_settings
 from syncd.daemon.jobs import backup_files, execute_job, partial_backups, plan_pruning, prune_backups, taken_time
 from syncd.daemon.metrics import DaemonMetrics
+from syncd.daemon.retention import RULES, Policy, choose_kept
 from syncd.emulator.generate import generate, parse_spec
 from syncd.emulator.server import RunningEmulator, serve_emulator
 from syncd.emulator.store import Store
 from syncd.errors import ConfigError
-from syncd.retention import RULES, Policy, choose_kept
 
 BERLIN = ZoneInfo("Europe/Berlin")
 

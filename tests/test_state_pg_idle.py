@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from syncd.daemon.fleet_runs import FleetRunLog
-from syncd.fencing import RunFence, fencing
-from syncd.pg import connect
+from syncd.pg.connect import connect
+from syncd.pg.fencing import RunFence, fencing
 from syncd.state import StateStore
 from syncd.state import pg_idle
 from syncd.state.pg_idle import IDLE, KEPT

@@ -15,8 +15,8 @@ import psycopg
 import pytest
 from sqlite_utils import Database
 
-from syncd.pg import PgError
 from syncd.pg import migrations as pg_migrations
+from syncd.pg.connect import PgError
 from syncd.state import (
     MIGRATIONS,
     ChangeSummary,

@@ -89,9 +89,9 @@ from syncd.api.telemetry import current_observer
 from syncd.api.unreachable import Unreachable, cannot_connect, notice
 from syncd.api.urls import QUERY_SAFE, query_string, query_values, quoted, safe_path
 from syncd.config import RetryConfig
-from syncd.fencing import require_lease
 from syncd.logging import get_logger, redact_text, register_secret
 from syncd.one_shot import current_window
+from syncd.pg.fencing import require_lease
 
 if TYPE_CHECKING:
     from syncd.config import Settings
@@ -447,7 +447,7 @@ class TenantClient:
         async with _Taken(self._limiter), self.pacer.slot() as slot:
             async with _Taken(self._global_limiter):
                 if method not in READ_METHODS:
-                    require_lease()  # a fleet run's write, its lease still running (syncd.fencing)
+                    require_lease()  # a fleet run's write, its lease still running (syncd.pg.fencing)
                 self.stats.record_sent()
                 try:
                     # The deadline of the whole attempt: connect, redirects, headers, body.

@@ -136,7 +136,20 @@ def trigger(
     summary = run["summary"]
     if summary.get("file"):
         console.print(f"backup file: {markup(summary['file'])}", highlight=False)
+    for text in history_lines(summary):
+        console.print(markup(text), highlight=False)
     if run["outcome"] == "partial":
         for warning in summary.get("warnings", [])[:10]:
             console.print(f"  [yellow]warning: {markup(str(warning))}[/yellow]", highlight=False)
     raise typer.Exit(0 if run["outcome"] == "succeeded" else 1)
+
+
+def history_lines(summary: dict[str, Any]) -> list[str]:
+    """Where an export run's Git history went: its commit (new, or the one that stands), the remote."""
+    git = summary.get("git")
+    if not isinstance(git, dict) or not git.get("commit"):
+        return []
+    lines = [f"commit {git['commit']}: " + (str(git.get("subject")) if git.get("committed") else "nothing changed, no new commit")]
+    if git.get("remote"):
+        lines.append(f"remote {git['remote']}: " + ("pushed" if git.get("pushed") else "not pushed"))
+    return lines

@@ -5,8 +5,8 @@ document (a stream would be JSON lines) and nothing else; progress, warnings and
 stderr (`human_console`), so `syncd sync src --json | jq .status` works whatever happened;
 exit codes are the same as without `--json`. Each document has a JSON Schema (draft
 2020-12) in `syncd/schemas/<command>.json`, shipped in the package (`schema`), and the
-README's "Machine output" section links them. `json.dumps` escapes every control character
-(ASCII output), so server text is safe in it as it is.
+JSON output reference (docs: Reference › JSON output) shows each. `json.dumps` escapes every
+control character (ASCII output), so server text is safe in it as it is.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ as markup, no control characters).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import sys
@@ -344,8 +345,8 @@ def dry_run_saved(saved: SavedPlan, plan_file: Path, db: StateLocation, as_json:
 
 @app.command("plan")
 def plan_cmd(
-    source: str = typer.Argument(..., metavar="SRC_TENANT:ORG"),
-    target: str = typer.Argument(..., metavar="DST_TENANT:ORG"),
+    source: str = typer.Argument(..., metavar="SRC_TENANT:ORG", help="The organization to copy from."),
+    target: str = typer.Argument(..., metavar="DST_TENANT:ORG", help="The organization to make match it."),
     mode: str | None = ModeOption,
     max_delete: int | None = MaxDeleteOption,
     no_adopt: bool = NoAdoptOption,
@@ -471,9 +472,10 @@ def _reviewed(settings: Settings, source: TargetRef, target: TargetRef, db: Path
 @app.command("verify")
 def verify_cmd(
     source: str = typer.Argument(
-        ..., metavar="SRC_TENANT:ORG|FILE.db", help="The source organization, or a backup file restored into the target by `syncd restore`."
+        ..., metavar="SRC_TENANT:ORG|FILE.db|DIR@REV",
+        help="The source organization, or a backup restored into the target by `syncd restore` (a file, s3://BUCKET/PREFIX/NAME.db, or a commit of an export's Git history).",
     ),
-    target: str = typer.Argument(..., metavar="DST_TENANT:ORG"),
+    target: str = typer.Argument(..., metavar="DST_TENANT:ORG", help="The organization compared with the source."),
     org: str | None = typer.Option(None, "--org", help="With FILE.db: the backed-up organization (when the file holds several), as given to restore."),
     mode: str | None = typer.Option(
         None, "--mode", help="copy (the default: objects only on the target are left there, not a difference) or mirror (they are extra)."
@@ -488,11 +490,19 @@ def verify_cmd(
     """Re-read both organizations and compare them (ids mapped, order included); a backup
     file is compared with the organization it was restored into, through the ids the restore
     recorded (give the same --db / --config as the restore)."""
+    settings = load_settings(config)
+    with contextlib.ExitStack() as stack:
+        _verify(source, target, org, mode, as_json, with_access, db, config, include, exclude, settings, stack)
+
+
+def _verify(
+    source: str, target: str, org: str | None, mode: str | None, as_json: bool, with_access: bool, db: Path | None, config: Path | None,
+    include: list[str], exclude: list[str], settings: Settings, stack: contextlib.ExitStack,
+) -> None:  # fmt: skip
     from syncd.copy import NotRestored, verify_org
 
     scope, checked = scope_from(include, exclude), _check_mode(mode)
-    settings = load_settings(config)
-    src, dst = verify_source(source, org, settings), parse_target_ref(target, settings)
+    src, dst = verify_source(source, org, settings, stack), parse_target_ref(target, settings)
     try:
         verification, residue = _with_progress(
             f"read {src} and {dst}",
@@ -512,24 +522,58 @@ def verify_cmd(
     raise typer.Exit(0 if verification.equal and not residue else EXIT_DIFFERENT)
 
 
-def verify_source(text: str, org: str | None, settings: Settings) -> Source:
+def verify_source(text: str, org: str | None, settings: Settings, stack: contextlib.ExitStack) -> Source:
     """`mirror verify`'s source: a backup file (read as `restore` reads it) when the argument
-    cannot be TENANT:ORG (a tenant name has no `.` or `/`) or names an existing file; else a
+    cannot be TENANT:ORG (a tenant name has no `.` or `/`) or names an existing file, or a
+    commit of an export's Git history (`DIR[@REV]`, as `restore` takes it); else a
     live organization, which --org does not go with."""
     from syncd.config import names_postgres
+    from syncd.config.storage import is_object_url
     from syncd.config.tenants import parse_ref
     from syncd.copy import BackupSource
+    from syncd.read.export.git_history import parse_source
 
+    if is_object_url(text):
+        return _stored_source(text, org, settings, "mirror verify", stack)
     try:
         parse_ref(text)
-        is_ref = not names_postgres(text) and not Path(text).is_file()
+        is_ref = not names_postgres(text) and not Path(text).is_file() and parse_source(text) is None
     except ValueError:
         is_ref = False
     if not is_ref:
-        return BackupSource(backup_file(Path(text), "mirror verify"), org)
+        return BackupSource(backup_or_commit(text, settings, "mirror verify")[0], org)
     if org is not None:
         raise UsageError("--org chooses the organization of a backup file: give it with FILE.db only")
     return parse_target_ref(text, settings)
+
+
+def backup_or_commit(text: str, settings: Settings, command: str) -> tuple[Path, str]:
+    """The backup file a `FILE.db` or `DIR[@REV]` argument names, and how to name it again in a
+    command to paste later. A Git history of an export (`syncd export --git`) gives the commit as
+    a backup file rebuilt from its records (`syncd.read.export.git_history.materialize`), kept in
+    STATE_DIR/git-restores/ under the repository's name and the commit's id, and named again by
+    that id (a branch moves on; the commit the restore wrote stays the one to verify)."""
+    from syncd.read.export.git_history import materialize, parse_source
+
+    source = parse_source(text)
+    if source is None:
+        return backup_file(Path(text), command), text
+    path, sha = materialize(source, settings.state_dir / "git-restores")
+    return path, f"{source.repository}@{sha}"
+
+
+def _stored_source(text: str, org: str | None, settings: Settings, command: str, stack: contextlib.ExitStack) -> Source:
+    """A backup in object storage as the source of a restore or a verify: fetched (its object,
+    manifest and blobs) into a staging folder that `stack` removes, and named by its URL in what
+    is shown. Its ids are recorded under its name, as a local file's are."""
+    from syncd.copy import BackupSource
+    from syncd.storage import fetched_backup
+    from syncd.storage.destination import location
+
+    place = location(text)
+    assert not isinstance(place, Path)
+    fetched = stack.enter_context(fetched_backup(settings, place, what=f"syncd {command} stopped while it fetched {place}"))
+    return BackupSource(fetched.path, org, shown=str(place))
 
 
 def backup_command(
@@ -548,8 +592,11 @@ def backup_command(
 
 
 def restore(
-    backup: Path = typer.Argument(..., metavar="FILE.db", help="A backup written by `syncd backup`."),
-    target: str = typer.Argument(..., metavar="DST_TENANT:ORG"),
+    backup: str = typer.Argument(
+        ..., metavar="FILE.db|DIR[@REV]",
+        help="A backup written by `syncd backup` (a file, or s3://BUCKET/PREFIX/NAME.db), or a commit of an export's Git history (`syncd export --git`): DIR is HEAD.",
+    ),
+    target: str = typer.Argument(..., metavar="DST_TENANT:ORG", help="The organization to restore the backup into."),
     org: str | None = typer.Option(None, "--org", help="The backed-up organization to restore (when the file holds several)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the calls, send none."),
     max_rounds: int = RoundsOption,
@@ -560,20 +607,37 @@ def restore(
     include: list[str] = IncludeOption,
     exclude: list[str] = ExcludeOption,
 ) -> None:
-    """Restore a backup into an organization with the same engine as `mirror apply` (copy mode);
-    the organization keeps its own access settings unless --with-access."""
+    """Restore a backup, or a commit of an export's Git history, into an organization with the same
+    engine as `mirror apply` (copy mode); the organization keeps its own access settings unless --with-access."""
+    from syncd.config.storage import is_object_url
+    from syncd.read.export.git_history import parse_source
     from syncd.copy import BackupSource
 
-    backup = backup_file(backup, "restore")
     scope = scope_from(include, exclude)
+    if not is_object_url(backup) and parse_source(backup) is None:
+        backup_file(Path(backup), "restore")  # before the configuration: a mistyped path is said first
     settings = load_settings(config)
     dst = parse_target_ref(target, settings)
-    source = BackupSource(backup, org)
+    with contextlib.ExitStack() as stack:
+        if is_object_url(backup):
+            source: Source = _stored_source(backup, org, settings, "restore", stack)
+            named = backup
+        else:
+            path, named = backup_or_commit(backup, settings, "restore")
+            source = BackupSource(path, org)
+        _restore(settings, source, dst, named, target, org, dry_run, max_rounds, as_json, with_access, db, config, scope, include, exclude)
+
+
+def _restore(
+    settings: Settings, source: Source, dst: TargetRef, named: str, target: str, org: str | None, dry_run: bool, max_rounds: int, as_json: bool,
+    with_access: bool, db: Path | None, config: Path | None, scope: Scope, include: list[str], exclude: list[str],
+) -> None:  # fmt: skip
+    """The restore of `source`, named `named` in the verify command to paste later."""
     if dry_run:
         raise typer.Exit(run_dry(
             settings, source, dst, _db(settings, db), mode="copy", max_delete=0, adopt=True, as_json=as_json, scope=scope, with_access=with_access,
         ))
     code = run_copy(settings, source, dst, _db(settings, db), max_rounds=max_rounds, as_json=as_json, scope=scope, with_access=with_access)
-    check = backup_command("mirror verify", str(backup), target, org=org, db=db, config=config, include=include, exclude=exclude, with_access=with_access)
+    check = backup_command("mirror verify", named, target, org=org, db=db, config=config, include=include, exclude=exclude, with_access=with_access)
     _say(_console(as_json), f"verify this restore again later (the organization against the backup): {check}")
     raise typer.Exit(code)

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from syncd import interrupt
-from syncd.change_lines import change_lines
+from syncd.commands.change_lines import change_lines
 from syncd.commands.file_args import backup_file
 from syncd.commands.machine_output import emit, human_console
 from syncd.commands.progress import CrawlProgress, ExportProgress
@@ -35,6 +35,7 @@ from syncd.safe_text import console as make_console
 from syncd.state import ChangeSummary, StateStore, StateError, summarise
 
 if TYPE_CHECKING:
+    from syncd.read.export.git_history import GitExport
     from syncd.read.sync import StateLocation
 
 EXIT_PARTIAL = 3
@@ -261,7 +262,9 @@ def status(
 
 def backup(
     target: str = typer.Argument(..., metavar="TENANT[:ORG]", help="A configured tenant, optionally one organization."),
-    out: Path = typer.Option(..., "--out", "-o", help="The backup file to write (a syncd mirror file)."),
+    out: str = typer.Option(
+        ..., "--out", "-o", help="The backup file to write (a syncd mirror file), or s3://BUCKET/PREFIX/NAME.db in object storage."
+    ),
     with_files: bool = typer.Option(False, "--with-files", help="Also download file binaries into OUT's .blobs folder."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace OUT if it exists (never with an emptier backup: see --force)."),
     force: bool = typer.Option(
@@ -277,21 +280,37 @@ def backup(
 
     from syncd.read.backup import backup as run_backup
     from syncd.read.backup import blobs_dir
+    from syncd.storage.destination import location
 
+    place = location(out)
     scope = scope_from(include, exclude)
     settings, ref = settings_and_ref(config, target)
+    uploaded = None
     with CrawlProgress(f"backup {ref}") as progress:
-        result = interrupt.run(
-            lambda: run_backup(
-                settings, ref, out, with_files=with_files, overwrite=overwrite, force=force, on_progress=progress.update, scope=scope,
-                on_files=progress.files,
-            ),
-            what=f"the unfinished backup is removed, {out} is left as it was",
-        )
+        if isinstance(place, Path):
+            result = interrupt.run(
+                lambda: run_backup(
+                    settings, ref, place, with_files=with_files, overwrite=overwrite, force=force, on_progress=progress.update, scope=scope,
+                    on_files=progress.files,
+                ),
+                what=f"the unfinished backup is removed, {out} is left as it was",
+            )
+        else:
+            from syncd.storage import backup_to_bucket
+
+            stored = interrupt.run(
+                lambda: backup_to_bucket(
+                    settings, ref, place, with_files=with_files, overwrite=overwrite, force=force, on_progress=progress.update, scope=scope,
+                    on_files=progress.files,
+                ),
+                what=f"the backup was not uploaded whole: no object was written at {place}",
+            )
+            result, uploaded = stored.result, stored.uploaded
+    written = str(place) if uploaded is not None else str(result.path)
     stats = result.crawl.stats
     shown = human_console(as_json, console)
     if not as_json:
-        shown.print(f"backup of {markup(ref)} written to {markup(result.path)}: {sum(stats.objects.values())} objects, {result.requests} requests")
+        shown.print(f"backup of {markup(ref)} written to {markup(written)}: {sum(stats.objects.values())} objects, {result.requests} requests")
     print_scope(shown, scope, result.crawl.scope.dependencies, result.crawl.scope.left_out)
     code = 0
     if result.crawl.status != "complete":
@@ -307,10 +326,15 @@ def backup(
             code = EXIT_PARTIAL
     if result.files is not None:
         files = result.files
-        if not as_json:
+        if not as_json and uploaded is None:
             shown.print(
                 f"files: {files.downloaded} downloaded, {files.skipped} already present, {len(files.failed)} failed, "
                 f"{files.bytes} bytes in {markup(blobs_dir(result.path))}"
+            )
+        elif not as_json and uploaded is not None:
+            shown.print(
+                f"files: {files.downloaded} downloaded, {len(files.failed)} failed; {uploaded.blobs_sent} blobs uploaded "
+                f"({uploaded.blob_bytes} bytes), {uploaded.blobs_present} already in {markup(str(place.at(place.folder)))}blobs/"
             )
         for row_id, reason in list(files.failed.items())[:10]:
             shown.print(f"  [yellow]file {markup(row_id)}[/yellow]: {markup(reason)}")
@@ -320,16 +344,18 @@ def backup(
         document = crawl_document(result.crawl, result.requests, settings.tenant(ref.tenant).name)
         files_part = None
         if result.files is not None:
+            folder = f"{place.at(place.folder)}blobs/" if uploaded is not None else str(blobs_dir(result.path))
             files_part = {
                 "downloaded": result.files.downloaded, "skipped": result.files.skipped, "failed": dict(result.files.failed),
-                "bytes": result.files.bytes, "folder": str(blobs_dir(result.path)),
+                "bytes": result.files.bytes, "folder": folder,
             }  # fmt: skip
-        emit(document | {"file": str(result.path), "held_objects": result.objects, "emptier": result.emptier, "files": files_part})
+        stored_part = {"stored": uploaded.to_json()} if uploaded is not None else {}
+        emit(document | {"file": written, "held_objects": result.objects, "emptier": result.emptier, "files": files_part} | stored_part)
     raise typer.Exit(code)
 
 
 def export(
-    source: Path = typer.Argument(..., metavar="FILE.db", help="A backup or mirror file."),
+    source: str = typer.Argument(..., metavar="FILE.db", help="A backup or mirror file, or a backup in object storage (s3://BUCKET/PREFIX/NAME.db)."),
     out_dir: Path = typer.Argument(..., metavar="DIR", help="The folder to write (created, or a previous export)."),
     tenant: str | None = typer.Option(None, "--tenant", help="The tenant to export when the file holds several."),
     org: str | None = typer.Option(None, "--org", help="Only this organization (id or exact title)."),
@@ -339,25 +365,54 @@ def export(
     as_json: bool = typer.Option(False, "--json", help="Print the export's report as JSON (schemas/export.json); warnings go to stderr."),
     include: list[str] = IncludeOption,
     exclude: list[str] = ExcludeOption,
+    git: bool = typer.Option(
+        False, "--git", help="Keep DIR as a Git repository: commit the export when something changed, the message saying what (with every object as JSON under .syncd/, so `syncd restore DIR@COMMIT` works)."
+    ),
+    push: str | None = typer.Option(
+        None, "--push", metavar="REMOTE", help="With --git: push the branch to this remote (an SSH or HTTPS URL, or a path), fast-forward only."
+    ),
+    push_token_env: str | None = typer.Option(
+        None, "--push-token-env", metavar="NAME", help="With --push to an HTTPS remote: the environment variable that holds its password or token."
+    ),
+    config: Path | None = typer.Option(None, "--config", "-c", help="Configuration file, for the [storage] settings of a backup in object storage."),
 ) -> None:
-    """Export a backup (only read) to a folder per space in GitBook's Git Sync layout, and JSON for the rest."""
+    """Export a backup (only read) to a folder per space in GitBook's Git Sync layout, and JSON for the rest;
+    with --git, as a commit of the folder's Git history."""
+    from syncd.storage.destination import location
+
+    if (push or push_token_env) and not git:
+        raise UsageError("--push and --push-token-env go with --git")
+    place = location(source)
+    if isinstance(place, Path):
+        _export(backup_file(place, "export"), str(place), out_dir, tenant, org, force, as_json, include, exclude, git, push, push_token_env)
+        return
+    from syncd.storage import fetched_backup
+
+    with fetched_backup(load_settings(config), place) as fetched:
+        _export(fetched.path, str(place), out_dir, tenant, org, force, as_json, include, exclude, git, push, push_token_env)
+
+
+def _export(
+    source: Path, shown_source: str, out_dir: Path, tenant: str | None, org: str | None, force: bool, as_json: bool,
+    include: list[str], exclude: list[str], git: bool, push: str | None, push_token_env: str | None,
+) -> None:  # fmt: skip
     from dataclasses import asdict
 
     from syncd.read.export import export_mirror
 
-    source = backup_file(source, "export")
     scope = scope_from(include, exclude)
     stopping = interrupt.stoppable(f"the export stopped (every file in {out_dir} is whole, none half-written); run it again")
-    with stopping as stop, ExportProgress(f"export {source.name}") as progress:
+    with stopping as stop, ExportProgress(f"export {shown_source.rpartition('/')[2]}") as progress:
 
         def spaces(done: int, total: int | None, files: int) -> None:
             progress.update(done, total, files)
             stop.check()
 
-        report = export_mirror(source, out_dir, tenant=tenant, org=org, force=force, scope=scope, on_progress=spaces)
+        report = export_mirror(source, out_dir, tenant=tenant, org=org, force=force, scope=scope, on_progress=spaces, records=git)
+    history = _commit(out_dir, push, push_token_env) if git else None
     shown = human_console(as_json, console)
     if as_json:
-        emit({"source": str(source), "out": str(out_dir), **asdict(report), **scope_json(scope, report.dependencies)})
+        emit({"source": shown_source, "out": str(out_dir), **asdict(report), **scope_json(scope, report.dependencies), "git": history.as_dict() if history else None})
     else:
         shown.print(
             f"exported {report.organizations} organization(s), {report.spaces} spaces, {report.pages} pages, "
@@ -375,3 +430,29 @@ def export(
             shown.print(f"  [yellow]missing[/yellow] {markup(path)}", soft_wrap=True)
         if len(missing) > MISSING_SHOWN:
             shown.print(f"  ... and {len(missing) - MISSING_SHOWN} more")
+    if history is not None:
+        _print_history(shown, history)
+        if history.pushed is False:
+            raise typer.Exit(1)
+
+
+def _commit(out_dir: Path, push: str | None, token_env: str | None) -> GitExport:
+    from syncd.read.export.git_history import commit_export, push_export
+
+    history = commit_export(out_dir)
+    return push_export(history, push, token_env=token_env) if push else history
+
+
+def _print_history(shown: Console, history: GitExport) -> None:
+    """What `export --git` did to the repository: the commit (or none), then the push."""
+    from syncd.read.export.git_history import BRANCH
+
+    if history.committed:
+        shown.print(f"committed {history.commit}: {markup(history.subject or '')}", soft_wrap=True)
+    else:
+        where = f" (the newest commit is {history.commit})" if history.commit else ""
+        shown.print(f"nothing changed since the last commit: no commit{where}")
+    if history.pushed:
+        shown.print(f"pushed {BRANCH} to {markup(history.remote or '')}", soft_wrap=True)
+    elif history.pushed is False:
+        shown.print(f"[red]{markup(history.push_error or 'the push failed')}[/red]; the commit stays in the repository, and the next push sends it", soft_wrap=True)

@@ -4,6 +4,8 @@ The modules, lowest first (each imports only those above it):
 
 - `base`: the strict base model, durations (`15m`), names, errors located at a field.
 - `tenants`: API endpoints and their tokens, the retry budget, `TENANT[:ORG_ID]` references.
+- `cron`: the cron expressions and time zones a schedule is written in (cronsim reads them;
+  the daemon's `schedule` asks it for the next time).
 - `jobs`: daemon jobs, one model per kind (`sync`, `backup`, `mirror`), and their schedules.
 - `daemon`: the control API; `fleet`: replicas sharing a PostgreSQL state; `content`: the
   content source a target service imports from.
@@ -13,6 +15,7 @@ The modules, lowest first (each imports only those above it):
 
 from syncd.config.base import Host, Seconds, format_duration, parse_duration
 from syncd.config.content import ContentSourceConfig, shown_url
+from syncd.config.cron import validate_cron
 from syncd.config.daemon import DaemonConfig, host_key
 from syncd.config.daemon import _is_loopback as _is_loopback  # syncd.daemon.service: a loopback address needs no token
 from syncd.config.fleet import FleetConfig, names_postgres
@@ -30,7 +33,6 @@ from syncd.config.jobs import (
 from syncd.config.loading import DEFAULT_CONFIG_PATH, load_settings
 from syncd.config.settings import ENV_PREFIX, Settings, parse_target_ref
 from syncd.config.tenants import TOKEN_MASK, RetryConfig, TargetRef, TenantConfig
-from syncd.cron import validate_cron
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",

@@ -15,8 +15,8 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from syncd.safe_text import check_secret
 
 __all__ = [
-    "NAME_RE", "Host", "Problem", "Seconds", "StrictModel", "format_duration", "parse_duration", "raise_all", "raise_at",
-    "trimmed_secret",
+    "NAME_RE", "Host", "Problem", "Seconds", "StrictModel", "format_duration", "local_url", "parse_duration", "raise_all",
+    "raise_at", "trimmed_secret",
 ]  # fmt: skip
 
 # `\A...\Z`, not `^...$`: `$` also matches before a final newline, so "sync\n" passed as a name.
@@ -130,6 +130,16 @@ def _host(value: str) -> str:
 
 Host = Annotated[str, AfterValidator(_host)]
 """An address to listen on: not empty, spaces trimmed."""
+
+_WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+
+
+def local_url(host: str, port: int) -> str:
+    """The URL a client on this machine dials for a server bound to host:port (a wildcard
+    address is reached through loopback): the daemon's control API and the content source."""
+    host = _WILDCARDS.get(host, host)
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
 
 
 def trimmed_secret(value: SecretStr | None) -> SecretStr | None:

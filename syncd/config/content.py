@@ -69,6 +69,7 @@ class ContentSourceConfig(StrictModel):
     `port` serves concurrent runs (its limits are those of the run that started it)."""
 
     host: Host = "127.0.0.1"
+    """The address the content source listens on."""
     port: int = Field(default=0, ge=0, le=65535)
     """0 picks a free port (shared by the runs that overlap)."""
     public_url: Annotated[str | None, BeforeValidator(_check_public_url)] = None

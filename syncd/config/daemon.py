@@ -96,8 +96,13 @@ class DaemonConfig(StrictModel):
     one (required off loopback), else one the daemon makes at start (in `state/daemon.json`)."""
 
     host: Host = "127.0.0.1"
+    """The address the control API listens on; any but a loopback address needs `token`."""
     port: int = Field(default=8790, ge=0, le=65535)
+    """The port the control API listens on."""
     token: SecretStr | None = None
+    """The bearer token the control API and the web page require, at least 16 characters
+    (`openssl rand -hex 24`). Unset: the daemon makes one at each start and writes it to
+    `daemon.json` in state_dir (mode 0600), where `syncd jobs` and `syncd trigger` find it."""
     allowed_hosts: list[str] = Field(default_factory=list)
     """Names (besides localhost, 127.0.0.1 and [::1]) that requests may give in `Host` and
     `Origin`: anything else is refused, so a web page (DNS rebinding) cannot use the API."""

@@ -1,5 +1,5 @@
-"""The fleet: replicas of `syncd serve` sharing one PostgreSQL state (`state_url`, README
-"Fleet"), and how they split the work.
+"""The fleet: replicas of `syncd serve` sharing one PostgreSQL state (`state_url`,
+docs/guides/fleet.md), and how they split the work.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 
 class FleetConfig(StrictModel):
-    """How replicas of `syncd serve` that share `state_url` split the work (README "Fleet")."""
+    """How replicas of `syncd serve` that share `state_url` split the work (the fleet guide)."""
 
     replica: str | None = Field(default=None, min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._:-]+$")
     """This replica's name in the fleet's tables and views; default `HOST-PID`."""

@@ -11,6 +11,7 @@ the daemon and `config check` read them of any job.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import (
@@ -28,26 +29,32 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticKnownError
 
 from syncd.config.base import NAME_RE, Problem, Seconds, StrictModel, format_duration, raise_all, raise_at
+from syncd.config.cron import validate_cron, validate_timezone
+from syncd.config.storage import is_object_url, parse_object_url
 from syncd.config.tenants import Ref
-from syncd.cron import validate_cron, validate_timezone
 from syncd.scope import Pattern, Scope, ScopeError
 
 __all__ = [
-    "DEFAULT_FULL_EVERY", "JOB_KINDS", "KEEP_RULES", "AnyJob", "BackupJob", "JobBase", "JobConfig",
+    "DEFAULT_FULL_EVERY", "JOB_KINDS", "KEEP_RULES", "AnyJob", "BackupJob", "ExportJob", "JobBase", "JobConfig",
     "MirrorJob", "Schedule", "SyncJob",
 ]  # fmt: skip
 
-# Cron expressions and time zones are read by `syncd.cron` (the cronsim library): `validate_cron`
+# Cron expressions and time zones are read by `syncd.config.cron` (the cronsim library): `validate_cron`
 # and `validate_timezone` check them for the models below.
 
 
 class Schedule(StrictModel):
     """When a daemon job runs: `every` (interval) or `cron` (5 fields or a macro such as
-    `@daily`, read in `timezone`; see `syncd.cron`), plus random jitter."""
+    `@daily`, read in `timezone`; see `syncd.config.cron`), plus random jitter."""
 
     every: Seconds | None = Field(default=None, gt=0)
+    """Run at this interval, start to start (`15m`); give `every` or `cron`, not both."""
     cron: str | None = None
+    """Run at the times of a cron expression: 5 fields (minute hour day-of-month month day-of-week,
+    names allowed: `0 9 * * MON-FRI`) or a macro (`@hourly`, `@daily`, `@weekly`, `@monthly`,
+    `@yearly`), read in the job's `timezone`."""
     jitter: Seconds = 0.0
+    """A random delay, up to this long, added to each scheduled run (spreads jobs that share a schedule)."""
     timezone: str = "UTC"
     """The IANA time zone `cron` is read in; set from the job's `timezone`."""
 
@@ -78,7 +85,7 @@ class Schedule(StrictModel):
 DEFAULT_FULL_EVERY = 86400.0
 
 KEEP_RULES = ("keep_last", "keep_hourly", "keep_daily", "keep_weekly", "keep_monthly", "keep_yearly")
-"""A backup job's retention rules, as restic names them (`syncd.retention`)."""
+"""A backup job's retention rules, as restic names them (`syncd.daemon.retention`)."""
 
 FullEvery = Annotated[Seconds, Field(ge=0)]
 """Read everything again (not only what change tokens say changed) when the last full read is
@@ -86,7 +93,7 @@ older than this; default 1d, 0 never. Catches edits that move no change token (a
 in place, a custom field value)."""
 
 KeepRule = Annotated[int | None, Field(ge=1)]
-"""Keep this many backups of a period (`syncd.retention`); None: the rule is not given."""
+"""Keep this many backups of a period (`syncd.daemon.retention`); None: the rule is not given."""
 
 
 class JobBase(StrictModel):
@@ -97,16 +104,24 @@ class JobBase(StrictModel):
     """
 
     name: str
-    kind: Any
-    """Which kind of job: each kind's model narrows it to its own `Literal`."""
+    """The job's name, unique among the jobs: lower case letters, digits, '_' and '-'."""
+    kind: Any  # each kind's model narrows it to its own `Literal`
+    """What the job does: `sync` keeps the state mirror of the source current, `backup` writes a
+    backup file of it, `mirror` makes the target match it, `export` commits it to a Git history."""
     source: Ref
+    """What the job reads: `TENANT` (every organization the token sees) or `TENANT:ORG_ID`."""
     schedule: Schedule | None = None
+    """When the job runs: `{ every = "15m" }` or `{ cron = "30 2 * * *" }`, and a `jitter`.
+    Without one the job runs only when triggered (`syncd trigger`, the control API, the page)."""
     timezone: str = "UTC"
     """The IANA time zone of the job's cron schedule and of its retention's hours, days, weeks."""
     include: list[str] = Field(default_factory=list)
+    """The job's scope, as `--include`: rclone-style globs on collection and space paths
+    (`Engineering/API`) and site titles; when any is given, only what one matches is synced,
+    backed up or mirrored. None given: everything."""
     exclude: list[str] = Field(default_factory=list)
-    """The job's scope, as `--include` / `--exclude` (`syncd.scope`): only these collections,
-    spaces and sites are synced, backed up or mirrored; none given: everything."""
+    """What the job leaves out, as `--exclude`: globs like `include`'s; what one matches is not
+    synced, backed up or mirrored (and its copy on a mirror's target is left alone)."""
 
     refused: ClassVar[Mapping[str, str]] = {}
     """Why an option of another kind is refused on this kind, where `only allowed on ... jobs`
@@ -200,6 +215,8 @@ class SyncJob(JobBase):
 
     kind: Literal["sync"]
     full_every: FullEvery = DEFAULT_FULL_EVERY
+    """Read everything again, not only what change tokens say changed, when the last full read is
+    this old (`0s`: never); catches edits that move no change token (a comment edited in place)."""
 
 
 class BackupJob(JobBase):
@@ -209,16 +226,39 @@ class BackupJob(JobBase):
     retention: int | None = Field(default=None, ge=1)
     """The old name of `keep_last` (an alias)."""
     keep_last: KeepRule = None
+    """After each complete backup, keep the newest N backups. With the other `keep_*` rules this
+    is restic's retention policy: a backup any rule keeps stays, the others are deleted; no rule
+    given keeps every backup."""
     keep_hourly: KeepRule = None
+    """Keep the newest backup of each of the last N hours that have one (in the job's `timezone`)."""
     keep_daily: KeepRule = None
+    """Keep the newest backup of each of the last N days that have one (in the job's `timezone`)."""
     keep_weekly: KeepRule = None
+    """Keep the newest backup of each of the last N ISO weeks that have one (in the job's `timezone`)."""
     keep_monthly: KeepRule = None
+    """Keep the newest backup of each of the last N months that have one (in the job's `timezone`)."""
     keep_yearly: KeepRule = None
-    """restic's retention policy (`syncd.retention`); none given keeps every backup."""
+    """Keep the newest backup of each of the last N years that have one (in the job's `timezone`)."""
     with_files: bool | None = None
-    """Also fetch file binaries into `FILE.blobs/`."""
+    """Also fetch file binaries into a `FILE.blobs/` folder beside each backup; unset or false: not."""
+    output: str | None = None
+    """Where the job's backups go: a folder, or `s3://BUCKET/PREFIX/` in object storage (S3, R2,
+    MinIO, GCS: the bucket's `[storage.NAME]`, else the standard AWS settings), where the file
+    binaries of all its backups are stored once by hash under `PREFIX/blobs/`. Unset:
+    `STATE_DIR/backups/JOB/`."""
 
     refused: ClassVar[Mapping[str, str]] = {"full_every": "not allowed on backup jobs (a backup always reads everything)"}
+
+    @field_validator("output")
+    @classmethod
+    def _output(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if is_object_url(value):
+            return str(parse_object_url(value, backup=False))
+        if not value.strip():
+            raise ValueError("must not be empty: a folder, or s3://BUCKET/PREFIX/")
+        return value
 
     @model_validator(mode="after")
     def _retention_is_keep_last(self) -> BackupJob:
@@ -233,11 +273,17 @@ class MirrorJob(JobBase):
     """Copy the source onto the target (`syncd mirror apply`), bounded by `max_delete`."""
 
     kind: Literal["mirror"]
-    target: Ref | None = None
-    """Required; optional here so that its absence reads `required for a mirror job`."""
+    target: Ref | None = None  # required; optional here so that its absence reads `required for a mirror job`
+    """The organization the job makes match the source: `TENANT:ORG_ID` (or `TENANT`); required, and
+    not the source."""
     mode: Literal["copy", "mirror"] = "copy"
+    """`copy` creates and updates only; `mirror` also deletes what syncd created on the target and
+    the source no longer has."""
     max_delete: int = Field(default=100, ge=0)
+    """A run that would delete more than this many resources on the target is refused."""
     full_every: FullEvery = DEFAULT_FULL_EVERY
+    """Read everything again, not only what change tokens say changed, when the last full read is
+    this old (`0s`: never); catches edits that move no change token (a comment edited in place)."""
     with_access: bool = False
     """Also copy who may join or sign in (`--with-access`); by default the target keeps its own."""
 
@@ -250,7 +296,40 @@ class MirrorJob(JobBase):
         return self
 
 
-AnyJob = SyncJob | BackupJob | MirrorJob
+class ExportJob(JobBase):
+    """Read the source into the job's own mirror file, export it into a Git repository and commit
+    what changed (`syncd export --git`), then push it: the repository's log is the history of
+    the documentation."""
+
+    kind: Literal["export"]
+    repository: Path | None = None
+    """The Git repository the export is written and committed into (its work tree is the export;
+    made at the first run); default `STATE_DIR/exports/<job name>`."""
+    push: str | None = None
+    """Where each run pushes the branch `main`, fast-forward only: an SSH URL (`git@host:org/docs.git`,
+    with the `ssh` client), an HTTPS URL (`https://user@host/org/docs.git`, its token in `push_token_env`)
+    or a path. A failed push fails the run; its commit stays in the repository and the next run pushes it."""
+    push_token_env: str | None = None
+    """The environment variable holding the password or token of an HTTPS `push` remote (the user
+    name is the URL's); never the token itself in the file."""
+    with_files: bool | None = None
+    """Also fetch file binaries (into `<job>.blobs/` beside the job's mirror file, each once) and
+    commit them under the spaces' `.gitbook/assets/`; unset or false: pages link to where they would be."""
+    full_every: FullEvery = DEFAULT_FULL_EVERY
+    """Read everything again, not only what change tokens say changed, when the last full read is
+    this old (`0s`: never); catches edits that move no change token (a comment edited in place)."""
+
+    @model_validator(mode="after")
+    def _whole(self) -> ExportJob:
+        for key in ("include", "exclude"):
+            if getattr(self, key):
+                raise_at((key,), "not allowed on export jobs (a Git history holds whole organizations: restoring a commit needs them)", getattr(self, key))
+        if self.push_token_env is not None and self.push is None:
+            raise_at(("push_token_env",), "goes with push (the remote whose token it holds)", self.push_token_env)
+        return self
+
+
+AnyJob = SyncJob | BackupJob | MirrorJob | ExportJob
 """Every kind of job. A new kind: its model above, named here, and its runner in `syncd.daemon.jobs`."""
 
 

@@ -304,6 +304,8 @@ def load_settings(
     if record_temp_dir:
         choose_temp_dir(settings.temp_path)  # recorded only: made when a state is first written
     settings._env = env
+    for entry in settings.storage.values():
+        entry._env = env
     env_tenants = env_data.get("tenants")
     for name, tenant in settings.tenants.items():
         tenant._env = env

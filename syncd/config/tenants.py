@@ -123,9 +123,15 @@ class TenantConfig(StrictModel):
     """One API endpoint and the token to use there; exactly one token source."""
 
     base_url: Annotated[str, PlainValidator(_check_base_url)]
+    """The http(s) URL of the API, without credentials, query or fragment; a trailing slash is dropped."""
     token: SecretStr | None = None
+    """The API token itself (prefer `token_env` or `token_file` outside of tests). One of `token`,
+    `token_env`, `token_file` is given, exactly; `SYNCD_TENANTS__NAME__TOKEN` replaces the file's."""
     token_env: str | None = None
+    """The name of an environment variable holding the token, read when the tenant is first used."""
     token_file: Path | None = None
+    """A file holding the token (whitespace around it ignored, at most 64 KiB), read when the
+    tenant is first used."""
     concurrency: int = Field(default=64, ge=1, le=1024)
     """The most requests in flight to this tenant (its token): a ceiling. Below it the client
     sizes the limit from the measured round trip and the service's rate (`syncd.api.inflight`)."""
@@ -222,8 +228,11 @@ class RetryConfig(StrictModel):
     """The retry budget of one API call (tenacity, jittered backoff, honours Retry-After)."""
 
     max_attempts: int = Field(default=8, ge=1, le=100)
+    """Attempts of one API call in all, the first one included."""
     initial_wait: Seconds = Field(default=0.5, gt=0)
+    """The first wait before a retry; each further one is longer (jittered), up to `max_wait`."""
     max_wait: Seconds = Field(default=60.0, gt=0)
+    """The longest single wait between two attempts."""
 
     @model_validator(mode="after")
     def _ordered(self) -> RetryConfig:

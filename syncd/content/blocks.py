@@ -73,7 +73,7 @@ def read(markdown: str) -> tuple[list[Text | Block], list[str]]:
 
 def lower(markdown: str) -> str:
     """The markdown with its blocks written as the plain markdown an HTML-only importer gives
-    back for their rendering (README, "Content that travels")."""
+    back for their rendering (docs/concepts/content.md)."""
     return "\n".join(_lower(parse(markdown)))
 
 

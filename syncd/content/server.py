@@ -45,9 +45,9 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
 from syncd.config import ContentSourceConfig, shown_url
+from syncd.config.base import local_url
 from syncd.content.site import Served, SpaceSite
 from syncd.errors import SyncdError
-from syncd.listening import local_url
 from syncd.logging import forget_secret, get_logger, redact_text, register_secret
 from syncd.read.blobs import BlobRefused, open_regular
 

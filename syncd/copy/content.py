@@ -1,5 +1,5 @@
 """How a space's content reaches the target by an import, right at every open point the spec
-leaves about imports (README, "Behaviour profiles": import-existing-pages, locked-space,
+leaves about imports (docs/concepts/open-points.md, rows import-existing-pages, locked-space,
 import-style).
 
 - Content first, lock last: a space that must end `locked` gets its content while `live`;

@@ -2,8 +2,8 @@
 source can serve, learned from what it sees rather than assumed.
 
 Each import makes the service read a whole website from the content source, with as many
-connections as its importer opens. The spec does not say how many that is (README,
-"Behaviour profiles": `importer-connections`; the emulator's importer opens 8 or 32), and the
+connections as its importer opens. The spec does not say how many that is (row
+`importer-connections` of docs/concepts/open-points.md; the emulator's importer opens 8 or 32), and the
 content source holds at most `max_connections`, closing the rest at once. So the imports at
 once are `max_connections` ÷ the connections one import takes, where that figure is a guess
 (`FIRST_GUESS`) until the content source has served an import, then the most it saw one

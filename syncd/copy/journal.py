@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from syncd.copy.model import IdMap, Origin
-from syncd.fencing import check_lease
+from syncd.pg.fencing import check_lease
 from syncd.state import StateStore, StateError
 from syncd.state.sqlite_schema import utc_now
 

@@ -1,11 +1,11 @@
 """What a page's markdown says, apart from how it is written.
 
 Why: content reaches a target by an import, and an importer turns HTML back into markdown in
-its own style (README, "Behaviour profiles", row `import-style`): `*` or `_` emphasis, `-` or
+its own style (docs/concepts/open-points.md, row `import-style`): `*` or `_` emphasis, `-` or
 `*` bullets, inline or reference links, `#` or underlined headings, escapes, blank lines. An
 importer that reads only the HTML (rows `import-reads-markdown-alternate`,
 `import-first-heading`) gives the platform's blocks back as the plain markdown of their
-rendering (README, "Content that travels"): a hint as a quote, a tab's title as a line, an
+rendering (docs/concepts/content.md): a hint as a quote, a tab's title as a line, an
 embed as a link, and may keep the page's title as a first heading. A copy compared byte for
 byte would import the same space again every round and never be equal.
 

@@ -2,7 +2,7 @@
 turn of the creates into one listing chosen from it.
 
 The spec does not say whether a created collection, space, section or site-space lands first
-or last among its siblings (README, open points). Whatever it does, the settle steps list the
+or last among its siblings (docs/concepts/open-points.md, row `new-object-place`). Whatever it does, the settle steps list the
 target afterwards and move what is not where the source has it; but when new objects land
 first, creating a container's items in the source's order lands them in reverse, and the
 settle step then moves nearly all of them, one after another (each move is anchored on the

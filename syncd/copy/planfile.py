@@ -20,7 +20,7 @@ made again, never applied on a guess). Objects a copy does not write (members, c
 change requests, integrations) are left out, so a comment does not make a plan stale.
 
 The file is JSON (`PLAN_FORMAT`, version `PLAN_VERSION`), the same document `mirror plan
---json` prints (README "Saved plans"; schema `syncd/schemas/mirror-plan.json`), written
+--json` prints (docs/concepts/plans.md; schema `syncd/schemas/mirror-plan.json`), written
 privately (0600: it names objects of both organizations). It is written as it is made
 (`write_plan`: the JSON of one entry of its lists at a time, never the whole document or its
 whole text: a first copy of 800 spaces x 10 pages plans 3 MB of it), under a temporary name
@@ -47,7 +47,7 @@ from syncd.copy.plancheck import BadField, check_document, show
 from syncd.copy.review import Item, counts
 from syncd.copy.rules import COPIED_KINDS
 from syncd.errors import SyncdError, UsageError
-from syncd.files import replace_private
+from syncd.files import private_dir, replace_private
 from syncd.safe_read import FileRefused, read_regular
 from syncd.scope import Scope
 
@@ -229,7 +229,9 @@ def now_text() -> str:
 def save_plan(path: Path, document: Mapping[str, Any]) -> None:
     """Write the plan file `path` as `write_plan` writes it, privately (0600; a file there keeps
     its mode), under a temporary name renamed to `path` once whole and on disk: if writing
-    fails, `path` is as it was and no temporary file is left."""
+    fails, `path` is as it was and no temporary file is left. Missing folders are made (0700),
+    as `backup --out` makes them: `--out state/plans/NAME.json` works on a fresh checkout."""
+    private_dir(Path(path).parent)
     with replace_private(path) as handle:
         write_plan(handle, document)
 

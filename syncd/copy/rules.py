@@ -471,7 +471,7 @@ _EMOJI = PAGE_FIELDS.index("emoji")
 def carried(source: PageTree, target: PageTree) -> PageTree:
     """The source's pages as an import can carry them to `target`: a page's emoji where the
     target's page (same place) has none is dropped (an importer that reads only the HTML has
-    no emoji to read; README, "Content that travels")."""
+    no emoji to read; docs/concepts/content.md)."""
     out = []
     for index, page in enumerate(source):
         other = target[index] if index < len(target) else None

@@ -28,8 +28,8 @@ from syncd.copy.rules import text
 from syncd.logging import get_logger
 from syncd.read.blob_download import download_files
 from syncd.read.blobs import BlobRefused, BlobStore
+from syncd.read.sibling_names import SiblingNames
 from syncd.safe_text import one_line
-from syncd.sibling_names import SiblingNames
 
 __all__ = ["Publisher", "held_blobs", "site_of_space"]
 

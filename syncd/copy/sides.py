@@ -37,9 +37,11 @@ class BackupSource:
 
     path: Path
     org: str | None = None
+    shown: str | None = None
+    """How the backup is named when `path` is a copy of it (`s3://BUCKET/KEY`, fetched there)."""
 
     def __str__(self) -> str:
-        return f"{self.path}" + (f":{self.org}" if self.org else "")
+        return f"{self.shown or self.path}" + (f":{self.org}" if self.org else "")
 
 
 Source = TargetRef | BackupSource

@@ -76,7 +76,7 @@ class Verification:
     restructured: list[Entry] = field(default_factory=list)
     """Spaces counted identical whose pages say the same but whose blocks lost structure in
     the import (a hint read back as a quote, tabs as titled paragraphs, a page's emoji not
-    carried...; README, "Content that travels"): a count, not a difference."""
+    carried...; docs/concepts/content.md): a count, not a difference."""
     left: list[Entry] = field(default_factory=list)
     """Objects only on the target that copy mode keeps (moved here by `leave_extras`): not a difference."""
 

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from syncd.daemon.run_history import Pause, RunHistory, RunRecord
     from syncd.daemon.views import JobState, TriggerResult
 
-__all__ = ["DAEMON", "ControlledDaemon", "create_control_app"]
+__all__ = ["DAEMON", "OPEN_PATHS", "ControlledDaemon", "create_control_app"]
 
 
 class ControlledDaemon(Protocol):
@@ -95,7 +95,8 @@ class ControlledDaemon(Protocol):
 
 
 DAEMON: web.AppKey[Any] = web.AppKey("daemon", object)
-_OPEN_PATHS = frozenset({"/healthz"})
+OPEN_PATHS = frozenset({"/healthz"})
+"""The routes that need no token."""
 _RUN_ID = re.compile(r"[0-9]{1,18}")
 """A run id as the URL gives it: ASCII digits only (`str.isdigit` also accepts '²', which
 `int()` refuses) and short enough for an SQLite INTEGER; anything else is a 404, not a 500."""
@@ -184,7 +185,7 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path == "/ui":
             return web.Response(status=308, headers={"Location": address_of(daemon).root})
         return await handler(request)  # its session and CSRF checks: syncd.daemon.ui.guard
-    if request.path not in _OPEN_PATHS:
+    if request.path not in OPEN_PATHS:
         limit = request.app[LOGIN_LIMIT]
         if (refused := refused_while_waiting(limit, request.remote)) is not None:
             response = _error(429, refused[0])
@@ -220,23 +221,29 @@ def _daemon(request: web.Request) -> ControlledDaemon:
 
 @routes.get("/healthz")
 async def healthz(request: web.Request) -> web.Response:
+    """Liveness: `{"status": "ok"}` while the process answers. The one route without a token (a container's health check)."""
     return web.json_response({"status": "ok"})
 
 
 @routes.get("/readyz")
 async def readyz(request: web.Request) -> web.Response:
+    """Readiness: `{"ready": true, "problems": []}`; 503 and the problems (`stopping`, `not started`, a
+    state_dir that is not writable) while the daemon cannot run its jobs."""
     ready, problems = _daemon(request).ready()
     return web.json_response({"ready": ready, "problems": problems}, status=200 if ready else 503)
 
 
 @routes.get("/metrics")
 async def metrics(request: web.Request) -> web.Response:
+    """The daemon's Prometheus metrics, in Prometheus' text format (the Metrics reference lists them)."""
     body = _daemon(request).metrics.render()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
 
 @routes.get("/jobs")
 async def list_jobs(request: web.Request) -> web.Response:
+    """Every configured job, by name: its kind, source, target, schedule, state, pause, current and
+    queued run, next run, failures in a row, last run (`syncd jobs --json` prints this answer)."""
     daemon = _daemon(request)
     return web.json_response({"jobs": daemon.jobs_view()})
 
@@ -257,6 +264,8 @@ def _job_state(request: web.Request) -> JobState:
 
 @routes.get("/jobs/{name}")
 async def get_job(request: web.Request) -> web.Response:
+    """One job as `/jobs` shows it, with its latest 20 runs (`runs`, newest first); 404 for a job the
+    configuration does not have."""
     daemon = _daemon(request)
     state = _job_state(request)
     assert daemon.runs is not None
@@ -267,6 +276,9 @@ async def get_job(request: web.Request) -> web.Response:
 
 @routes.post("/jobs/{name}/run")
 async def run_job(request: web.Request) -> web.Response:
+    """Run the job now (`syncd trigger`): 202 with `status` `started`, or `coalesced` when a run of it
+    is already under way (the run returned follows it), and the run; 409 while the job is paused,
+    503 while the daemon stops."""
     daemon = _daemon(request)
     state = _job_state(request)
     if daemon.stopping:
@@ -289,6 +301,9 @@ async def _asker(request: web.Request) -> str:
 
 @routes.post("/jobs/{name}/pause")
 async def pause_job(request: web.Request) -> web.Response:
+    """Pause the job (`syncd pause`): its schedule stops firing and triggers are refused until it is
+    resumed; a run under way goes on. `status` `paused` or `already paused`, and the job. The JSON
+    body's `by` names who paused it (the command line sends `user@host`)."""
     daemon = _daemon(request)
     name = _job_state(request).config.name
     _pause, new = daemon.pause(name, await _asker(request))
@@ -297,6 +312,8 @@ async def pause_job(request: web.Request) -> web.Response:
 
 @routes.post("/jobs/{name}/resume")
 async def resume_job(request: web.Request) -> web.Response:
+    """Resume a paused job (`syncd resume`): `status` `resumed` or `not paused`, and the job; the JSON
+    body's `by` names who resumed it."""
     daemon = _daemon(request)
     name = _job_state(request).config.name
     resumed = daemon.resume(name, await _asker(request))
@@ -305,6 +322,8 @@ async def resume_job(request: web.Request) -> web.Response:
 
 @routes.post("/jobs/{name}/cancel")
 async def cancel_run(request: web.Request) -> web.Response:
+    """Cancel the job's running run (`syncd cancel`): 202 with `status` `cancelling` and the run, which
+    ends as `cancelled`; 409 when the job has no run under way. The JSON body's `by` names who cancelled it."""
     daemon = _daemon(request)
     name = _job_state(request).config.name
     try:
@@ -316,6 +335,7 @@ async def cancel_run(request: web.Request) -> web.Response:
 
 @routes.get("/runs")
 async def list_runs(request: web.Request) -> web.Response:
+    """The latest 50 runs of every job, newest first (`runs`), each as `/runs/{id}` shows it."""
     daemon = _daemon(request)
     assert daemon.runs is not None
     return web.json_response({"runs": [run.as_dict() for run in daemon.runs.latest(50)]})
@@ -323,6 +343,8 @@ async def list_runs(request: web.Request) -> web.Response:
 
 @routes.get("/runs/{id}")
 async def get_run(request: web.Request) -> web.Response:
+    """One run: its job, kind, cause, outcome and reason, times, error, summary, and while it runs
+    its `progress` (what `syncd trigger --wait` polls); 404 for a run the history does not hold."""
     daemon = _daemon(request)
     assert daemon.runs is not None
     text = request.match_info["id"]
@@ -333,6 +355,7 @@ async def get_run(request: web.Request) -> web.Response:
 
 
 def create_control_app(daemon: ControlledDaemon) -> web.Application:
+    """The control API of `daemon`, the web page mounted under `/ui/`."""
     app = web.Application(middlewares=[_guard])
     app[DAEMON] = daemon
     app[LOGIN_LIMIT] = LoginLimit()  # one for the bearer check and the page's login (config_dict)

@@ -69,7 +69,7 @@ CREATE TABLE fleet_run_backends (
     PRIMARY KEY (run, attempt, pid, backend_start)
 );
 """
-"""The server sessions that took a tenant's writer lock for a run's attempt (`syncd.fencing`):
+"""The server sessions that took a tenant's writer lock for a run's attempt (`syncd.pg.fencing`):
 the replica that takes the run over ends them (`pg_terminate_backend`), so the advisory locks
 of a frozen or lost holder go at once. A pid with its start time names one session only."""
 

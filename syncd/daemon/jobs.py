@@ -1,9 +1,10 @@
 """What one run of a daemon job does, per kind: the same engines the CLI commands use.
 
 - `sync`: crawl TENANT[:ORG] into the state mirror (`state/syncd.db`), incrementally.
-- `backup`: a full crawl into a new file `state/backups/<job>/<job>-<UTC time>.db` (and file
-  binaries beside it when `with_files`), then delete the complete backups the job's retention
-  policy (`keep_last`, `keep_daily`, ...: `syncd.retention`, periods in the job's time zone)
+- `backup`: a full crawl into a new file `<job>-<UTC time>.db` in the job's `output` folder
+  (default `state/backups/<job>/`; file binaries beside it when `with_files`; an output in
+  object storage is `syncd.daemon.bucket_backup`'s), then delete the complete backups the job's retention
+  policy (`keep_last`, `keep_daily`, ...: `syncd.daemon.retention`, periods in the job's time zone)
   does not keep. A backup that is not whole (something unread, a file not downloaded, or
   emptier than the job's newest complete backup: nothing found, or fewer than half its
   objects) is `partial`, renamed `<job>-<UTC time>-partial.db`, prunes nothing and never counts
@@ -11,6 +12,8 @@
   backups) and it is older than every complete backup kept.
 - `mirror`: `syncd.copy.copy_org`, exactly as `syncd mirror apply`: settle what earlier runs
   left, read both sides, plan, apply, read again and verify, in rounds.
+- `export`: read the source into the job's own mirror file, export it into a Git repository,
+  commit what changed and push it (`syncd.daemon.export_job`).
 
 Each kind is one `Runner` in `RUNNERS` (its settings: one model in `syncd.config.jobs`).
 A run returns its outcome and a JSON-ready summary, or raises: the daemon turns any
@@ -21,27 +24,38 @@ equal (the summary says what), which is not retried sooner than the schedule.
 
 from __future__ import annotations
 
-import re
 import shutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
 import anyio
 
 from syncd.config import JOB_KINDS, BackupJob, JobConfig, MirrorJob, Settings, SyncJob
+from syncd.config.cron import zone
+from syncd.config.storage import is_object_url
 from syncd.copy import copy_org
-from syncd.cron import zone
+from syncd.daemon.backups import (
+    BACKUP_SUFFIX,
+    PARTIAL_MARK,
+    Pruning,
+    backup_name,
+    backup_names,
+    choose_pruning,
+    judge_backup,
+    partial_name,
+    taken_time,
+)
 from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.progress import current as run_progress
 from syncd.daemon.reasons import backup_reason, mirror_reason, sync_reason
+from syncd.daemon.retention import Policy
 from syncd.daemon.run_history import Outcome
 from syncd.files import private_dir
 from syncd.read.backup import backup, blobs_dir
 from syncd.read.sync import default_db, sync_into
-from syncd.retention import Policy, choose_kept
 from syncd.selection import Dependency
 from syncd.state import StateStore
 
@@ -49,10 +63,6 @@ __all__ = [
     "BACKUP_SUFFIX", "PARTIAL_MARK", "RUNNERS", "JobOutcome", "Pruning", "Runner", "backup_dir", "backup_files",
     "delete_backups", "execute_job", "partial_backups", "plan_pruning", "prune_backups", "save_mirror_plan", "state_files", "taken_time",
 ]  # fmt: skip
-
-BACKUP_SUFFIX = ".db"
-PARTIAL_MARK = "-partial"
-"""Added to the name of a backup that is not whole: `<job>-<UTC time>-partial.db`."""
 
 
 @dataclass
@@ -75,14 +85,19 @@ def state_files(settings: Settings, job: JobConfig) -> list[Path | str]:
 
 
 def backup_dir(settings: Settings, job: JobConfig) -> Path:
+    """The folder of a backup job's files: its `output`, else `STATE_DIR/backups/JOB/` (a job
+    whose output is in object storage stages each backup under the temporary directory instead)."""
+    output = getattr(job, "output", None)
+    if output is not None and not is_object_url(output):
+        return Path(output).expanduser()
     return settings.state_dir / "backups" / job.name
 
 
 def _named(folder: Path, job: str, mark: str) -> list[Path]:
     if not folder.is_dir():
         return []
-    name = re.compile(re.escape(job) + r"-\d{8}T\d{6}\.\d{3}Z" + re.escape(mark + BACKUP_SUFFIX))
-    return sorted(path for path in folder.iterdir() if name.fullmatch(path.name) and path.is_file())
+    files = {path.name: path for path in folder.iterdir() if path.is_file()}
+    return [files[name] for name in backup_names(files, job, mark)]
 
 
 def backup_files(folder: Path, job: str) -> list[Path]:
@@ -96,40 +111,9 @@ def partial_backups(folder: Path, job: str) -> list[Path]:
     return _named(folder, job, PARTIAL_MARK)
 
 
-def _taken_at(path: Path) -> str:
-    return path.name.removesuffix(BACKUP_SUFFIX).removesuffix(PARTIAL_MARK)
-
-
-def taken_time(path: Path) -> datetime:
-    """When the backup at `path` was taken, from its name (`<job>-20261126T001544.123Z.db`)."""
-    stamp = _taken_at(path)[-len("20261126T001544.123Z") :]
-    return datetime.strptime(stamp, "%Y%m%dT%H%M%S.%fZ").replace(tzinfo=UTC)
-
-
-@dataclass
-class Pruning:
-    """What retention does in a job's backup folder: the files it deletes and the ones it keeps."""
-
-    doomed: list[Path] = field(default_factory=list)
-    """Complete and partial backups to delete, oldest first."""
-    kept: dict[Path, list[str]] = field(default_factory=dict)
-    """Complete backups kept, newest first, each with the rules that keep it."""
-
-
-def plan_pruning(folder: Path, job: str, policy: Policy | int, tz: tzinfo = UTC) -> Pruning:
-    """What `policy` (an int: `keep_last`) keeps of the job's complete backups (`choose_kept`,
-    periods in `tz`), and the partial backups that go with them: those older than every kept
-    backup, once the policy is full. A partial one never counts, so it never pushes out a
-    complete one. Deletes nothing."""
-    if isinstance(policy, int):
-        policy = Policy(last=policy)
-    choice = choose_kept([(path, taken_time(path)) for path in backup_files(folder, job)], policy, tz)
-    doomed = list(choice.doomed)
-    if choice.full and choice.kept:
-        oldest = min(_taken_at(path) for path in choice.kept)
-        doomed += [path for path in partial_backups(folder, job) if _taken_at(path) < oldest]
-    doomed.sort(key=_taken_at)
-    return Pruning(doomed, choice.kept)
+def plan_pruning(folder: Path, job: str, policy: Policy | int, tz: tzinfo = UTC) -> Pruning[Path]:
+    """What `choose_pruning` does to the job's backup files in `folder`. Deletes nothing."""
+    return choose_pruning(backup_files(folder, job), partial_backups(folder, job), policy, tz)
 
 
 def delete_backups(paths: list[Path]) -> None:
@@ -148,7 +132,7 @@ def prune_backups(folder: Path, job: str, keep: Policy | int, tz: tzinfo = UTC) 
 
 def _mark_partial(path: Path) -> Path:
     """Rename a backup that is not whole (and its `.blobs/` folder) so it never counts as one."""
-    marked = path.with_name(path.name.removesuffix(BACKUP_SUFFIX) + PARTIAL_MARK + BACKUP_SUFFIX)
+    marked = path.with_name(partial_name(path.name))
     if blobs_dir(path).exists():
         blobs_dir(path).rename(blobs_dir(marked))
     path.rename(marked)
@@ -157,12 +141,8 @@ def _mark_partial(path: Path) -> Path:
 
 def _backup_path(folder: Path, job: str, now: datetime) -> Path:
     """`<job>-20261126T001544.123Z.db`: names sort by time, which retention relies on."""
-    when = now.astimezone(UTC)
-    while True:
-        path = folder / f"{job}-{when.strftime('%Y%m%dT%H%M%S')}.{when.microsecond // 1000:03d}Z{BACKUP_SUFFIX}"
-        if not path.exists() and not path.with_name(path.name.removesuffix(BACKUP_SUFFIX) + PARTIAL_MARK + BACKUP_SUFFIX).exists():
-            return path
-        when += timedelta(milliseconds=1)
+    taken = [path.name for path in folder.iterdir()] if folder.is_dir() else []
+    return folder / backup_name(job, now, taken)
 
 
 def _record_objects(metrics: DaemonMetrics, db: Path, *tenants: str) -> int:
@@ -211,6 +191,11 @@ async def _run_sync(settings: Settings, job: SyncJob, metrics: DaemonMetrics, fu
 
 
 async def _run_backup(settings: Settings, job: BackupJob, metrics: DaemonMetrics, full: bool) -> JobOutcome:
+    if job.output is not None and is_object_url(job.output):
+        from syncd.daemon.bucket_backup import run_backup_to_bucket
+
+        outcome, summary = await run_backup_to_bucket(settings, job, metrics)
+        return JobOutcome(outcome, summary)
     folder = backup_dir(settings, job)
     private_dir(folder)
     out = _backup_path(folder, job.name, datetime.now(UTC))
@@ -228,25 +213,8 @@ async def _run_backup(settings: Settings, job: BackupJob, metrics: DaemonMetrics
         out.unlink(missing_ok=True)
         shutil.rmtree(blobs_dir(out), ignore_errors=True)
         raise
-    summary: dict[str, Any] = {
-        "file": str(out),
-        "status": result.crawl.status,
-        "objects": sum(result.crawl.stats.objects.values()),
-        "held": result.objects,
-        "requests": result.requests,
-        "retries": result.retries,
-        "rate_limited": result.rate_limited,
-        "errors": result.crawl.stats.errors[:20],
-        **_scoped(job, result.crawl.scope.dependencies),
-    }
-    complete = result.crawl.status == "complete"
-    if result.emptier is not None:
-        complete = False
-        summary["reason"] = f"the backup {result.emptier}: kept as partial, nothing pruned"
-        summary["warnings"] = [summary["reason"]]
-    if result.files is not None:
-        summary["files"] = {"downloaded": result.files.downloaded, "skipped": result.files.skipped, "failed": len(result.files.failed)}
-        complete = complete and not result.files.failed
+    summary, complete = judge_backup(job, result)
+    summary = {"file": str(out), **summary}
     if not complete:
         # Not a whole backup: named so that retention never counts it (nor compares with it).
         summary["file"] = str(_mark_partial(out))
@@ -256,6 +224,7 @@ async def _run_backup(settings: Settings, job: BackupJob, metrics: DaemonMetrics
         delete_backups(pruning.doomed)
         summary["pruned"] = [path.name for path in pruning.doomed]
         summary["kept"] = {path.name: reasons for path, reasons in pruning.kept.items()}
+    metrics.backup_stored(job.name, summary["file"], datetime.now(UTC).timestamp())
     outcome: Outcome = "succeeded" if complete else "partial"
     summary["reason"] = backup_reason(outcome, summary)
     return JobOutcome(outcome, summary)
@@ -276,6 +245,12 @@ async def _run_mirror(settings: Settings, job: MirrorJob, metrics: DaemonMetrics
     verify = f"syncd mirror verify {job.source} {job.target}" + (" --mode mirror" if job.mode == "mirror" else "") + (" --with-access" if job.with_access else "")
     summary["reason"] = mirror_reason(outcome, summary, verify)
     return JobOutcome(outcome, summary)
+
+
+async def _run_export(settings: Settings, job: Any, metrics: DaemonMetrics, full: bool) -> JobOutcome:
+    from syncd.daemon.export_job import run_export
+
+    return JobOutcome(*await run_export(settings, job, metrics, full))
 
 
 async def save_mirror_plan(settings: Settings, job: MirrorJob, folder: Path, now: datetime) -> Path:
@@ -318,6 +293,7 @@ RUNNERS: dict[str, Runner] = {
     "sync": Runner(_run_sync, writes_state=True),
     "backup": Runner(_run_backup, writes_state=False),
     "mirror": Runner(_run_mirror, writes_state=True),
+    "export": Runner(_run_export, writes_state=False),  # its own mirror file and repository
 }
 """The runner of each kind of job (`syncd.config.JOB_KINDS`), by its tag."""
 assert RUNNERS.keys() == JOB_KINDS.keys(), "every kind of job has one runner"

@@ -7,7 +7,7 @@ and finishing are fenced: they only touch rows that still name the caller (and i
 so a replica that stalled and lost its run cannot overwrite the replica that took it over.
 
 A takeover also ends the server sessions the previous holder recorded for the run
-(`end_sessions`, `syncd.fencing`): a holder that is frozen, not dead, keeps its sessions and
+(`end_sessions`, `syncd.pg.fencing`): a holder that is frozen, not dead, keeps its sessions and
 their tenants' advisory locks open, and the new holder would otherwise wait for them.
 
 Lock order, everywhere: the run's row first, then its job's lease row (no deadlocks between
@@ -307,7 +307,7 @@ WHERE b.run = %s AND b.attempt < %s AND b.pid <> pg_backend_pid()
 
 
 def end_sessions(conn: psycopg.Connection, run_id: int, attempt: int) -> int:
-    """End the server sessions that earlier attempts of the run recorded (`syncd.fencing`):
+    """End the server sessions that earlier attempts of the run recorded (`syncd.pg.fencing`):
     their holder lost the lease, and the tenants' advisory locks they hold go with them now,
     not when TCP gives up on a frozen or vanished host. Returns how many were ended. A server
     that refuses (another role's sessions, without `pg_signal_backend`) is logged: the new

@@ -73,8 +73,25 @@ class DaemonMetrics:
             "syncd_job_last_outcome", "1 for the job's latest finished run: its outcome and why it is not a plain success (reason, '' for one).",
             ["job", "outcome", "reason"], registry=r,
         )
+        # One series per backup job, replaced at each backup it stores: where the latest went
+        # (a file, or s3://BUCKET/KEY) as a label, when as the value.
+        self.last_backup = Gauge(
+            "syncd_job_last_backup_timestamp_seconds",
+            "Unix time at which the backup job's latest backup was stored, labelled with where it went (a file, or s3://BUCKET/KEY).",
+            ["job", "location"], registry=r,
+        )
         self.left_on_target = Gauge(
             "syncd_job_left_on_target", "Objects a copy-mode mirror job's latest run left on the target that the source does not have.",
+            ["job"], registry=r,
+        )
+        # Where an export job's history went: one series per job, its labels the newest commit and
+        # the remote (without credentials, '' for none), replaced at each run.
+        self.export_commit = Gauge(
+            "syncd_job_export_commit", "1 for an export job's newest commit, labelled with its id and the remote it is pushed to ('' for none).",
+            ["job", "commit", "remote"], registry=r,
+        )
+        self.export_unpushed = Gauge(
+            "syncd_job_export_unpushed", "1 while an export job's newest commit is not on its remote (the latest push failed), else 0.",
             ["job"], registry=r,
         )
         self.paused = Gauge(
@@ -90,6 +107,8 @@ class DaemonMetrics:
         )
         self._kinds: dict[str, set[str]] = {}
         self._last: dict[str, tuple[str, str]] = {}
+        self._exports: dict[str, tuple[str, str]] = {}
+        self._last_backup: dict[str, str] = {}
 
     # -- ApiObserver -------------------------------------------------------------------
 
@@ -130,8 +149,30 @@ class DaemonMetrics:
         self._last[job] = (outcome, _label(reason or ""))
         self.last_outcome.labels(job, *self._last[job]).set(1)
 
+    def backup_stored(self, job: str, location: str, at: float) -> None:
+        """The job's latest backup went to `location` at `at` (the previous one's series goes)."""
+        previous = self._last_backup.pop(job, None)
+        if previous is not None:
+            with contextlib.suppress(KeyError):
+                self.last_backup.remove(job, previous)
+        self._last_backup[job] = location
+        self.last_backup.labels(job, location).set(at)
+
     def set_left_on_target(self, job: str, count: int) -> None:
         self.left_on_target.labels(job).set(count)
+
+    def set_export(self, job: str, commit: str | None, remote: str | None, pushed: bool | None) -> None:
+        """Where an export job's history is now: its newest commit, its remote, and whether the remote has it."""
+        self._drop_export(job)
+        self._exports[job] = (commit or "", remote or "")
+        self.export_commit.labels(job, *self._exports[job]).set(1)
+        self.export_unpushed.labels(job).set(1 if pushed is False else 0)
+
+    def _drop_export(self, job: str) -> None:
+        last = self._exports.pop(job, None)
+        if last is not None:
+            with contextlib.suppress(KeyError):
+                self.export_commit.remove(job, *last)
 
     def _drop_last(self, job: str) -> None:
         last = self._last.pop(job, None)
@@ -142,7 +183,12 @@ class DaemonMetrics:
     def forget_job(self, job: str) -> None:
         """A job removed from the configuration leaves no series behind."""
         self._drop_last(job)
-        for metric in (self.running, self.paused, self.duration, self.last_success, self.left_on_target):
+        self._drop_export(job)
+        location = self._last_backup.pop(job, None)
+        if location is not None:
+            with contextlib.suppress(KeyError):
+                self.last_backup.remove(job, location)
+        for metric in (self.running, self.paused, self.duration, self.last_success, self.left_on_target, self.export_unpushed):
             with contextlib.suppress(KeyError):
                 metric.remove(job)
         for outcome in OUTCOMES:

@@ -17,8 +17,8 @@ import aiohttp
 import anyio
 
 from syncd.config import Settings
+from syncd.config.base import local_url
 from syncd.errors import SyncdError
-from syncd.listening import local_url
 from syncd.safe_read import FileRefused, read_regular
 
 __all__ = ["ControlClient", "DaemonUnreachable", "daemon_token", "daemon_url", "local_url"]

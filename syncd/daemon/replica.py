@@ -13,7 +13,7 @@ signals, reloads, the jobs themselves):
   replica asked looks at once, the others at their next poll (`fleet.poll`).
 - **Leases**: a running run's lease is renewed every third of `fleet.lease`; a replica that
   cannot renew it (another took the run over: this one stalled or lost the database) cancels
-  the run at once. Every write of the run checks the lease first (`syncd.fencing`: in the
+  the run at once. Every write of the run checks the lease first (`syncd.pg.fencing`: in the
   transaction that journals its intent, and right before the request), so a replica that
   wakes up after losing its run sends nothing more; that run ends `cancelled`, "lost the
   lease", and its row is left to the replica that took it over (or takes it over: its lease
@@ -56,8 +56,8 @@ from syncd.daemon.run_history import RunRecord, iso_utc
 from syncd.daemon.schedule import failure_backoff
 from syncd.daemon.service import Daemon, JobState, TriggerResult, log
 from syncd.daemon.slots import due_slot, next_slot, not_before
-from syncd.fencing import RunFence, fencing
 from syncd.pg.connect import display_url
+from syncd.pg.fencing import RunFence, fencing
 
 __all__ = ["FleetDaemon", "daemon_for", "default_replica"]
 
@@ -234,7 +234,7 @@ class FleetDaemon(Daemon):
     # -- one run ------------------------------------------------------------------------------
 
     async def _run(self, state: JobState, record: RunRecord, fence: RunFence | None = None) -> None:
-        """The run as one daemon runs it, its writes fenced by its lease (`syncd.fencing`), the
+        """The run as one daemon runs it, its writes fenced by its lease (`syncd.pg.fencing`), the
         lease renewed beside it; a renewal refused (the run was taken over) cancels it at once."""
         assert isinstance(record, FleetRunRecord)
         if fence is None:

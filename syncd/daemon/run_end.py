@@ -11,9 +11,18 @@ from syncd.daemon.run_history import RunRecord
 from syncd.errors import SyncdError
 from syncd.logging import get_logger
 
-__all__ = ["describe_error", "log_run_end"]
+__all__ = ["RunFailed", "describe_error", "log_run_end"]
 
 log = get_logger("syncd.daemon")
+
+
+class RunFailed(SyncdError):
+    """A run that fails after part of its work is done and kept (an export job's commit made,
+    its push failed): its message is the run's error, `summary` what it did, kept with the run."""
+
+    def __init__(self, message: str, summary: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.summary = summary
 
 
 def describe_error(exc: BaseException) -> str:

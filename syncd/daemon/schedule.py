@@ -3,7 +3,7 @@
 No I/O, no asyncio, no clock: every function takes `now` (and an `random.Random` for
 jitter), so the daemon's timing decisions are deterministic and testable in microseconds.
 All datetimes are timezone-aware; results are in UTC. Cron expressions are read by the
-cronsim library through `syncd.cron`, in the schedule's time zone (default UTC; what a
+cronsim library through `syncd.config.cron`, in the schedule's time zone (default UTC; what a
 daylight saving change does is said there).
 """
 
@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from functools import lru_cache
 
 from syncd.config import Schedule
-from syncd.cron import YEARS_SEARCHED, next_after, validate_cron, zone
+from syncd.config.cron import YEARS_SEARCHED, next_after, validate_cron, zone
 
 __all__ = [
     "BACKOFF_BASE",
@@ -47,7 +47,7 @@ def _require_aware(dt: datetime, name: str) -> datetime:
 
 @dataclass(frozen=True, slots=True)
 class CronExpression:
-    """A cron expression (`syncd.cron`: 5 fields, names, macros) read in the time zone `tz`."""
+    """A cron expression (`syncd.config.cron`: 5 fields, names, macros) read in the time zone `tz`."""
 
     text: str
     tz: tzinfo = UTC

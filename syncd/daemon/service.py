@@ -49,18 +49,18 @@ from syncd.config import JobConfig, MirrorJob, Settings, _is_loopback, load_sett
 from syncd.daemon.control_token import ControlToken
 from syncd.daemon.detached import in_detached_thread
 from syncd.daemon.jobs import execute_job, save_mirror_plan, state_files
+from syncd.daemon.listening import listening
 from syncd.daemon.metrics import DaemonMetrics
 from syncd.daemon.pauses import JobPaused, NothingToCancel, cancelled_by, paused_before_start
 from syncd.daemon.progress import reporting
 from syncd.daemon.remote import local_url
-from syncd.daemon.run_end import describe_error, log_run_end
+from syncd.daemon.run_end import RunFailed, describe_error, log_run_end
 from syncd.daemon.run_history import NEVER_STARTED, Pause, RunHistory, RunRecord
 from syncd.daemon.runs import RunLog
 from syncd.daemon.schedule import JobTimer
 from syncd.daemon.views import JobState, TriggerResult, job_view, paused_view
 from syncd.errors import ConfigError, SyncdError
 from syncd.files import private_dir, replace_private
-from syncd.listening import listening
 from syncd.logging import get_logger
 from syncd.state.lock import WriterLock
 from syncd.temp_dir import choose as choose_temp_dir
@@ -552,6 +552,8 @@ class Daemon:
                 # An error raised while the run was being cancelled is the cancellation's doing.
                 cancelling = own.cancel_called or (self._runs_group is not None and self._runs_group.cancel_scope.cancel_called)
                 record.outcome, record.error = ("cancelled" if cancelling else "failed"), describe_error(exc)
+                if isinstance(exc, RunFailed):
+                    record.summary = exc.summary  # what it did before it failed (a commit made, its push failed)
                 if own.cancel_called and state.cancelled_by is not None:
                     record.error = cancelled_by(state.cancelled_by)
             finally:

@@ -13,7 +13,7 @@ one guess at each point (what the emulator always did); `divergent` guesses diff
 one of them, and `mixed:SEED` picks each row's guess from the seed, independently, so that syncd
 can be tested against many implementations of the same spec and may depend on none.
 
-`ROWS` names the open points (the README's "Behaviour profiles" table, one row each) and the
+`ROWS` names the open points (the table of docs/concepts/open-points.md, one row each) and the
 fields that play each one.
 
 The generator never reads a profile: model helpers default to `DEFAULT`, so a seed gives
@@ -40,7 +40,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Profile:
-    """One answer per open point of the spec (the README's "Behaviour profiles" table)."""
+    """One answer per open point of the spec (the table of docs/concepts/open-points.md)."""
 
     name: str
     duplicate_suffix: str
@@ -174,7 +174,8 @@ ROWS: dict[str, tuple[str, ...]] = {
     "importer-connections": ("import_connections",),
     "create-keeps-name": ("create_tidies_names",),
 }
-"""Open point -> the Profile fields that play it (one README row each, in the table's order)."""
+"""Open point -> the Profile fields that play it (one row each of the table in
+docs/concepts/open-points.md, in its order)."""
 
 MIXED_PREFIX = "mixed:"
 

@@ -1,5 +1,5 @@
 """Another importer's markdown style: what `import_restyles` makes of the pages a website
-import reads (README, "Behaviour profiles", row `import-style`).
+import reads (docs/concepts/open-points.md, row `import-style`).
 
 The spec says an import takes a URL and answers how many resources it imported; it does not
 say that the pages come back byte for byte. An importer that turns HTML back into markdown

@@ -1,7 +1,7 @@
 """The emulator's website import: `content/import` from a URL that is not the emulator's own.
 
 It reads a website the way an importer following common conventions does, and the way syncd
-serves the content it holds (README, "Website import (content/import)", is the contract):
+serves the content it holds (docs/concepts/content.md, "The layout, exactly", is the contract):
 
 - the start URL P is a directory; only URLs on P's origin under P's path are read, redirects
   included; everything else is ignored (links to it are kept as absolute URLs);

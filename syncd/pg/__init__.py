@@ -4,11 +4,11 @@ budget need from the server named by `state_url` (issue 13), and nothing above i
 `connect` opens a connection from a `state_url`, with bounded waits and one-line errors;
 `migrations` runs the named migrations each owner hands it (the store's, the daemon's, the
 budget's) and keeps the ledger of every name this syncd knows; `budget` and `budget_model`
-share one request budget per API token among the replicas. The SQLite state in `state_dir`
-stays the embedded default: nothing here is imported unless `state_url` is set.
+share one request budget per API token among the replicas; `fencing` stops the writes of a
+replica that lost its fleet run's lease (the API client, the copy's journal and the writer
+lock look at it before each write).
+
+The SQLite state in `state_dir` stays the embedded default: psycopg is loaded only when
+`state_url` is set. So this face hands on no names: `fencing` (no psycopg import, read by every
+API client) is imported without `connect` and `migrations`.
 """
-
-from syncd.pg.connect import PgError, connect, display_url
-from syncd.pg.migrations import LEDGER, PgMigration, applied_migrations, migrate
-
-__all__ = ["LEDGER", "PgError", "PgMigration", "applied_migrations", "connect", "display_url", "migrate"]

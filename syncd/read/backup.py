@@ -60,6 +60,20 @@ class BackupResult:
     retries: int = 0
     rate_limited: int = 0
     """429 answers the crawl got (each waited for and retried)."""
+    scope_ref: str = ""
+    """The crawl's scope (`scope_of`): what a later backup is compared by."""
+
+
+@dataclass(frozen=True)
+class Held:
+    """A backup kept where it cannot be opened without a download (object storage), as a
+    baseline: what it holds, from its metadata (`syncd.storage.layout`)."""
+
+    name: str
+    """How it is named in messages (`s3://BUCKET/KEY`)."""
+    scope: str
+    """Its crawl's scope (`scope_of`): it is compared only with a backup of the same scope."""
+    objects: int
 
 
 def blobs_dir(db_path: Path) -> Path:
@@ -116,7 +130,8 @@ async def backup(
     with_files: bool = False,
     overwrite: bool = False,
     force: bool = False,
-    baseline: Path | None = None,
+    baseline: Path | Held | None = None,
+    replacing: str | None = None,
     on_progress: Progress | None = None,
     scope: Scope = EVERYTHING,
     on_files: DownloadProgress | None = None,
@@ -128,7 +143,9 @@ async def backup(
     existing `out` unless `force` (`BackupRefused`; the new crawl is deleted), and is reported
     in `BackupResult.emptier` otherwise. `scope`: only these collections, spaces and sites
     (`syncd.read.crawl_scope`); it is compared only with a backup of the same scope. `on_progress`
-    follows the crawl, `on_files` the file downloads (`syncd.read.blob_download.download_files`)."""
+    follows the crawl, `on_files` the file downloads (`syncd.read.blob_download.download_files`).
+    `replacing`: the name of a backup kept elsewhere that this one replaces (object storage,
+    `baseline` then being what it holds): an emptier backup is refused as for an existing `out`."""
     if out.exists() and not overwrite:
         raise UsageError(f"{out} exists: choose another --out, or --overwrite to replace it")
     if out.parent and not out.parent.exists():
@@ -136,17 +153,22 @@ async def backup(
     tenant = settings.tenant(ref.tenant).name
     if baseline is None and out.exists():
         baseline = out
+    replaced = replacing if replacing is not None else (str(out) if out.exists() else None)
     partial = out.with_name(f".{out.name}.partial-{os.getpid()}")
     for stale in _sidecars(partial):
         stale.unlink(missing_ok=True)
     try:
         result, client = await sync_into(settings, ref, partial, job="backup", full=True, on_progress=on_progress, scope=scope)
         objects = held_objects(partial, tenant) or 0
-        before = held_objects(baseline, tenant, scope_of(tenant, result.org, scope)) if baseline is not None else None
+        scope_ref = scope_of(tenant, result.org, scope)
+        if isinstance(baseline, Held):
+            before = baseline.objects if baseline.scope == scope_ref else None
+        else:
+            before = held_objects(baseline, tenant, scope_ref) if baseline is not None else None
         why = emptier(objects, before, baseline.name if baseline is not None else "")
-        if why and out.exists() and not force:
+        if why and replaced is not None and not force:
             raise BackupRefused(
-                f"{out} not replaced: the new backup of {scope_of(tenant, result.org, scope)} {why}; "
+                f"{replaced} not replaced: the new backup of {scope_of(tenant, result.org, scope)} {why}; "
                 "the old file is kept as it was and the new one discarded (--force replaces it anyway)"
             )
         for stale in _sidecars(out):
@@ -157,7 +179,7 @@ async def backup(
             leftover.unlink(missing_ok=True)
     report = BackupResult(
         out, result, client.stats.requests, objects=objects, baseline=before, emptier=why,
-        retries=client.stats.retries, rate_limited=client.stats.rate_limited,
+        retries=client.stats.retries, rate_limited=client.stats.rate_limited, scope_ref=scope_ref,
     )  # fmt: skip
     if with_files:
         downloads = min(settings.tenant(ref.tenant).concurrency, MAX_DOWNLOADS)

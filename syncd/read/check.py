@@ -89,15 +89,23 @@ class CheckReport:
     blob_bytes: int = 0
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    shown: str | None = None
+    """How the backup is named when it is not `path` (`s3://BUCKET/KEY`, fetched into `path`)."""
+    shown_blobs: str | None = None
+    """How its blob folder is named then (`s3://BUCKET/PREFIX/blobs/`)."""
 
     @property
     def healthy(self) -> bool:
         return not self.problems
 
+    @property
+    def name(self) -> str:
+        return self.shown if self.shown is not None else str(self.path)
+
     def to_json(self) -> dict[str, Any]:
         """The `--json` document (schema `syncd/schemas/check.json`)."""
         return {
-            "file": str(self.path),
+            "file": self.name,
             "healthy": self.healthy,
             "problems": [problem.to_json() for problem in self.problems],
             "integrity": self.integrity,
@@ -106,7 +114,7 @@ class CheckReport:
             "objects": self.objects,
             "file_rows": self.file_rows,
             "blobs": {
-                "folder": str(self.blobs_folder) if self.blobs_folder is not None else None,
+                "folder": self.shown_blobs or (str(self.blobs_folder) if self.blobs_folder is not None else None),
                 "checked": self.blobs,
                 "bytes": self.blob_bytes,
             },

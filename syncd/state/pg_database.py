@@ -76,7 +76,7 @@ class PgDatabase:
             conn.adapters.register_loader(name, TextLoader)
 
     def pin(self) -> None:
-        """This session is recorded with a fleet run (`syncd.fencing`): a takeover may end it
+        """This session is recorded with a fleet run (`syncd.pg.fencing`): a takeover may end it
         at any time, so it is closed with the handle, never handed to a later open."""
         self.url = None
 

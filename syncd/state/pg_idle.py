@@ -7,7 +7,7 @@ again when it is taken (the caller's migration check is its first statement).
 
 What comes back is clean or is closed: no transaction open, every advisory lock let go (the
 tenant writer locks), never a session a fleet run recorded as its own (`PgDatabase.pin`: a
-takeover ends such sessions, `syncd.fencing`), not broken. At most `KEPT` are kept, for at most
+takeover ends such sessions, `syncd.pg.fencing`), not broken. At most `KEPT` are kept, for at most
 `IDLE_SECONDS` each, whatever their URL; the rest are closed. A forked child starts with none
 and never touches its parent's; the process closes what it keeps at exit.
 """

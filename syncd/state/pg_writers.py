@@ -31,7 +31,7 @@ from typing import Any
 
 import psycopg
 
-from syncd.fencing import confirm_lease, enlist_session
+from syncd.pg.fencing import confirm_lease, enlist_session
 from syncd.state.errors import StateBusyError
 from syncd.state.pg_database import PgDatabase
 
@@ -87,7 +87,7 @@ class TenantWriters:
                     self._users[tenant] += 1
                     return
                 key = self.key(tenant)
-                enlist_session(self.db)  # in a fleet run: from here on a takeover ends this session (syncd.fencing)
+                enlist_session(self.db)  # in a fleet run: from here on a takeover ends this session (syncd.pg.fencing)
                 if self._try(key):
                     try:
                         confirm_lease(self.db)

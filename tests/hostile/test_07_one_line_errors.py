@@ -3,7 +3,7 @@
 Before the fix these were tracebacks: JSON nested 200,000 deep (RecursionError), a full disk,
 a damaged page in the mirror (`sqlite3.DatabaseError`, while `status` and `export` succeeded
 silently on some damaged files), a token holding a line break, a backup onto a read-only
-file system. Exit codes (README, "Errors and exit codes"): 1 for a failure that may pass when
+file system. Exit codes (docs/reference/errors.md): 1 for a failure that may pass when
 run again (a full disk, an answer that cannot be read), 2 for one that needs a change first
 (a damaged state file, a read-only or unwritable place, bad configuration).
 """

@@ -8,7 +8,7 @@ recorded for the run (`pg_terminate_backend`), every intent is journaled only wh
 lease is this replica's (the fencing token: `attempt`), a write is not sent once the lease ran
 out on this process's clock, and every connection has TCP keepalives on both ends.
 
-The replicas here are `FleetRunLog`s with their runs' fences (`syncd.fencing`), as a replica's
+The replicas here are `FleetRunLog`s with their runs' fences (`syncd.pg.fencing`), as a replica's
 run has them; a freeze is a lease ended on purpose (`expire_replica`), not waited for. The 20 s
 `kill -STOP` of real replicas is `bench/frozen_replica.py`.
 """
@@ -27,8 +27,8 @@ from syncd.config import RetryConfig
 from syncd.copy import journal
 from syncd.copy.journal import Pair
 from syncd.daemon.fleet_runs import FleetRunLog, FleetRunRecord
-from syncd.fencing import LeaseLost, RunFence, fencing
-from syncd.pg import connect
+from syncd.pg.connect import connect
+from syncd.pg.fencing import LeaseLost, RunFence, fencing
 from syncd.state import StateStore
 from tests.fleet_support import LONG, fleet  # noqa: F401  (fixture)
 from tests.hostile.hostile_server import HostileServer, answer

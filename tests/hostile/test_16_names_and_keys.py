@@ -21,8 +21,9 @@ from pydantic import ValidationError
 
 from syncd.config import Settings
 from syncd.daemon.fleet_tables import FLEET_MIGRATIONS
-from syncd.pg import connect, migrate
 from syncd.pg.budget import SharedBudget
+from syncd.pg.connect import connect
+from syncd.pg.migrations import migrate
 from syncd.read.blobs import BlobStore
 from tests.hostile.cli_support import clean_env, run_cli
 from tests.pg_support import fresh_schema

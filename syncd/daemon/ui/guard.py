@@ -24,7 +24,7 @@ from syncd.daemon.ui.address import address_of
 from syncd.daemon.ui.render import page
 from syncd.daemon.ui.session import csrf_token, same_secret, session_valid
 
-__all__ = ["COOKIE", "CSP", "DAEMON", "LOGIN_COOKIE", "Session", "guard", "session_of"]
+__all__ = ["COOKIE", "CSP", "DAEMON", "LOGIN_COOKIE", "Session", "guard", "needs_session", "session_of"]
 
 COOKIE = "syncd_ui"
 LOGIN_COOKIE = "syncd_ui_login"
@@ -84,9 +84,13 @@ def _refused(request: web.Request, status: int, message: str) -> web.Response:
     return page("error.html", status=status, title="Refused", message=message, session=None, ui=_root(request))
 
 
+def needs_session(path: str) -> bool:
+    """Whether a page at `path` needs the session cookie: all but the login form and the static files."""
+    return not (path == "/ui/login" or path.startswith("/ui/static/"))
+
+
 async def _checked(request: web.Request, handler: Handler) -> web.StreamResponse:
-    path = request.path
-    if path == "/ui/login" or path.startswith("/ui/static/"):
+    if not needs_session(request.path):
         if request.method == "POST":
             reason = _cross_site(request)
             form = await request.post()

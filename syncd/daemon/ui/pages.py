@@ -107,11 +107,14 @@ def _login_form(request: web.Request, *, status: int = 200, error: str | None = 
 
 @routes.get("/login")
 async def login_page(request: web.Request) -> web.Response:
+    """The login form: the daemon's token, entered once, opens a session (a cookie)."""
     return _login_form(request)
 
 
 @routes.post("/login")
 async def login(request: web.Request) -> web.Response:
+    """Check the token the login form sent: a session cookie and back to the page asked for; 401 and
+    the form again for a wrong token, 429 while wrong tokens from the address are slowed."""
     form = await request.post()
     limit = request.config_dict[LOGIN_LIMIT]  # shared with the control API's bearer check
     if (refused := refused_while_waiting(limit, request.remote)) is not None:
@@ -133,6 +136,7 @@ async def login(request: web.Request) -> web.Response:
 
 @routes.post("/logout")
 async def logout(request: web.Request) -> web.Response:
+    """End the session: its cookie removed, back to the login form."""
     response = web.Response(status=303, headers={"Location": f"{_root(request)}login"})
     response.del_cookie(COOKIE, path=_root(request))
     return response
@@ -148,6 +152,7 @@ def _job_view(daemon: Any, state: Any) -> dict[str, Any]:
 
 @routes.get("/")
 async def jobs_page(request: web.Request) -> web.Response:
+    """The jobs: state, schedule, last and next run, and the buttons to run, pause, resume or cancel each."""
     daemon = _daemon(request)
     jobs = [{**view, "timezone": daemon.jobs[view["name"]].config.timezone} for view in daemon.jobs_view()]
     values = _common(request, jobs=jobs, page_name="jobs")
@@ -164,6 +169,8 @@ def _job_state(request: web.Request) -> Any:
 
 @routes.get("/jobs/{name}")
 async def job_page(request: web.Request) -> web.Response:
+    """One job: its settings, a chart of its latest runs' durations and outcomes, and the runs; 404 for
+    a job the configuration does not have."""
     daemon, state = _daemon(request), _job_state(request)
     runs = daemon.runs.of_job(state.config.name, RUNS_SHOWN)
     view = _job_view(daemon, state)
@@ -174,6 +181,8 @@ async def job_page(request: web.Request) -> web.Response:
 
 @routes.post("/jobs/{name}/run")
 async def trigger(request: web.Request) -> web.Response:
+    """Run the job now (the page's Run button), then show the run; 409 while the job is paused, 503
+    while the daemon stops."""
     daemon, state = _daemon(request), _job_state(request)
     if daemon.stopping:
         raise web.HTTPServiceUnavailable(text="the daemon is stopping: no new runs")
@@ -196,18 +205,21 @@ def _operator(request: web.Request) -> str:
 
 @routes.post("/jobs/{name}/pause")
 async def pause(request: web.Request) -> web.Response:
+    """Pause the job (the Pause button), then back to the page the button was on."""
     _daemon(request).pause(_job_state(request).config.name, _operator(request))
     return await _back(request)
 
 
 @routes.post("/jobs/{name}/resume")
 async def resume(request: web.Request) -> web.Response:
+    """Resume the job (the Resume button), then back to the page the button was on."""
     _daemon(request).resume(_job_state(request).config.name, _operator(request))
     return await _back(request)
 
 
 @routes.post("/jobs/{name}/cancel")
 async def cancel(request: web.Request) -> web.Response:
+    """Cancel the job's running run (the Cancel button), then show the run; 409 when none runs."""
     try:
         run = _daemon(request).cancel(_job_state(request).config.name, _operator(request))
     except NothingToCancel as exc:
@@ -217,6 +229,8 @@ async def cancel(request: web.Request) -> web.Response:
 
 @routes.post("/jobs/{name}/plan")
 async def plan_now(request: web.Request) -> web.Response:
+    """Make a plan of a mirror job now and save it (the Plan button), then show it: what its next run
+    would do, for review; 400 for a job that is not a mirror job, 502 when a side cannot be read."""
     daemon, state = _daemon(request), _job_state(request)
     try:
         path: Path = await daemon.plan_job(state.config.name)
@@ -250,11 +264,30 @@ def _changes(summary: dict[str, Any]) -> dict[str, Any] | None:
     return {"counts": counts, "total": sum(counts.values()), "command": f"syncd diff {where}--run {run}"}
 
 
+def _git(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """Where an export run's history went: the repository, the commit (made by this run or
+    not), the remote and whether it has the commit."""
+    git = summary.get("git")
+    if not isinstance(git, dict):
+        return None
+    return {key: git.get(key) for key in ("repository", "commit", "committed", "subject", "remote", "pushed", "push_error")}
+
+
 def _left(summary: dict[str, Any]) -> list[dict[str, str]]:
     items = summary.get("left_on_target")
     if not isinstance(items, list):
         return []
     return [{key: str(item.get(key, "")) for key in ("kind", "title", "path")} for item in items if isinstance(item, dict)]
+
+
+def _stored(stored: Any) -> dict[str, str] | None:
+    """Where a backup in object storage went, as the page shows it: its bucket and key, and its
+    file binaries sent or already stored (None: the backup is a file)."""
+    if not isinstance(stored, dict) or not isinstance(stored.get("bucket"), str) or not isinstance(stored.get("key"), str):
+        return None
+    sent, present = stored.get("blobs_sent"), stored.get("blobs_present")
+    blobs = f"{sent:,} file binaries uploaded, {present:,} already stored" if isinstance(sent, int) and isinstance(present, int) and sent + present else ""
+    return {"bucket": stored["bucket"], "key": stored["key"], "blobs": blobs}
 
 
 def _expected(runs: Any, run: RunRecord) -> int | None:
@@ -288,6 +321,8 @@ def _run_view(run: RunRecord, expected: int | None = None) -> dict[str, Any]:
     view["problems"] = _texts(summary.get("errors") or summary.get("failures"))
     view["pruned"] = _texts(summary.get("pruned"))
     view["file"] = summary.get("file") if isinstance(summary.get("file"), str) else None
+    view["git"] = _git(summary)
+    view["stored"] = _stored(summary.get("stored"))
     view["changes"] = _changes(summary)
     view["left"] = _left(summary)
     verify = summary.get("verify") if isinstance(summary.get("verify"), dict) else {}
@@ -300,6 +335,7 @@ def _run_view(run: RunRecord, expected: int | None = None) -> dict[str, Any]:
 
 @routes.get("/runs")
 async def runs_page(request: web.Request) -> web.Response:
+    """The latest 50 runs of every job, newest first."""
     runs = _daemon(request).runs.latest(RUNS_SHOWN)
     values = _common(request, runs=[_run_view(r) for r in runs], job=None, page_name="runs")
     return _page(request, "runs", "Runs", "runs", values)
@@ -307,6 +343,8 @@ async def runs_page(request: web.Request) -> web.Response:
 
 @routes.get(r"/runs/{id:[0-9]{1,18}}")
 async def run_page(request: web.Request) -> web.Response:
+    """One run: outcome, reason, times, what it read or changed, and while it runs its progress with an
+    estimate of the time left; 404 for a run the history does not hold."""
     runs = _daemon(request).runs
     run = runs.get(int(request.match_info["id"]))
     if run is None:
@@ -323,6 +361,8 @@ async def run_page(request: web.Request) -> web.Response:
 
 @routes.get("/fleet")
 async def fleet_page(request: web.Request) -> web.Response:
+    """The fleet (a daemon on a PostgreSQL state): the live replicas, their heartbeats and the runs
+    each holds a lease on."""
     daemon = _daemon(request)
     log = _fleet(daemon)
     replicas, leases = [], []
@@ -350,6 +390,7 @@ however many views are open the daemon holds at most two read buffers (`plans.re
 
 @routes.get("/plans")
 async def plans_page(request: web.Request) -> web.Response:
+    """The plan files in the daemon's plans folder (`plans` in its state_dir), and a Plan button per mirror job."""
     daemon = _daemon(request)
     mirror_jobs = [name for name, state in sorted(daemon.jobs.items()) if state.config.kind == "mirror" and not state.removed]
     listed = await anyio.to_thread.run_sync(plan_files, daemon.plans_dir, limiter=PLAN_READERS)
@@ -359,6 +400,8 @@ async def plans_page(request: web.Request) -> web.Response:
 
 @routes.get("/plans/{name}")
 async def plan_page(request: web.Request) -> web.Response:
+    """One saved plan, a page of its operations at a time, filtered by kind and action (`?kind=`,
+    `?action=`, `?page=`); 404 for a plan that is not there, 422 for a file that is not a plan."""
     daemon = _daemon(request)
     name = request.match_info["name"]
     kind, action = (request.query.get("kind") or "")[:200], (request.query.get("action") or "")[:50]

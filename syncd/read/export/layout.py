@@ -15,16 +15,19 @@ import re
 import shutil
 import unicodedata
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 from syncd.errors import SyncdError
 from syncd.files import PRIVATE_FILE, private_dir, storage_error
 from syncd.read.blobs import BlobRefused, BlobStore
-from syncd.sibling_names import SiblingNames
+from syncd.read.sibling_names import SiblingNames
 
 MARKER = ".syncd-export"
+GIT_DIR = ".git"
+"""A Git repository's own folder at the export's root (`syncd export --git`): never part of the
+export, never pruned, and no reason to call the folder someone else's."""
 MAX_REMOVED_RATIO = 0.5
 """An export removing more than this fraction of the files of the previous export in its folder
 (or all of them) is refused unless forced: far likelier an emptier backup than a shrunk tenant."""
@@ -340,7 +343,9 @@ class _Tree:
         with os.scandir(directory) as entries:
             for entry in sorted(entries, key=lambda e: e.name):
                 child = f"{rel}/{entry.name}" if rel else entry.name
-                if entry.is_dir(follow_symlinks=False):
+                if child == GIT_DIR:
+                    empty = False
+                elif entry.is_dir(follow_symlinks=False):
                     if self.prune(Path(entry.path), child):
                         os.rmdir(entry.path)
                     else:
@@ -374,6 +379,8 @@ def _files_below(directory: Path, rel: str = "") -> Iterator[str]:
     with os.scandir(directory) as entries:
         for entry in entries:
             child = f"{rel}/{entry.name}" if rel else entry.name
+            if child == GIT_DIR:
+                continue
             if entry.is_dir(follow_symlinks=False):
                 yield from _files_below(Path(entry.path), child)
             elif child != MARKER:
@@ -389,14 +396,19 @@ class _Organizations(Protocol):
     def organization(self, row: dict[str, Any], base: tuple[str, ...]) -> None: ...
 
 
-def _refuse_emptier(out: Path, exporter: _Organizations, orgs: list[tuple[dict[str, Any], str]]) -> None:
+def _refuse_emptier(
+    out: Path, exporter: _Organizations, orgs: list[tuple[dict[str, Any], str]], then: Callable[[], None] | None = None
+) -> None:
     """ExportError, before anything is written, when the export would remove all the files of
-    the previous export in `out`, or more than `MAX_REMOVED_RATIO` of them."""
+    the previous export in `out`, or more than `MAX_REMOVED_RATIO` of them (`then`: what the
+    export writes after the organizations)."""
     before = set(_files_below(out))
     if not before:
         return
     for row, name in orgs:
         exporter.organization(row, (name,))
+    if then is not None:
+        then()
     removed = len(before - exporter.tree.paths)
     if removed == len(before) or removed > len(before) * MAX_REMOVED_RATIO:
         what = "the backup holds no organization" if not orgs else f"it holds {len(exporter.tree.paths)} files"
@@ -416,7 +428,7 @@ def _prepare_target(out: Path, db_path: Path) -> None:
     source = db_path.resolve()
     if resolved in source.parents:
         raise ExportError(f"{out} holds the file being exported ({db_path}): choose another directory")
-    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
+    if out.is_dir() and any(p.name != GIT_DIR for p in out.iterdir()) and not (out / MARKER).is_file():
         raise ExportError(
             f"{out} is not empty and was not made by `syncd export` (no {MARKER} file): "
             "choose a new or empty directory"

@@ -38,12 +38,13 @@ from syncd.read.export.layout import (
     front_matter,
     slugify,
 )
-from syncd.read.export.links import _link_text, _resolver, asset_name, rewritten_lines
+from syncd.read.export.links import _lines, _link_text, _resolver, asset_name, rewritten_lines
+from syncd.read.export.records import Held, LinePatch, write_records
 from syncd.read.export.sites import write_sites
+from syncd.read.sibling_names import SiblingNames
 from syncd.safe_text import one_line
 from syncd.scope import EVERYTHING, Scope
 from syncd.selection import LINK_KINDS, VALUE_KINDS, Dependency, content_dependencies, item_of_row, select
-from syncd.sibling_names import SiblingNames
 
 log = get_logger("syncd.export")
 
@@ -131,8 +132,12 @@ def _choose_tenant(store: StateStore, db_path: Path, tenant: str | None) -> str:
 
 
 class _Exporter:
-    def __init__(self, store: StateStore, tenant: str, tree: _Tree, report: ExportReport, blobs: BlobStore, scope: Scope = EVERYTHING) -> None:
+    def __init__(
+        self, store: StateStore, tenant: str, tree: _Tree, report: ExportReport, blobs: BlobStore, scope: Scope = EVERYTHING, held: Held | None = None
+    ) -> None:
         self.scope = scope
+        self.held = held
+        """Where the export's files hold an object's text or binary, for the records (`--git`)."""
         self.store = store
         self.tenant = tenant
         self.tree = tree
@@ -244,7 +249,10 @@ class _Exporter:
                 fmt = source["data"].get("format")
                 if self._has_text(source, "text"):
                     extension = fmt if fmt in ("yaml", "json") else "txt"
-                    self.tree.write(base + ("openapi", f"{slug}.source.{extension}"), self._text_pieces(source, "text"))
+                    parts = base + ("openapi", f"{slug}.source.{extension}")
+                    pieces = self._text_pieces(source, "text")
+                    pairs = ((text, text) for text in self._text_pieces(source, "text")) if self.held is not None else None
+                    self.tree.write(parts, self._held_pieces(source, "text", pairs, pieces, parts, front_matter=False))
 
     def _other(self, org: str, base: tuple[str, ...]) -> None:
         """Rows of kinds this module does not know, so nothing in the file is left out."""
@@ -367,6 +375,8 @@ class _Exporter:
                     why = self.tree.copy(parts, self.blobs, sha256, size)
             if why is None:
                 self.report.assets += 1
+                if self.held is not None and isinstance(entry, dict):
+                    self.held.binary((row["kind"], str(row["id"])), "/".join(parts), str(entry["sha256"]), int(entry["size"]))
                 continue
             self.report.missing_binaries.append("/".join(parts))
             if why.kind != "missing" and not isinstance(self.tree, _Plan):
@@ -428,15 +438,31 @@ class _Exporter:
         fields += [(name, data[name]) for name in ("description", "emoji") if data.get(name) not in (None, "")]
         if data.get("hidden") is True:
             fields.append(("hidden", True))
-        self.tree.write(parts, self._page_pieces(row, front_matter(fields), resolve))
+        self.tree.write(parts, self._page_pieces(row, front_matter(fields), resolve, parts))
 
-    def _page_pieces(self, row: dict[str, Any], head: str, resolve: Callable[[str], str | None]) -> Iterator[str]:
+    def _page_pieces(self, row: dict[str, Any], head: str, resolve: Callable[[str], str | None], parts: tuple[str, ...]) -> Iterator[str]:
         """A page file as it is written: its front matter, then its markdown rewritten line
         by line (read only now when it was deferred)."""
         yield head
         markdown = self._text(row, "markdown")
         if isinstance(markdown, str):
-            yield from rewritten_lines(markdown, resolve)
+            # `rewritten_lines` writes one line for each of `_lines`: the records pair them.
+            pairs = zip(_lines(markdown), rewritten_lines(markdown, resolve), strict=True) if self.held is not None else None
+            yield from self._held_pieces(row, "markdown", pairs, rewritten_lines(markdown, resolve), parts, front_matter=True)
+
+    def _held_pieces(
+        self, row: dict[str, Any], field: str, pairs: Iterator[tuple[str, str]] | None, pieces: Iterator[str], parts: tuple[str, ...], *, front_matter: bool
+    ) -> Iterator[str]:
+        """The file's pieces as they are written; with records (`held`), each paired with the
+        piece of the row's `field` it stands for (`pairs`), and the file noted as the holder of
+        the text with the lines it changed (`syncd.read.export.records.LinePatch`)."""
+        if self.held is None or pairs is None:
+            yield from pieces
+            return
+        patch = LinePatch()
+        for original, written in pairs:
+            yield patch.see(original, written)
+        self.held.text((row["kind"], str(row["id"])), field, "/".join(parts), patch, front_matter=front_matter)
 
 
 def _number(row: Mapping[str, Any]) -> int:
@@ -473,7 +499,7 @@ def _choose_orgs(store: StateStore, tenant: str, org: str | None) -> list[tuple[
 
 def export_mirror(
     db_path: Path, out_dir: Path, tenant: str | None = None, org: str | None = None, *, force: bool = False, scope: Scope = EVERYTHING,
-    on_progress: Callable[[int, int | None, int], None] | None = None,
+    on_progress: Callable[[int, int | None, int], None] | None = None, records: bool = False,
 ) -> ExportReport:
     """Export the current snapshot of one tenant (optionally one organization) to `out_dir`.
 
@@ -490,7 +516,12 @@ def export_mirror(
     organization, several tenants and none chosen, a target directory that is not empty
     and not a previous export, and (unless `force`) an export that would remove all the files
     of the previous export in it, or more than `MAX_REMOVED_RATIO` of them.
+
+    `records`: also write every object as JSON under `.syncd/` (`syncd.read.export.records`),
+    what a Git history of the export needs to restore a commit; a scope does not go with them.
     """
+    if records and not scope.everything:
+        raise ExportError("the records of a Git history hold whole organizations: --include and --exclude do not go with --git")
     db_path, out = Path(db_path), Path(out_dir)
     try:
         with _open_source(db_path) as store:
@@ -499,18 +530,26 @@ def export_mirror(
                 orgs = _choose_orgs(store, chosen_tenant, org)
                 _prepare_target(out, db_path)
                 blobs = BlobStore(blobs_dir(db_path))
+                org_ids = [str(row["id"]) for row, _ in orgs]
+
+                def with_records(exporter: _Exporter) -> None:
+                    if exporter.held is not None:
+                        write_records(exporter.tree.write, store, chosen_tenant, org_ids, exporter.held)
+
                 if not force:
-                    _refuse_emptier(out, _Exporter(store, chosen_tenant, _Plan(out), ExportReport(), blobs, scope), orgs)
+                    planned = _Exporter(store, chosen_tenant, _Plan(out), ExportReport(), blobs, scope, Held() if records else None)
+                    _refuse_emptier(out, planned, orgs, then=lambda: with_records(planned))
                 report = ExportReport()
                 tree = _Tree(out)
                 tree.write((MARKER,), _MARKER_TEXT)
-                exporter = _Exporter(store, chosen_tenant, tree, report, blobs, scope)
+                exporter = _Exporter(store, chosen_tenant, tree, report, blobs, scope, Held() if records else None)
                 if on_progress is not None:
                     spaces = sum(store.counts(chosen_tenant, row["id"]).get("space", 0) for row, _ in orgs) if scope.everything else None
                     exporter.on_space = lambda: on_progress(report.spaces, spaces, len(tree.paths) - 1)
                     exporter.on_space()
                 for row, name in orgs:
                     exporter.organization(row, (name,))
+                with_records(exporter)
                 tree.prune()
             except sqlite3.DatabaseError as exc:  # a page past the schema is damaged
                 store.check_unchanged()  # or it changed under an immutable read

@@ -1,6 +1,6 @@
-"""Listening on a TCP address with an aiohttp app: what the daemon's control API and the
-content source share (one way to bind, to say the port a free-port request got, and to fail
-in one line when the address is taken)."""
+"""Listening on a TCP address with an aiohttp app: how the daemon's control API binds, says
+the port a free-port request got, and fails in one line when the address is taken. The URL a
+client on this machine dials for it is `syncd.config.base.local_url`."""
 
 from __future__ import annotations
 
@@ -11,17 +11,7 @@ from aiohttp import web
 
 from syncd.errors import SyncdError
 
-__all__ = ["listening", "local_url"]
-
-_WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
-
-
-def local_url(host: str, port: int) -> str:
-    """The URL a client on this machine dials for a server bound to host:port (a wildcard
-    address is reached through loopback)."""
-    host = _WILDCARDS.get(host, host)
-    shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}"
+__all__ = ["listening"]
 
 
 @contextlib.asynccontextmanager
