@@ -128,6 +128,11 @@ def describe(exc: BaseException, attempts: int) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _is_missing(exc: BaseException) -> bool:
+    """The request failed because there is no such object (S3 says it three ways)."""
+    return _code(exc) in ("404", "NoSuchKey", "NotFound")
+
+
 def _code(exc: BaseException) -> str | None:
     from botocore.exceptions import ClientError
 
@@ -163,7 +168,7 @@ class Bucket:
         try:
             answer = await self._client.head_object(Bucket=self.name, Key=key)
         except Exception as exc:
-            if _code(exc) in ("404", "NoSuchKey", "NotFound"):
+            if _is_missing(exc):
                 return None
             raise self._failed("reading", key, exc) from None
         return ObjectInfo(key, int(answer.get("ContentLength") or 0), answer["LastModified"].timestamp(), dict(answer.get("Metadata") or {}))
@@ -248,7 +253,7 @@ class Bucket:
             try:
                 answer = await self._client.get_object(Bucket=self.name, Key=key)
             except Exception as exc:
-                if _code(exc) in ("404", "NoSuchKey", "NotFound"):
+                if _is_missing(exc):
                     path.unlink(missing_ok=True)
                     return False
                 raise self._failed("downloading", key, exc) from None
@@ -269,7 +274,7 @@ class Bucket:
         try:
             answer = await self._client.get_object(Bucket=self.name, Key=key)
         except Exception as exc:
-            if _code(exc) in ("404", "NoSuchKey", "NotFound"):
+            if _is_missing(exc):
                 return None
             raise self._failed("downloading", key, exc) from None
         if int(answer.get("ContentLength") or 0) > limit:
@@ -287,7 +292,7 @@ class Bucket:
         try:
             await self._client.delete_object(Bucket=self.name, Key=key)
         except Exception as exc:
-            if _code(exc) in ("404", "NoSuchKey", "NotFound"):
+            if _is_missing(exc):
                 return
             raise self._failed("deleting", key, exc) from None
 
