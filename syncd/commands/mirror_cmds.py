@@ -42,6 +42,7 @@ from rich.console import Console
 from rich.table import Table
 
 from syncd import interrupt
+from syncd.commands.backup_sources import backup_source, verify_source
 from syncd.commands.file_args import backup_file
 from syncd.commands.progress import CopyDisplay, CrawlProgress
 from syncd.commands.read_cmds import ConfigOption, DbOption
@@ -522,60 +523,6 @@ def _verify(
     raise typer.Exit(0 if verification.equal and not residue else EXIT_DIFFERENT)
 
 
-def verify_source(text: str, org: str | None, settings: Settings, stack: contextlib.ExitStack) -> Source:
-    """`mirror verify`'s source: a backup file (read as `restore` reads it) when the argument
-    cannot be TENANT:ORG (a tenant name has no `.` or `/`) or names an existing file, or a
-    commit of an export's Git history (`DIR[@REV]`, as `restore` takes it); else a
-    live organization, which --org does not go with."""
-    from syncd.config import names_postgres
-    from syncd.config.storage import is_object_url
-    from syncd.config.tenants import parse_ref
-    from syncd.copy import BackupSource
-    from syncd.read.export.git_history import parse_source
-
-    if is_object_url(text):
-        return _stored_source(text, org, settings, "mirror verify", stack)
-    try:
-        parse_ref(text)
-        is_ref = not names_postgres(text) and not Path(text).is_file() and parse_source(text) is None
-    except ValueError:
-        is_ref = False
-    if not is_ref:
-        return BackupSource(backup_or_commit(text, settings, "mirror verify")[0], org)
-    if org is not None:
-        raise UsageError("--org chooses the organization of a backup file: give it with FILE.db only")
-    return parse_target_ref(text, settings)
-
-
-def backup_or_commit(text: str, settings: Settings, command: str) -> tuple[Path, str]:
-    """The backup file a `FILE.db` or `DIR[@REV]` argument names, and how to name it again in a
-    command to paste later. A Git history of an export (`syncd export --git`) gives the commit as
-    a backup file rebuilt from its records (`syncd.read.export.git_history.materialize`), kept in
-    STATE_DIR/git-restores/ under the repository's name and the commit's id, and named again by
-    that id (a branch moves on; the commit the restore wrote stays the one to verify)."""
-    from syncd.read.export.git_history import materialize, parse_source
-
-    source = parse_source(text)
-    if source is None:
-        return backup_file(Path(text), command), text
-    path, sha = materialize(source, settings.state_dir / "git-restores")
-    return path, f"{source.repository}@{sha}"
-
-
-def _stored_source(text: str, org: str | None, settings: Settings, command: str, stack: contextlib.ExitStack) -> Source:
-    """A backup in object storage as the source of a restore or a verify: fetched (its object,
-    manifest and blobs) into a staging folder that `stack` removes, and named by its URL in what
-    is shown. Its ids are recorded under its name, as a local file's are."""
-    from syncd.copy import BackupSource
-    from syncd.storage import fetched_backup
-    from syncd.storage.destination import location
-
-    place = location(text)
-    assert not isinstance(place, Path)
-    fetched = stack.enter_context(fetched_backup(settings, place, what=f"syncd {command} stopped while it fetched {place}"))
-    return BackupSource(fetched.path, org, shown=str(place))
-
-
 def backup_command(
     command: str, backup: str, target: str, *, org: str | None, db: Path | None, config: Path | None, include: list[str], exclude: list[str],
     with_access: bool = False,
@@ -611,7 +558,6 @@ def restore(
     engine as `mirror apply` (copy mode); the organization keeps its own access settings unless --with-access."""
     from syncd.config.storage import is_object_url
     from syncd.read.export.git_history import parse_source
-    from syncd.copy import BackupSource
 
     scope = scope_from(include, exclude)
     if not is_object_url(backup) and parse_source(backup) is None:
@@ -619,12 +565,7 @@ def restore(
     settings = load_settings(config)
     dst = parse_target_ref(target, settings)
     with contextlib.ExitStack() as stack:
-        if is_object_url(backup):
-            source: Source = _stored_source(backup, org, settings, "restore", stack)
-            named = backup
-        else:
-            path, named = backup_or_commit(backup, settings, "restore")
-            source = BackupSource(path, org)
+        source, named = backup_source(backup, org, settings, "restore", stack)
         _restore(settings, source, dst, named, target, org, dry_run, max_rounds, as_json, with_access, db, config, scope, include, exclude)
 
 
