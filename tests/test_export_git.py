@@ -247,3 +247,25 @@ def test_an_https_remote_takes_its_token_from_the_environment(tmp_path: Path, ca
         server.shutdown()
         server.server_close()
         remote.close()
+
+
+@pytest.mark.parametrize("line", ['[1, 2]', '{"id": "s1", "data": "not an object"}', '["' + "[" * 5 + '"]', "[" * 100_000])
+def test_a_commit_whose_records_are_damaged_is_refused_in_one_line_and_leaves_nothing(
+    env: Path, capsys: pytest.CaptureFixture[str], line: str
+) -> None:
+    """A history is input like any file: a record that is no object, a field of the wrong type
+    or nesting too deep ends `restore` with one line (exit 1, as any GitError), and no partial backup is left in
+    STATE_DIR/git-restores/."""
+    from dulwich import porcelain
+
+    repo = env / "damaged"
+    (repo / ".syncd" / "objects").mkdir(parents=True)
+    (repo / ".syncd" / "export.json").write_text(json.dumps({"format": 1, "tenant": "emu", "organizations": ["o"], "kinds": ["space"]}))
+    (repo / ".syncd" / "objects" / "space.jsonl").write_text(line + "\n")
+    porcelain.init(str(repo))
+    porcelain.add(str(repo), paths=[str(repo / ".syncd" / "export.json"), str(repo / ".syncd" / "objects" / "space.jsonl")])
+    porcelain.commit(str(repo), message=b"damaged", author=b"t <t@t>", committer=b"t <t@t>")
+    code, out, err = syncd(capsys, "restore", "damaged", "emu:org")
+    assert code == 1 and err.count("\n") == 1 and "cannot be restored" in err and "Traceback" not in out + err, (code, out, err)
+    restores = env / "state" / "git-restores"
+    assert not restores.exists() or not any(restores.iterdir()), list(restores.iterdir())

@@ -290,7 +290,7 @@ _STEP = re.compile(r"[~^]\d*")
 def resolve_rev(repo: Any, rev: str) -> Any | None:
     """The commit `rev` names: an id (or its start), a branch, a tag or HEAD, then any `~N`,
     `^` and `^N` steps (parents, as Git counts them); None when there is none."""
-    from dulwich.objectspec import parse_commit
+    from dulwich.objectspec import AmbiguousShortId, parse_commit
 
     parts = _REV.fullmatch(rev)
     assert parts is not None  # the pattern matches any text
@@ -304,7 +304,7 @@ def resolve_rev(repo: Any, rev: str) -> Any | None:
                     commit = repo[commit.parents[0]]
             else:
                 commit = repo[commit.parents[count - 1]] if count else commit
-    except (KeyError, ValueError, IndexError):
+    except (KeyError, ValueError, IndexError, AmbiguousShortId):
         return None
     return commit
 
@@ -333,12 +333,16 @@ def materialize(source: GitSource, folder: Path) -> tuple[Path, str]:
             _remove(leftover)
         try:
             rebuild_backup(_reader(repo, commit.tree), partial, blobs_dir(partial))
-        except RecordsError as exc:
-            raise GitError(f"commit {sha[:12]} of {source.repository} cannot be restored: {exc}") from None
-        except BaseException:
+        except BaseException as exc:
             for leftover in (partial, blobs_dir(partial)):
                 _remove(leftover)
-            raise
+            if not isinstance(exc, Exception) or isinstance(exc, OSError):
+                raise  # Ctrl-C, a full disk: told as such
+            # A commit is input like any file: records a hand or a tool damaged (a line that is no
+            # object, a field of the wrong type, nesting too deep, a path that is no file) end
+            # the command in one line, not a traceback.
+            said = str(exc) if isinstance(exc, RecordsError) else f"its records are damaged ({type(exc).__name__}: {exc})"
+            raise GitError(f"commit {sha[:12]} of {source.repository} cannot be restored: {said}") from None
         if blobs_dir(partial).exists():
             os.replace(blobs_dir(partial), blobs_dir(out))
         os.replace(partial, out)
