@@ -277,14 +277,26 @@ class Bucket:
             if _is_missing(exc):
                 return None
             raise self._failed("downloading", key, exc) from None
+        too_big = ObjectStoreError(f"downloading {self.url(key)} failed: it holds more than {limit} bytes")
         if int(answer.get("ContentLength") or 0) > limit:
             answer["Body"].close()
-            raise ObjectStoreError(f"downloading {self.url(key)} failed: it holds more than {limit} bytes")
+            raise too_big
+        chunks: list[bytes] = []
+        held = 0
         try:
             async with answer["Body"] as body:
-                return bytes(await body.read())
+                # Read in pieces and stop past `limit`: an answer without Content-Length (chunked)
+                # is bounded too, not read whole first.
+                while chunk := await body.read(_CHUNK):
+                    held += len(chunk)
+                    if held > limit:
+                        raise too_big
+                    chunks.append(bytes(chunk))
+        except ObjectStoreError:
+            raise
         except Exception as exc:
             raise self._failed("downloading", key, exc) from None
+        return b"".join(chunks)
 
     async def delete(self, key: str) -> None:
         """Delete one object (one request a key: every S3-compatible service has this call;

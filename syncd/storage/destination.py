@@ -9,6 +9,8 @@ directory (`temp_dir`: never the system's), exactly as a local one, then uploade
 
 from __future__ import annotations
 
+import re
+
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -63,7 +65,7 @@ def held_in(info: ObjectInfo | None, url: ObjectUrl) -> Held | None:
     if info is None:
         return None
     scope, objects = info.metadata.get(META_SCOPE), info.metadata.get(META_OBJECTS)
-    if scope is None or objects is None or not objects.isdigit():
+    if scope is None or objects is None or not re.fullmatch(r"[0-9]{1,18}", objects):  # not isdigit(): '²' is a digit to it
         return None
     return Held(str(url), unquote(scope), int(objects))
 

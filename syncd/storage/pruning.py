@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from syncd.read.blobs import MANIFEST_LIMIT
-from syncd.storage.bucket import Bucket, ObjectInfo, ObjectStoreError, for_each_object
+from syncd.storage.bucket import Bucket, ObjectInfo, for_each_object
 from syncd.storage.layout import BLOBS, MANIFESTS, META_MANIFEST, blob_of, manifest_key, manifest_of
 
 __all__ = ["ABANDONED_AFTER", "Garbage", "backups_in", "collect_garbage", "delete_objects"]
@@ -78,12 +78,14 @@ async def collect_garbage(bucket: Bucket, prefix: str, now: float, abandoned_aft
     for sha256 in sorted(kept):
         data = await bucket.get_bytes(manifest_key(prefix, sha256), MANIFEST_LIMIT)
         try:
-            entries = json.loads(data) if data is not None else {}
-        except ValueError:
+            entries = json.loads(data) if data is not None else None
+        except (ValueError, RecursionError):
             entries = None
         if not isinstance(entries, dict):
             await delete_objects(bucket, garbage.manifests)
-            return garbage  # unreadable: which blobs it needs is unknown, so every blob stays
+            # Unreadable, or gone between the listing and the read (another run pruned it, or
+            # made it anew): which blobs it needs is unknown, so every blob stays.
+            return garbage
         used.update(e["sha256"] for e in entries.values() if isinstance(e, dict) and isinstance(e.get("sha256"), str))
     for info in await bucket.list(prefix + BLOBS):
         sha256 = blob_of(prefix, info.key)
