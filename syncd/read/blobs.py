@@ -183,6 +183,12 @@ def hash_stream(stream: BinaryIO) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
+def hash_file(path: Path) -> str:
+    """The sha256 of the file at `path` (as `hash_stream` reads it; blocking: call it in a thread)."""
+    with path.open("rb") as handle:
+        return hash_stream(handle)[0]
+
+
 @dataclass(frozen=True)
 class BlobStore:
     """A content-addressed folder of file binaries and its manifest (module docstring)."""

@@ -21,8 +21,8 @@ from syncd.config.storage import ObjectUrl
 from syncd.errors import SyncdError
 from syncd.files import private_dir, write_private
 from syncd.read.backup import blobs_dir
-from syncd.read.blobs import MANIFEST, MANIFEST_LIMIT, hash_stream
-from syncd.storage.bucket import Bucket, ObjectStoreError, for_each_object
+from syncd.read.blobs import MANIFEST, MANIFEST_LIMIT, hash_file
+from syncd.storage.bucket import Bucket, for_each_object
 from syncd.storage.layout import META_MANIFEST, META_SHA256, blob_key, manifest_key
 
 __all__ = ["Fetched", "NoSuchBackup", "fetch_backup"]
@@ -47,11 +47,6 @@ class Fetched:
     """(kind, subject, message) of what the bucket holds differently from what was uploaded."""
 
 
-def _sha256(path: Path) -> str:
-    with path.open("rb") as handle:
-        return hash_stream(handle)[0]
-
-
 async def fetch_backup(bucket: Bucket, url: ObjectUrl, folder: Path, *, with_blobs: bool = True) -> Fetched:
     """Fetch the backup at `url` into `folder` (module docstring); NoSuchBackup when there is
     no object there, ObjectStoreError when a request fails after its retries."""
@@ -63,7 +58,7 @@ async def fetch_backup(bucket: Bucket, url: ObjectUrl, folder: Path, *, with_blo
     if not await bucket.get_file(url.key, local.path):
         raise NoSuchBackup(f"{url}: no such backup (the object was removed while it was read)")
     sent = info.metadata.get(META_SHA256)
-    if sent and await anyio.to_thread.run_sync(_sha256, local.path) != sent:
+    if sent and await anyio.to_thread.run_sync(hash_file, local.path) != sent:
         local.problems.append(("object-hash", str(url), "its bytes differ from those uploaded (their sha256 is in its metadata): it changed in the bucket"))
     manifest = info.metadata.get(META_MANIFEST)
     if manifest and with_blobs:

@@ -24,10 +24,9 @@ from typing import Any
 import anyio
 
 from syncd.config.storage import ObjectUrl
-from syncd.errors import first_failure
 from syncd.read.backup import blobs_dir
-from syncd.read.blobs import BlobRefused, BlobStore, hash_stream
-from syncd.storage.bucket import Bucket, ObjectStoreError
+from syncd.read.blobs import BlobRefused, BlobStore, hash_file
+from syncd.storage.bucket import Bucket, for_each_object
 from syncd.storage.layout import BLOBS, META_MANIFEST, META_SHA256, blob_key, blob_of, manifest_key
 
 __all__ = ["Uploaded", "upload_backup"]
@@ -51,11 +50,6 @@ class Uploaded:
             "url": str(self.url), "bucket": self.url.bucket, "key": self.url.key, "bytes": self.size,
             "blobs_sent": self.blobs_sent, "blobs_present": self.blobs_present, "blob_bytes": self.blob_bytes,
         }  # fmt: skip
-
-
-def _sha256(path: Path) -> str:
-    with path.open("rb") as handle:
-        return hash_stream(handle)[0]
 
 
 def _stored_entries(store: BlobStore) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[Path, int]]]:
@@ -85,7 +79,7 @@ async def upload_backup(bucket: Bucket, db: Path, url: ObjectUrl, metadata: Mapp
         raise ValueError(f"{url} is not in bucket {bucket.name}")
     prefix = url.folder
     meta = dict(metadata or {})
-    meta[META_SHA256] = await anyio.to_thread.run_sync(_sha256, db)
+    meta[META_SHA256] = await anyio.to_thread.run_sync(hash_file, db)
     report = Uploaded(url, db.stat().st_size)
     store = BlobStore(blobs_dir(db))
     if store.root.is_dir():
@@ -110,12 +104,7 @@ async def _send_blobs(bucket: Bucket, prefix: str, blobs: dict[str, tuple[Path, 
             report.blob_bytes += await bucket.put_file(blob_key(prefix, sha256), path, {META_SHA256: sha256})
             report.blobs_sent += 1
 
-    try:
-        async with anyio.create_task_group() as group:
-            for sha256, (path, _size) in sorted(blobs.items()):
-                group.start_soon(send, sha256, path)
-    except BaseExceptionGroup as group_error:
-        failure = first_failure(group_error)
-        if isinstance(failure, ObjectStoreError):
-            raise failure from None
-        raise
+    async def send_one(sha256: str) -> None:
+        await send(sha256, blobs[sha256][0])
+
+    await for_each_object(sorted(blobs), send_one)
