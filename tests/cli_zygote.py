@@ -272,6 +272,47 @@ def run(
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
+_COMMAND = """\
+#!{python} -IS
+# `syncd` for a shell (tests/cli_zygote.py `write_command`): the command forked by the zygote at
+# {socket}, with this process's arguments, environment, working directory, umask and standard
+# streams. Signals that stop or wake a process are handed on to it; this process ends as it did.
+import json, os, signal, socket, sys
+
+conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+conn.connect({socket!r})
+umask = os.umask(0)
+os.umask(umask)
+request = {{"argv0": sys.argv[0], "args": sys.argv[1:], "env": dict(os.environ), "cwd": os.getcwd(), "umask": umask, "tied": True}}
+socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
+answer = conn.recv(64).decode()
+if not answer.startswith("pid "):
+    sys.exit(f"syncd: the CLI zygote could not start the command: {{answer!r}}")
+pid = int(answer.split()[1])
+for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+    signal.signal(signum, lambda signum, frame: os.kill(pid, signum))
+answer = conn.recv(64).decode()  # retried after a handed-on signal (PEP 475)
+if not answer.startswith("exit "):
+    sys.exit(f"syncd: the CLI zygote went away while the command ran ({{answer!r}})")
+code = int(answer.split()[1])
+if code < 0:
+    signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+sys.exit(code)
+"""
+
+
+def write_command(folder: Path) -> Path:
+    """A `syncd` executable in `folder` that a shell runs like the console script: each run is a
+    child of this test process's zygote, its interpreter start shared (tests/docs_commands.py puts
+    it first on a page's PATH). The zygote kills the child if this `syncd` is killed first."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "syncd"
+    path.write_text(_COMMAND.format(python=sys.executable, socket=_Zygote.current().path), encoding="utf-8")
+    path.chmod(0o755)
+    return path
+
+
 # --- the zygote ------------------------------------------------------------------------------
 
 
@@ -306,6 +347,10 @@ def _serve(path: str) -> tuple[dict[str, Any], list[int]]:
                 sys.exit(0)
             if key.data == "child":
                 os.read(wake_r, 4096)
+            if isinstance(key.data, int):  # a tied caller's end: its command must not outlive it
+                selector.unregister(key.fileobj)
+                if not key.fileobj.recv(64) and key.data in children:
+                    os.kill(key.data, signal.SIGKILL)
             if key.data != "request":
                 continue
             conn, _ = listener.accept()
@@ -327,6 +372,8 @@ def _serve(path: str) -> tuple[dict[str, Any], list[int]]:
                 os.close(fd)
             conn.send(f"pid {pid}".encode())
             children[pid] = conn
+            if request.get("tied"):
+                selector.register(conn, selectors.EVENT_READ, pid)
         while children:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -337,6 +384,8 @@ def _serve(path: str) -> tuple[dict[str, Any], list[int]]:
             conn = children.pop(pid, None)
             if conn is None:
                 continue
+            with contextlib.suppress(KeyError, ValueError):
+                selector.unregister(conn)
             try:
                 conn.send(f"exit {os.waitstatus_to_exitcode(status)}".encode())
             except OSError:
@@ -369,7 +418,7 @@ def _become(request: dict[str, Any], fds: list[int]) -> None:
     sys.stdin = sys.__stdin__ = stream(0, "r", "strict", False)
     sys.stdout = sys.__stdout__ = stream(1, "w", "strict", os.isatty(1))
     sys.stderr = sys.__stderr__ = stream(2, "w", "backslashreplace", True)
-    sys.argv = ["syncd", *request["args"]]
+    sys.argv = [request.get("argv0", "syncd"), *request["args"]]  # how it was called (a `write_command` script's path)
     from syncd.cli import main
 
     try:

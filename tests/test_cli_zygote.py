@@ -3,9 +3,12 @@ interpreter would have it: what the tests that use it rely on."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -63,3 +66,34 @@ def test_signals_reach_the_child_and_end_it_as_they_would_a_new_interpreter(tmp_
     process = cli_zygote.started(["emulator", "serve", "--port", "0"], env=clean_env(), cwd=tmp_path)
     process.kill()
     assert process.wait(timeout=30) == -signal.SIGKILL
+
+
+def test_the_command_for_a_shell_is_the_command_ended_with_it(tmp_path: Path) -> None:
+    """`write_command`'s `syncd` (what the documentation's pages run): a shell's arguments,
+    directory and exit status; a signal to it reaches the command; killed first, it takes the
+    command with it (the zygote's child must not outlive what a page stops)."""
+    syncd = cli_zygote.write_command(tmp_path / "bin")
+    ran = subprocess.run([str(syncd), "status", "--db", "missing.db"], cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 2 and "no such mirror file" in ran.stderr and "missing.db" in ran.stderr, ran.stderr
+    for ending, status in ((signal.SIGTERM, (0, -signal.SIGTERM)), (signal.SIGKILL, (-signal.SIGKILL,))):
+        shell = subprocess.Popen([str(syncd), "emulator", "serve", "--port", "0", "--json"], stdout=subprocess.PIPE, text=True, env=clean_env())
+        assert shell.stdout is not None
+        with shell.stdout:
+            url = json.loads(shell.stdout.readline())["url"]
+            port = int(url.split(":")[2].split("/")[0])
+            with socket.create_connection(("127.0.0.1", port), timeout=5):
+                pass  # the command serves
+            shell.send_signal(ending)
+            assert shell.wait(timeout=30) in status
+        deadline = time.monotonic() + 30
+        while _listens(port):  # the command ended with it
+            assert time.monotonic() < deadline, f"the command still serves on {port} after {ending.name} to its shell"
+            time.sleep(0.1)
+
+
+def _listens(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
