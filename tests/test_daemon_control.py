@@ -138,6 +138,9 @@ def test_a_cancel_ends_a_long_mirror_run_cancelled_and_the_next_run_finishes_the
             run_id = answer["run"]["id"]
             writes = emulator.writes()
             wait_for("the copy to have written", lambda: emulator.writes() >= writes + 10, 120)
+            assert f"run #{run_id} goes on" in _cli(config, "pause", "copy").stdout
+            resumed = _cli(config, "resume", "copy")  # while the run that went on through the pause runs
+            assert resumed.returncode == 0 and resumed.stdout.strip() == f"copy resumed: run #{run_id} is running now", resumed.stdout
             asked = time.monotonic()
             cancelled = _cli(config, "cancel", "copy", "--wait", "--timeout", "30", "--json")
             took = time.monotonic() - asked

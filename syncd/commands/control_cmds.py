@@ -89,8 +89,14 @@ def resume(
     while paused give no run), and triggers are taken again."""
     _client, answer = _ask(config, url, job, "resume")
     view = answer["job"]
-    when = _relative(view["next_run_at"], datetime.now(UTC)) if view["next_run_at"] else "on trigger only"
-    _tell(as_json, answer, [f"{job} was not paused" if answer["status"] == "not paused" else f"{job} resumed: next run {when}"])
+    if answer["status"] == "not paused":
+        line = f"{job} was not paused"
+    elif view["current_run"]:  # a run that went on through the pause has no next time yet
+        line = f"{job} resumed: run #{view['current_run']} is running now"
+    else:
+        when = _relative(view["next_run_at"], datetime.now(UTC)) if view["next_run_at"] else "on trigger only"
+        line = f"{job} resumed: next run {when}"
+    _tell(as_json, answer, [line])
 
 
 def cancel(
