@@ -187,15 +187,15 @@ def _login_and_watch_a_scheduled_run(driver: WebDriver, site: Site) -> None:
     # A run of the scheduled job appears on the page without a reload (first run: at start;
     # waited for here in case it ended before the page was opened: the next comes 12 s later).
     _marked(driver)
-    running = wait_until(
+    wait_until(
         driver,
         lambda d: d.find_element(By.CSS_SELECTOR, "#job-nightly .state-running a"),
         timeout=40, what="a scheduled run of nightly to show as running",
     )  # fmt: skip
     assert _same_document(driver), "the jobs page was reloaded"
     screenshot(driver, f"{site.backend}-02-jobs-running")
-    run_link = running.get_attribute("href")
-    running.click()
+    # Found and clicked in one attempt: the live page may redraw the row in between (a stale link).
+    run_link = wait_until(driver, _click_the_running_run, timeout=40, what="the running run's link to be clicked")
     wait_until(driver, lambda d: d.find_element(By.ID, "run-live"), what="the run page")
     _marked(driver)
     first = wait_until(driver, lambda d: int(text_of(d, "#progress-done")) > 0 and int(text_of(d, "#progress-done")), what="progress")
@@ -206,6 +206,13 @@ def _login_and_watch_a_scheduled_run(driver: WebDriver, site: Site) -> None:
     assert driver.find_element(By.ID, "run-facts")
     screenshot(driver, f"{site.backend}-04-run-succeeded")
     assert run_link and run_link.rsplit("/", 1)[-1].isdigit() and driver.current_url == run_link
+
+
+def _click_the_running_run(driver: WebDriver) -> str:
+    link = driver.find_element(By.CSS_SELECTOR, "#job-nightly .state-running a")
+    href = str(link.get_attribute("href"))
+    link.click()
+    return href
 
 
 def _trigger_from_the_page(driver: WebDriver, site: Site) -> None:
