@@ -31,9 +31,9 @@ The format (other writers follow it):
   this interpreter's bin folder first on PATH (the installed `moto_server`, `mkdocs`...), and
   before it a `syncd` that runs `syncd.cli.main` in a process forked by the test worker's CLI
   zygote (tests/cli_zygote.py `write_command`): its own process, exit status, signals, working
-  directory and environment, only without an interpreter start each (0.7 s of CPU, a third of
-  what the pages cost; the installed console script's start is tested on its own,
-  tests/console_script.py). HOME inside
+  directory and environment, only without an interpreter start each (0.7-1.3 s of CPU: the
+  pages took 199 s of CPU with them, 74 s without; the installed console script's start is
+  tested on its own, tests/console_script.py). HOME inside
   the temporary folder, no `SYNCD_*` variable from the outside, and COLUMNS=200: output
   goes to a file, and lines are wrapped as on a terminal that wide (rich's default
   elsewhere is 80), so a page shows a line whole, as most users' terminals do. Each command
