@@ -19,7 +19,7 @@ from syncd.config import load_settings
 from tests.s3_support import FaultProxy, bucket, fault_proxy, moto_server, objects, s3_env  # noqa: F401  (fixtures)
 from tests.schema_support import check_output
 from tests.test_plan_review import run as syncd
-from tests.thread_emulator import ThreadEmulator, thread_emulator
+from tests.thread_emulator import ThreadEmulator, thread_emulator, use_tenants
 
 SPEC = "orgs=1,empty_orgs=1,collections=2,spaces=3,pages=2,files=2"
 
@@ -34,9 +34,7 @@ def emulator() -> Iterator[ThreadEmulator]:
 def env(emulator: ThreadEmulator, s3_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A working directory and one tenant, `emu`, on the emulator; the AWS variables on moto."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("SYNCD_TENANTS__EMU__BASE_URL", emulator.url)
-    monkeypatch.setenv("SYNCD_TENANTS__EMU__TOKEN", "thread-token")
-    monkeypatch.setenv("SYNCD_STATE_DIR", str(tmp_path / "state"))
+    use_tenants(monkeypatch, emulator.url, tmp_path / "state", "EMU")
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("COLUMNS", "200")
     return tmp_path

@@ -23,6 +23,7 @@ from tests.loopback import EmulatorClient
 from tests.schema_support import check_output
 from tests.state_support import is_pg, use_backend
 from tests.test_plan_review import run as syncd
+from tests.thread_emulator import use_tenants
 
 SPEC = "orgs=1,empty_orgs=2,collections=2,spaces=3,pages=3,files=1,sites=1,sections=2"
 PROFILES = ["default", "divergent", "mixed:39"]
@@ -41,9 +42,7 @@ def env(emulator: EmulatorClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     work = tmp_path / "my work"
     work.mkdir()
     monkeypatch.chdir(work)
-    monkeypatch.setenv("SYNCD_TENANTS__EMU__BASE_URL", emulator.url)
-    monkeypatch.setenv("SYNCD_TENANTS__EMU__TOKEN", "all")
-    monkeypatch.setenv("SYNCD_STATE_DIR", str(work / "state"))
+    use_tenants(monkeypatch, emulator.url, work / "state", "EMU", token="all")
     monkeypatch.setenv("NO_COLOR", "1")
     return work
 

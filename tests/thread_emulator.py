@@ -65,10 +65,10 @@ def module_thread_emulator(spec: str) -> Any:
     return emulator
 
 
-def use_tenants(monkeypatch: pytest.MonkeyPatch, url: str, state: Any, *names: str) -> None:
-    """The environment of a `syncd` whose tenants `names` (default SRC) are this emulator, with
-    the all-organizations token, and whose state is in `state`."""
+def use_tenants(monkeypatch: pytest.MonkeyPatch, url: str, state: Any, *names: str, token: str = TOKEN) -> None:
+    """The environment of a `syncd` whose tenants `names` (default SRC) are the emulator at `url`,
+    with `token` (this emulator's all-organizations one by default), and whose state is in `state`."""
     for name in names or ("SRC",):
         monkeypatch.setenv(f"SYNCD_TENANTS__{name}__BASE_URL", url)
-        monkeypatch.setenv(f"SYNCD_TENANTS__{name}__TOKEN", TOKEN)
+        monkeypatch.setenv(f"SYNCD_TENANTS__{name}__TOKEN", token)
     monkeypatch.setenv("SYNCD_STATE_DIR", str(state))
