@@ -127,10 +127,15 @@ class _Chromium(webdriver.Chrome):
             shutil.rmtree(self.profile, ignore_errors=True)
 
 
-def chromium_driver(width: int = 1280, height: int = 900) -> webdriver.Chrome:
+def chromium_driver(width: int = 1280, height: int = 900, scripts: bool = True) -> webdriver.Chrome:
     """Headless Debian Chromium whose page is `width` x `height` CSS pixels (window.innerWidth
     and innerHeight, what media queries see), a fresh profile (removed at quit), the browser
     console's log kept (`console_errors`). Quit it, or use `browser(...)`.
+
+    `scripts=False` turns JavaScript off in the profile's settings, as a user does in
+    chrome://settings, so every page of every site opens without it. (DevTools' script
+    emulation, set on the blank page before the first navigation, once took the renderer down
+    in CI: "Unable to receive message from renderer".)
 
     The size holds in the window the driver starts with (not in windows a test opens): the
     window itself is `--window-size`, but headless Chromium keeps the height of a toolbar it
@@ -152,6 +157,8 @@ def chromium_driver(width: int = 1280, height: int = 900) -> webdriver.Chrome:
     ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    if not scripts:
+        options.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
     service = Service(executable_path=driver_binary)
     try:
         driver = _Chromium(service=service, options=options)
@@ -231,9 +238,9 @@ def _close(driver: webdriver.Chrome) -> None:
 
 
 @contextlib.contextmanager
-def browser(width: int = 1280, height: int = 900) -> Iterator[webdriver.Chrome]:
-    """`chromium_driver(width, height)` for the block; it always quits (or is killed) after."""
-    driver = chromium_driver(width, height)
+def browser(width: int = 1280, height: int = 900, scripts: bool = True) -> Iterator[webdriver.Chrome]:
+    """`chromium_driver(width, height, scripts)` for the block; it always quits (or is killed) after."""
+    driver = chromium_driver(width, height, scripts)
     try:
         yield driver
     finally:

@@ -102,3 +102,12 @@ def test_a_narrow_window_is_a_phones_width() -> None:
         driver.get(url + "/")
         assert driver.execute_script("return window.innerWidth") == 375
         assert console_errors(driver) == []
+
+
+def test_a_browser_without_scripts_runs_none_of_the_pages_own() -> None:
+    with served(page_app()) as url, browser(scripts=False) as driver:
+        driver.get(url + "/")
+        driver.find_element(By.ID, "go").click()
+        assert text_of(driver, "#said") == "waiting"  # the click's handler was never attached
+        driver.get(url + "/inline")
+        assert driver.title == "inline"  # the inline script did not run (nor was it refused: never read)

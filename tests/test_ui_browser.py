@@ -330,8 +330,7 @@ def _on_a_phone(site: Site, cookie: dict[str, object]) -> None:
 def _without_javascript(site: Site) -> None:
     """Everything but the live parts works with scripts off: log in, trigger, read the run
     (reloading by hand), filter a plan with the form's button."""
-    with browser() as plain:
-        plain.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": True})
+    with browser(scripts=False) as plain:
         plain.get(site.url)
         _log_in(plain, site, CONTROL)
         wait_until(plain, lambda d: d.find_element(By.ID, "jobs"), what="the jobs page without scripts")
@@ -426,13 +425,13 @@ def test_an_operator_uses_the_page(site: Site) -> None:
         _fleet(driver, site)
         assert console_errors(driver) == []  # no script or style refused by the page's own policy
         _on_a_phone(site, cookie)
-        _without_javascript(site)
         _refused_from_elsewhere(driver, site, str(cookie["value"]))
         driver.get(site.url)
         driver.find_element(By.ID, "logout").click()
         wait_until(driver, lambda d: d.find_element(By.ID, "token"), what="the login form after logging out")
         driver.get(site.url + "runs")
         assert "/ui/login" in driver.current_url
+    _without_javascript(site)  # its own browser, with the first one gone: one Chromium at a time
     # `daemon.ui = false`, read at a reload: the page is gone, the JSON API stays.
     site.turn_off()
     site.daemon.signal(signal.SIGHUP)
