@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -46,10 +47,13 @@ class ThreadEmulator:
 
 
 @contextmanager
-def thread_emulator(spec: str, seed: int = 3, **options: Any) -> Iterator[ThreadEmulator]:
-    """Serve a generated emulator (`spec` as for `--generate`) until the block ends."""
+def thread_emulator(spec: str, seed: int = 3, clock: datetime | None = None, **options: Any) -> Iterator[ThreadEmulator]:
+    """Serve a generated emulator (`spec` as for `--generate`) until the block ends. `clock`: the
+    emulator's time stays there (`Store.freeze_clock`), so what the API changes gets the same
+    timestamps on every run (wall time otherwise)."""
     store = Store(seed=seed)
     generated = generate(store, parse_spec(spec), seed=seed, all_token=TOKEN)
+    store.freeze_clock(clock)
     with in_thread(lambda: serve_emulator(store, **options), "thread-emulator") as (running, loop):
         yield ThreadEmulator(running.url, list(generated.org_ids), lambda: loop.call_soon_threadsafe(running.listener.end_outage))
 
