@@ -128,9 +128,10 @@ def make_mirror(emulator: ThreadEmulator, db: Path) -> None:
     ok("sync", f"{TENANT}:{org}", "--db", db, "--full")
 
 
-def make_backup(emulator: ThreadEmulator, out: Path) -> None:
-    """A backup of the seeded organization, with its files' binaries (`OUT.blobs/`)."""
-    ok("backup", f"{TENANT}:{emulator.org_ids[0]}", "--out", out, "--with-files")
+def make_backup(emulator: ThreadEmulator, out: Path, *more: str) -> None:
+    """A backup of the seeded organization, with its files' binaries (`OUT.blobs/`); `more`:
+    further options (`--overwrite`)."""
+    ok("backup", f"{TENANT}:{emulator.org_ids[0]}", "--out", out, "--with-files", *more)
 
 
 def blobs_of(backup: Path) -> Path:

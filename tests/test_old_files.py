@@ -82,7 +82,7 @@ def test_the_emulator_still_generates_the_organization_of_the_old_files(emulator
     assert old.seeded_source(emulator) == old.golden("source")
 
 
-def test_an_old_backup_is_only_read_and_checked_exported_and_restored_as_before(emulator: ThreadEmulator, work: Path) -> None:
+def test_an_old_backup_is_only_read_and_checked_exported_and_restored_as_before_then_backed_up_over(emulator: ThreadEmulator, work: Path) -> None:
     held = work / "held"
     held.mkdir()
     backup = copy_of_backup(held)
@@ -93,6 +93,13 @@ def test_an_old_backup_is_only_read_and_checked_exported_and_restored_as_before(
     assert old.export_result(backup, work / "export") == old.golden("export")
     assert old.restore_result(emulator, backup, work / "restore.db") == old.golden("restore")
     assert folder_state(held) == before  # nothing written into the backup, its blobs, or beside them
+
+    # Backed up again by this syncd, over the old file: `--overwrite` reads the old backup's
+    # counts first (never an emptier one), then the new file answers as the old one did.
+    old.make_backup(emulator, backup, "--overwrite")
+    assert folder_state(held) != before
+    assert old.check_result(backup) == old.golden("check")
+    assert old.export_result(backup, work / "again" / "export") == old.golden("export")
 
 
 def test_an_old_mirror_is_diffed_as_before_then_synced_into_without_spurious_changes(
