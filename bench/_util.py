@@ -32,6 +32,13 @@ def emulator_stats_now(url: str) -> dict[str, Any]:
         return data
 
 
+def reset_emulator_stats_now(url: str) -> None:
+    """Zero the emulator's request counters, synchronously (the emulator is another process)."""
+    request = urllib.request.Request(url + "/_emulator/stats", method="DELETE")
+    with urllib.request.urlopen(request, timeout=30):
+        pass
+
+
 async def reset_emulator_stats(url: str) -> None:
     async with aiohttp.ClientSession() as session, session.delete(url + "/_emulator/stats") as resp:
         resp.raise_for_status()

@@ -50,12 +50,9 @@ class ChildRun:
         return out
 
 
-def run_syncd(args: list[str], folder: Path, label: str) -> ChildRun:
-    """Run `syncd ARGS` in a child process; it is stopped (by its PID) if this one is interrupted."""
-    figures = folder / f"{label}.figures.json"
-    err = folder / f"{label}.stderr"
-    command = [sys.executable, str(Path(__file__).resolve()), str(figures), "--", *args]
-    env = {**os.environ, "PYTHONPATH": str(TOP)}
+def run_process(command: list[str], folder: Path, err: Path, env: dict[str, str]) -> tuple[int, str]:
+    """Run `command` in `folder`, its stderr into `err`; (exit status, stdout). The child is
+    stopped (by its PID) if this process is interrupted."""
     with err.open("w") as stderr:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, cwd=folder)
         try:
@@ -68,13 +65,22 @@ def run_syncd(args: list[str], folder: Path, label: str) -> ChildRun:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
+    return process.returncode, out
+
+
+def run_syncd(args: list[str], folder: Path, label: str) -> ChildRun:
+    """Run `syncd ARGS` in a child process; it is stopped (by its PID) if this one is interrupted."""
+    figures = folder / f"{label}.figures.json"
+    err = folder / f"{label}.stderr"
+    command = [sys.executable, str(Path(__file__).resolve()), str(figures), "--", *args]
+    code, out = run_process(command, folder, err, {**os.environ, "PYTHONPATH": str(TOP)})
     try:
         document = json.loads(out)
     except ValueError:
         document = None
     got = json.loads(figures.read_text()) if figures.exists() else {}
     return ChildRun(
-        code=process.returncode, wall=float(got.get("wall", 0.0)), document=document, clients=list(got.get("clients", [])),
+        code=code, wall=float(got.get("wall", 0.0)), document=document, clients=list(got.get("clients", [])),
         peak_rss_mb=float(got.get("maxrss_kb", 0)) / 1024, stderr=err.read_text(),
     )
 
