@@ -261,7 +261,19 @@ def empty_apart(db: Database) -> None:
                 db.execute(f"DELETE FROM temp.{name}")
     finally:
         db.execute("PRAGMA temp.journal_mode = DELETE")
-    db.execute("PRAGMA temp.incremental_vacuum").fetchall()
+    incremental_vacuum(db, "temp")
+
+
+def incremental_vacuum(db: Database, schema: str) -> None:
+    """Give back every free page of `schema` (`main`, `temp`): run `PRAGMA incremental_vacuum`
+    to its end, outside a transaction. The pragma frees one page per step, each step a row of no
+    columns; Python 3.11's sqlite3 cursor takes a statement without columns as done after its
+    first step (one page freed, `fetchall()` gives []), 3.12's returns the empty rows.
+    `executescript` steps every statement to its end on both. It commits an open transaction
+    first: none must be open here (another's, on this shared connection, would be cut in two)."""
+    if db.conn.in_transaction:
+        raise RuntimeError(f"incremental_vacuum of {schema} inside a transaction: executescript would commit it")
+    db.executescript(f"PRAGMA {schema}.incremental_vacuum")
 
 
 def compact_free_pages(db: Database) -> int:
@@ -275,7 +287,7 @@ def compact_free_pages(db: Database) -> int:
     free = db.execute("PRAGMA freelist_count").fetchone()[0]
     if not pages or free <= pages * FREE_SHARE or db.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
         return 0
-    db.execute("PRAGMA incremental_vacuum").fetchall()
+    incremental_vacuum(db, "main")
     return free - db.execute("PRAGMA freelist_count").fetchone()[0]
 
 
