@@ -18,9 +18,13 @@ from typing import Any
 import psycopg
 import pytest
 
+from syncd.state import packing
+from syncd.state.dialect import SQLITE
+from syncd.state.sqlite_schema import PACKED
+from syncd.state.tables import CURRENT_RESOURCES, RESOURCES
 from tests.pg_support import fresh_schema
 
-__all__ = ["BACKENDS", "backend", "count_rows", "is_pg", "other_state", "sqlite_only", "state", "use_backend"]
+__all__ = ["BACKENDS", "backend", "count_rows", "is_pg", "other_state", "sqlite_only", "state", "unpacked", "use_backend"]
 
 BACKENDS = ("sqlite", "postgresql")
 
@@ -86,3 +90,28 @@ def other_state(state: Path | str, request: pytest.FixtureRequest, tmp_path: Pat
         return
     with fresh_schema(str(request.getfixturevalue("pg_server"))) as url:
         yield url
+
+
+_STORED = "tenant, kind, id, org, parent_kind, parent_id, position, listing, scope, data, hash, first_seen_run, last_seen_run, deleted_run"
+
+
+def unpacked(path: Path) -> None:
+    """Make the file at `path` (closed) what the release before migration 0006 wrote: its
+    objects as JSON text in `resources` as 0001 made it (`json_valid` checked), no dictionaries,
+    0006 not recorded; its indexes and view as they were. What syncd then reads is a file of
+    0001-0005 with these objects (the schema check compares tables and views, not their order)."""
+    with contextlib.closing(packing.connect(path, isolation_level=None)) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        indexes = [sql for (sql,) in conn.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'resources' AND sql IS NOT NULL ORDER BY rowid"
+        )]  # fmt: skip
+        conn.execute("DROP VIEW current_resources")
+        conn.execute("ALTER TABLE resources RENAME TO resources_packed")
+        conn.execute(RESOURCES.create(SQLITE, later=False))
+        text = _STORED.replace(" data,", " syncd_json(data),")
+        conn.execute(f"INSERT INTO resources ({_STORED}) SELECT {text} FROM resources_packed")
+        conn.execute("DROP TABLE resources_packed")
+        for sql in [*indexes, CURRENT_RESOURCES, "DROP TABLE dictionaries"]:
+            conn.execute(sql)
+        assert conn.execute("DELETE FROM migrations WHERE name = ?", [PACKED]).rowcount == 1
+        conn.execute("COMMIT")

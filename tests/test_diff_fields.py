@@ -13,7 +13,7 @@ from syncd.cli import main
 from syncd.commands.change_lines import CHANGES_SHOWN, change_lines
 from syncd.state import StateStore, Row, content_hash
 from syncd.state.diff import MAX_FIELDS, MAX_VALUE, changed_fields, compose_fields
-from tests.state_support import sqlite_only, use_backend
+from tests.state_support import sqlite_only, unpacked, use_backend
 from tests.thread_emulator import ThreadEmulator, module_thread_emulator, use_tenants
 
 SPEC = "orgs=1,collections=2,spaces=4,pages=2,files=0,sites=0"
@@ -171,7 +171,9 @@ def test_an_older_state_file_still_diffs_and_says_fields_were_not_recorded(
     _say(capsys, "sync", f"src:{org}")
     emulator.api("PATCH", f"/v1/spaces/{space['id']}", {"title": "Second name"})
     _say(capsys, "sync", f"src:{org}")
-    # Make the file what syncd wrote before changes recorded their fields.
+    # Make the file what syncd wrote before changes recorded their fields (and, since, before
+    # it packed the objects: 0006 comes after 0005).
+    unpacked(env)
     with sqlite3.connect(env) as conn:
         conn.execute("ALTER TABLE changes DROP COLUMN fields")
         conn.execute("DELETE FROM migrations WHERE name = '0005_change_fields'")

@@ -25,7 +25,7 @@ from syncd.daemon.fleet_runs import FleetRunLog
 from syncd.daemon.run_history import DIED
 from syncd.daemon.runs import RunLog
 from tests.cli_zygote import emulator_process
-from syncd.state import StateStore
+from syncd.state import StateStore, packing
 from syncd.state.lock import WriterLock
 from tests.loopback import EmulatorClient
 from tests.schema_support import check_output
@@ -208,13 +208,14 @@ def test_a_state_holding_only_a_fleets_runs_is_refused_too(built: Path, pg_url: 
 
 
 def test_a_run_left_open_is_refused_unless_asked_then_the_next_writer_fails_it(state: Path, pg_url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    with contextlib.closing(sqlite3.connect(state / "syncd.db")) as conn, conn:
+    # (what an earlier syncd staged in the file itself: JSON text, as `syncd_json` gives the packed objects back)
+    with contextlib.closing(packing.connect(state / "syncd.db")) as conn, conn:
         opened = conn.execute(
             "INSERT INTO runs (job, tenant, scope_ref, started_at, status) VALUES ('sync', 'src', 'src', '2026-01-01T00:00:00.000+00:00', 'running')"
         ).lastrowid
         conn.execute(
             "INSERT INTO staged (run, tenant, kind, id, org, parent_kind, parent_id, position, listing, scope, data, hash) "
-            "SELECT ?, tenant, kind, id, org, parent_kind, parent_id, position, listing, scope, data, hash FROM resources WHERE tenant = 'src' LIMIT 3",
+            "SELECT ?, tenant, kind, id, org, parent_kind, parent_id, position, listing, scope, syncd_json(data), hash FROM resources WHERE tenant = 'src' LIMIT 3",
             [opened],
         )
     assert migrate(state, pg_url) == 2

@@ -6,6 +6,9 @@ written into the file or beside it):
 - the file is an SQLite file with syncd's tables and at least one finished run (else it is
   no backup: `NotABackup`, exit 2);
 - `PRAGMA integrity_check`: every page, index and constraint (each message is a problem);
+- every object's stored JSON reads as JSON: unpacked when it is packed (`syncd.state.packing`),
+  since a packed value has no `json_valid` CHECK for the integrity check to run (each object
+  that does not is an `object-damaged` problem, at most `INTEGRITY_LINES` of them);
 - the blob folder beside it (`FILE.blobs/`, `syncd.read.backup.blobs_dir`), when there is one:
   every blob must be a regular file, reached without following a link (a symbolic link, a
   FIFO, a device is named as such: a restore, the content source and export refuse it, see
@@ -33,7 +36,8 @@ from sqlite_utils import Database
 
 from syncd.read.backup import blobs_dir
 from syncd.read.blobs import FILE_KINDS, BlobError, BlobRefused, BlobStore, hash_stream, open_regular
-from syncd.state import FINISHED, StateError
+from syncd.state import FINISHED, StateError, packing
+from syncd.state.packing import PackedDataError
 from syncd.state.sqlite_schema import check_readable
 from syncd.state.sqlite_file import stopped
 from syncd.state.store import _connect_readonly, _sqlite_header, database_failure
@@ -58,7 +62,8 @@ class Problem:
 
     kind: str
     """`sqlite`, `blob-hash`, `blob-symlink`, `blob-not-regular`, `blob-unreadable`,
-    `blob-missing`, `blob-size`, `manifest`, `file-not-stored` or `rows-unreadable`."""
+    `blob-missing`, `blob-size`, `manifest`, `file-not-stored`, `rows-unreadable` or
+    `object-damaged`."""
     subject: str
     message: str
 
@@ -179,10 +184,11 @@ def _rows(conn: sqlite3.Connection, report: CheckReport) -> list[tuple[str, str,
             sorted(FILE_KINDS),
         ).fetchall()
         rows = []
+        packer = packing.of(conn)
         for tenant, row_id, data in found:
             try:
-                decoded = json.loads(data)
-            except (ValueError, RecursionError):
+                decoded = json.loads(packer.json_of(data))
+            except (ValueError, RecursionError, PackedDataError):
                 decoded = None
             rows.append((str(tenant), str(row_id), decoded if isinstance(decoded, dict) else {}))
     except sqlite3.DatabaseError as exc:
@@ -196,6 +202,34 @@ def _rows(conn: sqlite3.Connection, report: CheckReport) -> list[tuple[str, str,
         return None
     report.file_rows = len(rows)
     return rows
+
+
+_NOT_JSON = "SELECT kind, id, data FROM resources WHERE coalesce(json_valid(syncd_json(data)), 0) = 0 ORDER BY tenant, kind, id"
+"""The objects whose stored JSON does not read as JSON (SQLite's `json_valid`, on the text
+`syncd_json` unpacks: NULL for a packed value that does not unpack)."""
+
+
+def _objects(conn: sqlite3.Connection, report: CheckReport) -> None:
+    """An `object-damaged` problem for each object whose JSON cannot be read (module docstring)."""
+    packer = packing.of(conn)
+    try:
+        found = 0
+        for kind, row_id, data in conn.execute(_NOT_JSON):
+            found += 1
+            if found > INTEGRITY_LINES:
+                continue
+            try:
+                packer.json_of(data)
+                why = "its stored text is not JSON"
+            except PackedDataError as exc:
+                why = f"it is packed but does not unpack: {exc}"
+            report.problems.append(Problem("object-damaged", f"{kind} {row_id}", f"{why}: it cannot be exported or restored"))
+        if found > INTEGRITY_LINES:
+            report.notes.append(f"{found - INTEGRITY_LINES} more objects cannot be read (the first {INTEGRITY_LINES} are listed)")
+    except sqlite3.DatabaseError as exc:
+        if stopped(exc):
+            raise
+        report.notes.append(f"the objects' JSON was not checked: {exc}")
 
 
 def _blob_files(report: CheckReport, root: Path, users: dict[str, list[str]], damaged: set[str]) -> Iterator[Path]:
@@ -340,6 +374,8 @@ def check_backup(path: Path, *, on_blob: Callable[[int], None] | None = None) ->
             check_readable(Database(conn, execute_plugins=False), where=str(path))
             _integrity(conn, report)
             rows = _rows(conn, report)
+            if rows is not None:
+                _objects(conn, report)
         except sqlite3.DatabaseError as exc:  # its list of tables cannot be read
             raise NotABackup(f"{path} cannot be read, it is damaged: {exc}") from None
     _blobs(report, rows, on_blob)

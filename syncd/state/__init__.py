@@ -7,14 +7,16 @@ Modules: `store` (the `StateStore`; `reads`, `staging`, `holds` and `merge` are 
 `location` (the backend chosen once: a file or a server), `rows` (`Row`, `content_hash`), `diff`
 (pure change arithmetic), `tables` (every table, written once for both engines), `dialect` (what
 differs between the engines: statements and column types), `sqlite_schema` (named migrations of
-the file), `sqlite_file` (opening it), `lock` (one writer process of a file), `pg_database`,
+the file), `sqlite_file` (opening it), `packing` and `dictionaries` (each object's JSON packed
+with zstd and a dictionary of its kind, in the file), `lock` (one writer process of a file), `pg_database`,
 `pg_schema` and `pg_writers` (the PostgreSQL backend; one writer process per tenant),
 `state_copy` and `migrate_state` (`syncd state migrate`: a file into a server; the daemon's
 history is handed in by the command), `errors`.
 
 Errors: StateError (SyncdError, exit 2)
           ├── NewerStateError   the file was written by a newer syncd
-          └── StateBusyError   another live process is writing a run into it (of the tenant)
+          ├── StateBusyError   another live process is writing a run into it (of the tenant)
+          └── PackedDataError  a packed object that does not unpack (`packing`)
 """
 
 from syncd.state.diff import OPS, ChangeSummary, compose, summarise

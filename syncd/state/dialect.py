@@ -16,6 +16,10 @@ SQLite text is exactly what it was before the second backend, so SQLite plans do
   Text is `COLLATE "C"` on PostgreSQL (byte order, as SQLite sorts and compares); JSON is `json`
   there, which keeps the text as written (key order, spacing) and checks it is JSON, as the
   `json_valid` CHECK does on SQLite; integers are 64-bit on both; timestamps stay ISO text.
+  An object's JSON (`PACKED`, `resources.data` since SQLite's migration 0006) is a BLOB or
+  text on SQLite (`syncd.state.packing`: packed by `syncd_pack` as the merge stores it, read
+  through `syncd_json`), `json` on PostgreSQL, where nothing is packed (`stored_value`,
+  `stored_json`); `BLOB` is bytes (`bytea` on PostgreSQL).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any
 
 __all__ = ["POSTGRES", "SQLITE", "Dialect", "json_path"]
 
-_COLUMN = re.compile(r"(\w+) (ID|INTEGER|TEXT|JSON)(.*)", re.DOTALL)
+_COLUMN = re.compile(r"(\w+) (ID|INTEGER|TEXT|JSON|PACKED|BLOB)(.*)", re.DOTALL)
 """A column of `syncd.state.tables`: its name, its neutral type, the rest (constraints)."""
 _TITLE_FIELDS = ("title", "name", "label", "displayName", "user.displayName", "email", "user.email", "path")
 
@@ -55,6 +59,8 @@ class Dialect:
     integer_type: str
     text_type: str
     json_type: str
+    packed_type: str
+    blob_type: str
 
     @property
     def sqlite(self) -> bool:
@@ -62,16 +68,29 @@ class Dialect:
 
     def column(self, definition: str) -> str:
         """A column of `syncd.state.tables` (`name TYPE constraints`, TYPE one of ID, INTEGER,
-        TEXT, JSON) in this engine's words; on SQLite a JSON column is text checked by `json_valid`."""
+        TEXT, JSON, PACKED, BLOB) in this engine's words; on SQLite a JSON column is text checked
+        by `json_valid`, a PACKED one a BLOB (its JSON is checked before it is packed)."""
         found = _COLUMN.fullmatch(definition)
         if found is None:
             raise ValueError(f"not a column of syncd.state.tables: {definition!r}")
         name, word, rest = found.groups()
-        typed = {"ID": self.id_type, "INTEGER": self.integer_type, "TEXT": self.text_type, "JSON": self.json_type}[word]
+        typed = {"ID": self.id_type, "INTEGER": self.integer_type, "TEXT": self.text_type, "JSON": self.json_type,
+                 "PACKED": self.packed_type, "BLOB": self.blob_type}[word]
         if word != "JSON" or not self.sqlite:
             return f"{name} {typed}{rest}"
         valid = f"json_valid({name})" if "NOT NULL" in rest else f"{name} IS NULL OR json_valid({name})"
         return f"{name} {typed}{rest} CHECK ({valid})"
+
+    def stored_value(self, kind: str, column: str) -> str:
+        """SQL of the value to store in `resources.data` for the JSON in `column` of an object
+        of the kind in `kind` (SQL too): packed on SQLite, as it is on PostgreSQL."""
+        return f"syncd_pack({kind}, {column})" if self.sqlite else column
+
+    def stored_json(self, column: str) -> str:
+        """SQL of the JSON text of a stored object's `column` (packed or not on SQLite; text
+        is taken as it is without a call of the Python function: a title reads it up to eight
+        times, and a first crawl's merge titles every object)."""
+        return f"CASE WHEN typeof({column}) = 'blob' THEN syncd_json({column}) ELSE {column} END" if self.sqlite else column
 
     def json_text(self, column: str, field: str) -> str:
         """The SQL value of `field` (dotted, plain key names) of the JSON in `column`."""
@@ -128,6 +147,8 @@ UPDATE resources SET deleted_run = :run WHERE rowid IN (
     integer_type="INTEGER",
     text_type="TEXT",
     json_type="TEXT",
+    packed_type="BLOB",
+    blob_type="BLOB",
 )
 
 POSTGRES = Dialect(
@@ -147,4 +168,6 @@ POSTGRES = Dialect(
     integer_type="BIGINT",
     text_type='TEXT COLLATE "C"',
     json_type="JSON",
+    packed_type="JSON",
+    blob_type="BYTEA",
 )

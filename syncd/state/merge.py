@@ -8,6 +8,11 @@ take :run and :tenant.
 An update records which fields changed (`diff.changed_fields`). On SQLite a Python SQL
 function computes them inside the INSERT; PostgreSQL cannot call Python, so the updates are
 inserted without them and their fields filled in before the new versions replace the old.
+
+On SQLite the objects are packed as they become current (`syncd_pack`, `syncd.state.packing`),
+with their kind's dictionary, trained first when the run staged enough objects of a kind that
+has none (`syncd.state.dictionaries.for_run`); a row carried forward is packed already and
+stays as it is. Titles and changed fields read them through `syncd_json`.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from syncd.ordering import moved_items
+from syncd.state import dictionaries, packing
 from syncd.state.dialect import Dialect
 from syncd.state.diff import changed_fields
 
@@ -35,16 +41,20 @@ FIELDS_FUNCTION = "syncd_changed_fields"
 """SQL function (kind, old data, new data) -> the `fields` JSON of an update (see `fields_json`)."""
 
 
-def fields_json(volatile: Mapping[str, Iterable[str]]) -> Callable[[str, str, str], str | None]:
+def fields_json(
+    volatile: Mapping[str, Iterable[str]], packer: packing.Packer | None = None
+) -> Callable[[str, Any, Any], str | None]:
     """The function that records what an update changed, `volatile` fields of each kind
-    left out (they are left out of its hash too). Never raises: a failure inside an SQL
-    function would abort the merge, and a change without details is better than no run."""
+    left out (they are left out of its hash too); `packer` unpacks stored values (SQLite).
+    Never raises: a failure inside an SQL function would abort the merge, and a change without
+    details is better than no run."""
+    decode = packer.json_of if packer is not None else (lambda value: value)
 
-    def fields(kind: str, old: str, new: str) -> str | None:
+    def fields(kind: str, old: Any, new: Any) -> str | None:
         try:
-            changed, omitted = changed_fields(json.loads(old), json.loads(new), volatile.get(kind, ()))
+            changed, omitted = changed_fields(json.loads(decode(old)), json.loads(decode(new)), volatile.get(kind, ()))
             return json.dumps({"changed": changed, "omitted": omitted}, ensure_ascii=False, default=str)
-        except (ValueError, TypeError, RecursionError, AttributeError):
+        except (ValueError, TypeError, RecursionError, AttributeError, packing.PackedDataError):
             return None
 
     return fields
@@ -63,7 +73,7 @@ class _Statements:
 def _statements(d: Dialect, quiet: frozenset[str] = frozenset()) -> _Statements:
     """The merge's statements; changes of `quiet` kinds are not inserted at all (they were
     inserted, then deleted: a tenth of a first crawl's merge)."""
-    title = d.title("s.data")
+    title = d.title(d.stored_json("s.data"))
     loud = _not_in("s.kind", quiet)
     fields = f"{FIELDS_FUNCTION}(s.kind, r.data, s.data)" if d.sqlite else "NULL"
     before = (
@@ -92,7 +102,8 @@ def _statements(d: Dialect, quiet: frozenset[str] = frozenset()) -> _Statements:
        ORDER BY s.kind, s.id""",
         # Everything seen becomes current (first_seen_run is kept for rows seen before).
         f"""INSERT INTO resources ({COLUMNS}, first_seen_run, last_seen_run, deleted_run)
-        SELECT {COLUMNS}, run, run, NULL FROM staged WHERE run = :run AND true
+        SELECT {COLUMNS.replace(" data,", " " + d.stored_value("kind", "data") + ",")}, run, run, NULL
+        FROM staged WHERE run = :run AND true
         ON CONFLICT (tenant, kind, id) DO UPDATE SET
             org = excluded.org, parent_kind = excluded.parent_kind, parent_id = excluded.parent_id,
             position = excluded.position, listing = excluded.listing, scope = excluded.scope,
@@ -120,7 +131,7 @@ ORDER BY s.position, s.id
     after = (
         CHANGES_INSERT
         + f"""SELECT :run, tenant, kind, id, 'deleted', hash, NULL, parent_id, parent_id, position, position,
-              {d.title("data")}
+              {d.title(d.stored_json("data"))}
        FROM resources WHERE tenant = :tenant AND deleted_run = :run{_not_in("kind", quiet)} ORDER BY kind, id""",
         # A scope that lost rows must be read again, unless this run read it completely.
         """DELETE FROM scopes WHERE tenant = :tenant AND scope IN (
@@ -157,9 +168,11 @@ def merge_run(
     sql = _statements(dialect, quiet)
     params = {"run": run, "tenant": tenant}
     _reorders(db, sql, params)
-    fields = fields_json(volatile)
-    if dialect.sqlite:
+    packer = packing.of(db.conn) if dialect.sqlite else None
+    fields = fields_json(volatile, packer)
+    if packer is not None:
         db.conn.create_function(FIELDS_FUNCTION, 3, fields, deterministic=True)
+        dictionaries.for_run(db.conn, packer, run, tenant)
     for number, statement in enumerate(sql.before_deletions):
         db.execute(statement, params)
         if number == 1 and not dialect.sqlite:  # the updates are in, the old versions still there

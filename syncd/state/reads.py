@@ -1,7 +1,9 @@
 """Reading the mirror: the current view, runs and their changes (a part of `StateStore`).
 
 The same SQL on both backends but for what `self.dialect` gives (the order of `current`,
-a JSON field, a title); rows come back as they do from SQLite, JSON as text decoded here.
+a JSON field, a title); rows come back as they do from SQLite, JSON as text decoded here. On
+SQLite an object's JSON may be packed (`syncd.state.packing`): `_json` unpacks it, and SQL reads
+it through `syncd_json`; a file older than packing holds text, read as it is.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from syncd.state.dialect import Dialect
 from syncd.state.diff import ChangeSummary, compose, summarise
 from syncd.state.errors import StateError
 from syncd.state.merge import COLUMNS as _COLUMNS
+from syncd.state.packing import PackedDataError, Packer
 
 _KEY_COLUMNS = "tenant, kind, id, org, parent_kind, parent_id, position, listing, scope, first_seen_run, last_seen_run"
 
@@ -47,6 +50,8 @@ class StoreReads:
     dialect: Dialect
     path: Path | str
     where: str
+    packer: Packer | None
+    """Unpacks the file's objects (SQLite); None on PostgreSQL, where nothing is packed."""
 
     # -- reading the current view ----------------------------------------------------------
 
@@ -112,7 +117,7 @@ class StoreReads:
         """
         d = self.dialect
         rows = self.db.execute(
-            f"SELECT id, {d.field_value('data')} FROM resources WHERE tenant = ? AND kind = ? AND deleted_run IS NULL",
+            f"SELECT id, {d.field_value(d.stored_json('data'))} FROM resources WHERE tenant = ? AND kind = ? AND deleted_run IS NULL",
             [d.field_param(field), tenant, kind],
         )
         return {row_id: d.field_result(value) for row_id, value in rows.fetchall()}
@@ -136,11 +141,18 @@ class StoreReads:
 
     # -- runs and changes ------------------------------------------------------------------
 
-    def _json(self, text: str, what: str) -> Any:
-        """`text` decoded; StateError (one line) when the file holds something that is not
-        JSON, or JSON nested too deeply to decode (a damaged or hand-made file)."""
+    def _json(self, text: str | bytes, what: str) -> Any:
+        """`text` decoded (unpacked first when it is packed); StateError (one line) when the file
+        holds something that is not JSON, JSON nested too deeply to decode, or a packed value
+        that does not unpack (a damaged or hand-made file)."""
         try:
+            if isinstance(text, bytes):
+                if self.packer is None:
+                    raise PackedDataError("binary, where JSON text is stored")
+                text = self.packer.text(text)
             return json_codec.loads(text)
+        except PackedDataError as exc:
+            why = f"packed but does not unpack: {exc}"
         except RecursionError:
             why = "JSON nested too deeply to read"
         except (TypeError, ValueError) as exc:
@@ -218,7 +230,7 @@ class StoreReads:
         while id is not None and id not in seen and len(parts) < depth:
             seen.add(id)
             row = self.db.execute(
-                f"SELECT parent_id, {self.dialect.title('data')}, kind FROM resources WHERE tenant = ? AND id = ? "
+                f"SELECT parent_id, {self.dialect.title(self.dialect.stored_json('data'))}, kind FROM resources WHERE tenant = ? AND id = ? "
                 "ORDER BY deleted_run IS NOT NULL LIMIT 1",
                 [tenant, id],
             ).fetchone()

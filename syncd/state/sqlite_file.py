@@ -42,9 +42,10 @@ from syncd import interrupt
 from syncd.errors import SyncdError
 from syncd.files import create_private, private_dir, storage_error
 from syncd.safe_read import FileRefused, check_regular, open_regular_file
+from syncd.state import packing
 from syncd.state.errors import StateError
 from syncd.state.dialect import SQLITE
-from syncd.state.sqlite_schema import check_readable, migrate
+from syncd.state.sqlite_schema import PACKED, check_readable, migrate
 from syncd.state.tables import LISTINGS, STAGED, STAGED_SCOPES, apart
 from syncd.temp_dir import TempDirError, chosen, sqlite_temp_dir, use_chosen
 
@@ -101,7 +102,7 @@ def _sqlite_header(path: Path) -> bytes:
 def _connect_readonly(path: Path, immutable: bool, busy_timeout: float) -> sqlite3.Connection:
     """A read-only connection whose schema was read (so a file SQLite cannot open fails here)."""
     query = "immutable=1" if immutable else "mode=ro"
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True, timeout=busy_timeout, check_same_thread=False)
+    conn = packing.connect(f"{path.resolve().as_uri()}?{query}", uri=True, timeout=busy_timeout, check_same_thread=False)
     try:
         stop_on_request(conn)
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
@@ -197,7 +198,7 @@ def open_writable(path: Path, *, create: bool, busy_timeout: float) -> Database:
         failure = storage_error(exc, doing="create the state file")
         raise (failure or StateError(f"{path}: cannot create the state file: {exc.strerror or exc}")) from None
     try:
-        conn = sqlite3.connect(str(path), timeout=busy_timeout, check_same_thread=False)
+        conn = packing.connect(str(path), timeout=busy_timeout, check_same_thread=False)
     except sqlite3.DatabaseError as exc:
         raise (database_failure(path, exc) or StateError(f"{path} cannot be opened: {exc}")) from None
     try:
@@ -214,7 +215,8 @@ def open_writable(path: Path, *, create: bool, busy_timeout: float) -> Database:
             _check_whole(conn, path)
         finally:
             conn.set_progress_handler(None, 0)
-        migrate(db, where=str(path))
+        if PACKED in migrate(db, where=str(path)):
+            compact_free_pages(db)  # (the objects as text, left free by the rebuild)
         stage_apart(db)
     except sqlite3.DatabaseError as exc:
         conn.close()

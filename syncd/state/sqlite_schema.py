@@ -12,7 +12,12 @@ them as each step made them, and `tests/released_schema.py` holds the SQL as rel
 
 A file opened read-only (`StateStore(path, readonly=True)`: a backup being exported, restored or
 looked at) is never migrated: `check_readable` reads it as it is when the migrations the read
-side needs (`READ_NEEDS`) are there, and refuses it in one line otherwise.
+side needs (`READ_NEEDS`) are there, and refuses it in one line otherwise. So a file from before
+0006 (objects as JSON text) is read as it is, and packed by the first syncd that writes it.
+
+Migrations may call syncd's SQL functions (`syncd.state.packing`: 0006 packs with `syncd_pack`):
+every connection syncd opens to a state file has them, and a migration installs them on one
+that lacks them (a schema built in memory, `made_shape`).
 
 Either way a file is syncd's only when its schema is the one its migrations made
 (`check_made_by_syncd`, `syncd.state.sqlite_shape`): its `migrations` table is the file's word,
@@ -36,6 +41,7 @@ from syncd.state.sqlite_shape import Shape, shape_of, what_differs
 from syncd.state.tables import (
     CHANGES,
     CURRENT_RESOURCES,
+    DICTIONARIES,
     IDMAP,
     JOURNAL,
     LISTINGS,
@@ -48,6 +54,7 @@ from syncd.state.tables import (
 
 __all__ = [
     "MIGRATIONS",
+    "PACKED",
     "READ_NEEDS",
     "Migration",
     "applied_migrations",
@@ -74,7 +81,7 @@ def _sql(*statements: str) -> str:
 _SNAPSHOTS = _sql(
     RUNS.create(SQLITE),
     *RUNS.indexes,
-    RESOURCES.create(SQLITE),
+    RESOURCES.create(SQLITE, later=False),
     *RESOURCES.indexes,
     STAGED.create(SQLITE),
     LISTINGS.create(SQLITE),
@@ -120,6 +127,35 @@ _JOURNAL_OP = _sql(JOURNAL.add_columns(SQLITE, "op"))
 _CHANGE_FIELDS = _sql(CHANGES.add_columns(SQLITE, "fields"))
 
 
+_STORED = "tenant, kind, id, org, parent_kind, parent_id, position, listing, scope, data, hash, first_seen_run, last_seen_run, deleted_run"
+_REPACK = _sql(
+    "DROP VIEW current_resources;",
+    "ALTER TABLE resources RENAME TO resources_text;",
+    RESOURCES.create(SQLITE),
+    f"INSERT INTO resources ({_STORED})\n    SELECT {_STORED.replace(' data,', ' ' + SQLITE.stored_value('kind', 'data') + ',')} FROM resources_text;",
+    "DROP TABLE resources_text;",
+)
+
+
+def _packed_objects(db: Database) -> None:
+    """0006: each object's JSON packed with a zstd dictionary of its kind (`syncd.state.packing`).
+
+    The dictionaries are trained from the file's own objects (`dictionaries.for_file`), then
+    `resources` is rebuilt with `data BLOB` (packed, or text where that is shorter; no
+    `json_valid` check: what reaches it is checked as it is staged) and its rows packed on the
+    way, in this migration's transaction; its indexes as the file had them, then its view."""
+    from syncd.state import dictionaries, packing  # (they use `utc_now` of this module)
+
+    packer = packing.of(db.conn)
+    indexes = [row[0] for row in db.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'resources' AND sql IS NOT NULL ORDER BY rowid"
+    ).fetchall()]  # fmt: skip
+    db.execute(DICTIONARIES.create(SQLITE))
+    dictionaries.for_file(db.conn, packer)
+    for statement in [*_REPACK_STATEMENTS, *indexes, CURRENT_RESOURCES]:
+        db.execute(statement)
+
+
 def _script(sql: str) -> Callable[[Database], None]:
     """A migration that runs `sql`, split into statements once. Why not `executescript`: inside
     the migration's transaction sqlite-utils splits the script in Python at every call, and a
@@ -148,17 +184,23 @@ def split_statements(sql: str) -> list[str]:
     return statements
 
 
+_REPACK_STATEMENTS = split_statements(_REPACK)
+PACKED = "0006_packed_objects"
+"""The migration that packs the objects (`_packed_objects`)."""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_snapshots", _script(_SNAPSHOTS)),
     Migration("0002_replication", _script(_REPLICATION)),
     Migration("0003_idmap_per_organization", _script(_IDMAP_PER_ORG)),
     Migration("0004_journal_op", _script(_JOURNAL_OP)),
     Migration("0005_change_fields", _script(_CHANGE_FIELDS)),
+    Migration(PACKED, _packed_objects),
 )
 
 
 #: The migrations whose tables the read side (runs, resources, changes, scopes) reads: a file
-#: that has them is readable without the later ones (they add the write side's tables).
+#: that has them is readable without the later ones (they add the write side's tables; 0006
+#: packs the objects, and the read side reads packed and text values alike: `syncd.state.packing`).
 #: Extend it when a migration changes what the read side reads.
 READ_NEEDS: tuple[str, ...] = ("0001_snapshots",)
 

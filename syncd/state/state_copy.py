@@ -25,6 +25,7 @@ from syncd.errors import SyncdError
 from syncd.pg.migrations import PgMigration
 from syncd.state.dialect import POSTGRES
 from syncd.state.errors import StateError
+from syncd.state.packing import PackedDataError
 from syncd.state.pg_database import PgDatabase
 from syncd.state.reads import StoreReads
 from syncd.state.store import StateStore
@@ -44,8 +45,9 @@ __all__ = [
 
 MIRROR_TABLES = tuple(table.name for table in MIRROR)
 """The state file's tables, in an order the foreign keys accept (runs first)."""
-_SKIPPED = ("migrations", "sqlite_sequence")
-"""The file's own bookkeeping: the server records its migrations in `fleet_migrations`."""
+_SKIPPED = ("migrations", "sqlite_sequence", "dictionaries")
+"""The file's own bookkeeping: the server records its migrations in `fleet_migrations`; the
+dictionaries the file's objects are packed with stay there (they go as JSON, unpacked)."""
 _COUNTERS = {"runs": "id", "changes": "seq"}
 _COLUMNS_OF = "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ?"
 BATCH = 5000
@@ -163,6 +165,7 @@ class _View(StoreReads):
 
     def __init__(self, db: PgDatabase, where: str) -> None:
         self.db, self.where, self.path, self.dialect = db, where, where, POSTGRES
+        self.packer = None
 
 
 class StateCopier:
@@ -188,26 +191,40 @@ class StateCopier:
     def _clean(self, row: Sequence[Any], table: str, columns: list[str]) -> tuple[Any, ...]:
         out = []
         for name, value in zip(columns, row, strict=True):
+            if isinstance(value, bytes) and table == "resources" and name == "data":
+                value = self._unpacked(value, dict(zip(columns, row, strict=True)))
             if isinstance(value, str) and "\x00" in value:
                 value = value.replace("\x00", "\ufffd")
                 self.report.replaced_nul += 1
             elif isinstance(value, bytes):
-                raise StateError(f"{self.mirror.where}: {table}.{name} holds binary data, which syncd never writes: the file is damaged")
+                raise StateError(f"{self.store.where}: {table}.{name} holds binary data, which syncd never writes: the file is damaged")
             out.append(value)
         return tuple(out)
+
+    def _unpacked(self, value: bytes, row: dict[str, Any]) -> str:
+        """An object's JSON packed in the file (`syncd.state.packing`) as the text PostgreSQL
+        keeps; StateError naming the object when it does not unpack."""
+        try:
+            assert self.store.packer is not None
+            return self.store.packer.unpack(value).decode()
+        except (PackedDataError, UnicodeDecodeError) as exc:
+            raise StateError(
+                f"{self.store.where}: the data of {row.get('kind')} {row.get('id')} is packed but does not unpack: {exc}: "
+                "the file is damaged; nothing was copied"
+            ) from None
 
     def copy_mirror(self) -> None:
         names = [row[0] for row in self.src.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
         unknown = [n for n in names if n not in MIRROR_TABLES and n not in _SKIPPED and not n.startswith("sqlite_")]
         if unknown:
-            raise StateError(f"{self.mirror.where} holds a table the PostgreSQL state has no place for ({unknown[0]!r}): upgrade syncd")
+            raise StateError(f"{self.store.where} holds a table the PostgreSQL state has no place for ({unknown[0]!r}): upgrade syncd")
         label = self.store.path.name if isinstance(self.store.path, Path) else "syncd.db"
         for table in (t for t in MIRROR_TABLES if t in names):
             have = {r[0] for r in self.db.execute(_COLUMNS_OF, [table]).fetchall()}
             columns = [row[1] for row in self.src.execute(f"PRAGMA table_info({table})")]
             extra = [c for c in columns if c not in have]
             if extra:
-                raise StateError(f"{self.mirror.where}: column {table}.{extra[0]} has no place in the PostgreSQL state: upgrade syncd")
+                raise StateError(f"{self.store.where}: column {table}.{extra[0]} has no place in the PostgreSQL state: upgrade syncd")
             total = self.src.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
             digest, done = _Digest(), 0
             cursor = self.src.execute(f"SELECT {', '.join(columns)} FROM {table}")

@@ -56,6 +56,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from syncd.state import packing
 from syncd.state.diff import ChangeSummary
 from syncd.state.errors import StateError
 from syncd.state.holds import StoreHolds
@@ -121,6 +122,7 @@ class StateStore(StoreReads, StoreStaging, StoreHolds):
         self.db: Any = opened.db
         self._writer: Any = opened.writer
         self._opened_as = opened.opened_as
+        self.packer = packing.of(self.db.conn) if self.dialect.sqlite else None
         self.immutable = opened.opened_as is not None
         """True when opened read-only as an immutable file (see `check_unchanged`)."""
 
@@ -281,31 +283,36 @@ class StateStore(StoreReads, StoreStaging, StoreHolds):
             raise StateError(f"a run finishes as one of {FINISHED}, not {status!r}")
         with self._lock:
             tenant = self._tenant_of(run)
-            with self.db.atomic():
-                staged = self._scalar("SELECT count(*) FROM staged WHERE run = ?", [run])
-                listing_counts = dict(
+            try:
+                with self.db.atomic():
+                    staged = self._scalar("SELECT count(*) FROM staged WHERE run = ?", [run])
+                    listing_counts = dict(
+                        self.db.execute(
+                            f"SELECT status, count(*) FROM {self.dialect.run_listings} WHERE run = ? GROUP BY status", [run]
+                        ).fetchall()
+                    )
+                    if listing_counts.get("failed"):
+                        status = "partial"
+                    merge_run(self.db, self.dialect, run, tenant, volatile or {}, quiet_kinds)
+                    summary = self.summary(run)
+                    self._clear_staging(run)
+                    merged = {
+                        **(stats or {}),
+                        "mirror": {
+                            "rows": staged,
+                            "listings_ok": listing_counts.get("ok", 0),
+                            "listings_failed": listing_counts.get("failed", 0),
+                            "changes": summary.to_dict(),
+                        },
+                    }
                     self.db.execute(
-                        f"SELECT status, count(*) FROM {self.dialect.run_listings} WHERE run = ? GROUP BY status", [run]
-                    ).fetchall()
-                )
-                if listing_counts.get("failed"):
-                    status = "partial"
-                merge_run(self.db, self.dialect, run, tenant, volatile or {}, quiet_kinds)
-                summary = self.summary(run)
-                self._clear_staging(run)
-                merged = {
-                    **(stats or {}),
-                    "mirror": {
-                        "rows": staged,
-                        "listings_ok": listing_counts.get("ok", 0),
-                        "listings_failed": listing_counts.get("failed", 0),
-                        "changes": summary.to_dict(),
-                    },
-                }
-                self.db.execute(
-                    "UPDATE runs SET status = ?, finished_at = ?, stats = ? WHERE id = ?",
-                    [status, utc_now(), json.dumps(merged, default=str), run],
-                )
+                        "UPDATE runs SET status = ?, finished_at = ?, stats = ? WHERE id = ?",
+                        [status, utc_now(), json.dumps(merged, default=str), run],
+                    )
+            except BaseException:
+                if self.packer is not None:  # it may hold a dictionary the rollback took away
+                    self.packer.forget()
+                raise
             try:
                 if self.dialect.sqlite and self._alone(run):
                     empty_apart(self.db)  # (after the commit: what it held is merged)

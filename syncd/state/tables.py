@@ -3,15 +3,17 @@
 render them, each in its engine's words (`Dialect.column`, `syncd.state.dialect`).
 
 Why one definition: the two backends must hold the same tables, or code above the store would
-have to know its backend. Columns are written in SQLite's words plus two of our own, which the
-dialect renders: `ID` (a key that only grows: AUTOINCREMENT, an identity) and `JSON` (text
-checked with `json_valid` on SQLite, `json` on PostgreSQL); `INTEGER` is `BIGINT` and `TEXT`
-byte-ordered (`COLLATE "C"`) on PostgreSQL.
+have to know its backend. Columns are written in SQLite's words plus three of our own, which
+the dialect renders: `ID` (a key that only grows: AUTOINCREMENT, an identity), `JSON` (text
+checked with `json_valid` on SQLite, `json` on PostgreSQL) and `PACKED` (an object's JSON: a
+BLOB on SQLite, packed or text, `syncd.state.packing`; `json` on PostgreSQL); `INTEGER` is
+`BIGINT` and `TEXT` byte-ordered (`COLLATE "C"`) on PostgreSQL.
 
 Released migrations never change in effect: these definitions are the tables as first
 released (`columns`), then the columns added since (`later`, in the order their migrations
-added them). A new column goes at the end of `later` with a new migration on each engine; the
-schema tests compare the rendering against the SQL as released (`tests/released_schema.py`).
+added them) and the columns whose type a migration changed (`retyped`: the table rebuilt). A
+new column goes at the end of `later` with a new migration on each engine; the schema tests
+compare the rendering against the SQL as released (`tests/released_schema.py`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from syncd.state.dialect import Dialect
 __all__ = [
     "CHANGES",
     "CURRENT_RESOURCES",
+    "DICTIONARIES",
     "IDMAP",
     "JOURNAL",
     "LISTINGS",
@@ -40,19 +43,23 @@ __all__ = [
 @dataclass(frozen=True)
 class Table:
     """One table: `columns` as first released, `keys` (table constraints), the columns added
-    since (`later`) and its indexes (whole statements, the same on both engines)."""
+    since (`later`), the columns given another type since (`retyped`, replacing those of the
+    same name) and its indexes (whole statements, the same on both engines)."""
 
     name: str
     columns: tuple[str, ...]
     keys: tuple[str, ...] = ()
     later: tuple[str, ...] = ()
     indexes: tuple[str, ...] = ()
+    retyped: tuple[str, ...] = ()
 
     def create(self, dialect: Dialect, *, later: bool = True, named: str | None = None, temp: bool = False) -> str:
         """CREATE TABLE in `dialect`'s words: its current shape, or (`later=False`) its first one;
         `named`: under another name (a table rebuilt under a new name, then renamed); `temp`: a
         table of this connection only (SQLite's TEMP)."""
-        columns = [dialect.column(column) for column in (*self.columns, *(self.later if later else ()))]
+        retyped = {column.split(" ", 1)[0]: column for column in (self.retyped if later else ())}
+        first = (retyped.get(column.split(" ", 1)[0], column) for column in self.columns)
+        columns = [dialect.column(column) for column in (*first, *(self.later if later else ()))]
         body = ",\n    ".join([*columns, *self.keys])
         return f"CREATE {'TEMP ' if temp else ''}TABLE {named or self.name} (\n    {body}\n);"
 
@@ -110,6 +117,7 @@ RESOURCES = Table(
     "resources",
     (*_OBJECT, "first_seen_run INTEGER NOT NULL", "last_seen_run INTEGER NOT NULL", "deleted_run INTEGER"),
     keys=("PRIMARY KEY (tenant, kind, id)",),
+    retyped=("data PACKED NOT NULL",),
     indexes=(
         "CREATE INDEX resources_current_by_kind ON resources (tenant, kind, parent_kind, parent_id, position)\n"
         "    WHERE deleted_run IS NULL;",
@@ -120,7 +128,9 @@ RESOURCES = Table(
         "CREATE INDEX resources_deleted ON resources (tenant, deleted_run) WHERE deleted_run IS NOT NULL;",
     ),
 )
-"""The current view (deleted_run IS NULL) plus the tombstones of what was deleted."""
+"""The current view (deleted_run IS NULL) plus the tombstones of what was deleted. `data`
+(SQLite 0006): each object's JSON packed with its kind's dictionary, or text
+(`syncd.state.packing`); PostgreSQL's stays `json`."""
 
 STAGED = Table("staged", (_RUN, *_OBJECT), keys=("PRIMARY KEY (run, tenant, kind, id)",))
 """Rows read by a running run; merged into resources when it finishes, dropped otherwise."""
@@ -159,10 +169,19 @@ def apart(table: Table) -> Table:
     stages needs no durability (a run that does not finish is dropped whole); what outlives it is
     copied into the file by the merge (failed listings: `listings` apart is `run_listings`, so that
     the file's own stay in sight of the same connection). Without `REFERENCES runs` (a TEMP table
-    cannot refer to the file's tables) nor the `json_valid` check (`resources` checks every object
-    as it is merged)."""
-    columns = tuple("run INTEGER NOT NULL" if column == _RUN else column.replace(" JSON ", " TEXT ") for column in table.columns)
+    cannot refer to the file's tables).
+
+    `data` is checked here: JSON text (`json_valid`, as `resources` checked every object it was
+    merged before its values were packed, migration 0006), or a value packed by syncd, carried
+    forward from `resources`."""
+    columns = tuple(_STAGED_DATA if column == "data JSON NOT NULL" else "run INTEGER NOT NULL" if column == _RUN
+                    else column.replace(" JSON ", " TEXT ") for column in table.columns)  # fmt: skip
     return Table(table.name, columns, table.keys, table.later)
+
+
+_STAGED_DATA = "data PACKED NOT NULL CHECK (typeof(data) = 'blob' OR json_valid(data))"
+"""An object's JSON as a file's writer stages it (`apart`): the check of every JSON text that
+reaches `resources`, before the merge packs it."""
 
 
 CHANGES = Table(
@@ -199,6 +218,20 @@ CURRENT_RESOURCES = """CREATE VIEW current_resources AS
            first_seen_run, last_seen_run
     FROM resources WHERE deleted_run IS NULL;"""
 """For people browsing the state with sqlite-utils, Datasette or psql."""
+
+DICTIONARIES = Table(
+    "dictionaries",
+    (
+        "id INTEGER PRIMARY KEY",
+        "kind TEXT NOT NULL",
+        "dict BLOB NOT NULL",
+        "trained_at TEXT NOT NULL",
+        "objects INTEGER NOT NULL",
+    ),
+)
+"""SQLite only (0006): the zstd dictionary of each kind the file's objects are packed with
+(`syncd.state.dictionaries`), trained from `objects` of them. Never rewritten: packed values
+name their dictionary's id."""
 
 IDMAP = Table(
     "idmap",
