@@ -1,9 +1,9 @@
 """Packing an object's JSON for the SQLite file: zstd with a dictionary of its kind (issue 44).
 
-Why: an object's JSON is most of a mirror (583 bytes an object on average, of the ~1,510 a
-110k-object mirror took a row), and objects of one kind repeat the same keys and shapes, which
+Why: an object's JSON is a large part of a mirror (583 bytes an object on average, of the ~1,510
+bytes an object the file of the benchmark's 110k-object mirror took), and objects of one kind repeat the same keys and shapes, which
 a small per-kind dictionary holds once (`syncd.state.dictionaries` trains and keeps them in the
-file). Measured on that mirror: zstd level 3 with a 16 KB dictionary per kind keeps ~97 bytes
+file). Measured on that mirror: zstd level 3 with a 16 KB dictionary per kind keeps ~98 bytes
 an object (zlib 346, zstd without a dictionary 363, zlib with a preset dictionary 92 at three
 times the CPU), packing 110k objects in ~0.2 s of CPU.
 
