@@ -171,6 +171,12 @@ def test_a_value_is_unpacked_within_bounds_or_refused_in_one_line(tmp_path: Path
         with pytest.raises(PackedDataError, match=why):
             packer.unpack(value)
         assert packer.sql_json(value) is None  # SQL reads it as NULL: a title or token falls back
+    # A dictionary no syncd trains is not loaded.
+    conn.execute("CREATE TABLE dictionaries (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, dict BLOB NOT NULL, trained_at TEXT NOT NULL, objects INTEGER NOT NULL)")
+    conn.execute("INSERT INTO dictionaries VALUES (9, 'page', zeroblob(2 * 1024 * 1024), 'now', 1), (8, 'page', 'text', 'now', 1)")
+    for number in (9, 8):
+        with pytest.raises(PackedDataError, match=f"dictionary {number} is not one syncd trains"):
+            packer.unpack(bytes([1, number]) + packed[2:])
     # A frame that claims more than syncd packs is refused before anything is allocated.
     with pytest.raises(PackedDataError, match="more than syncd packs"):
         packer.unpack(b"\x01\x00" + _frame_claiming(MAX_PACKED + 1))

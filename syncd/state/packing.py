@@ -56,6 +56,9 @@ hundred bytes: level 3's own (2^17, 2^16) took 440 KB a dictionary's compressor,
 MAX_PACKED = 64 << 20
 """The longest JSON that is packed: 64 MiB, the default answer-size limit (`max_answer_bytes`) an
 object came through. A longer one is stored as text, so no packed value unpacks to more."""
+MAX_DICTIONARY = 1 << 20
+"""The largest dictionary read from a file (syncd trains 16 KB ones): a hand-made file's
+dictionary of a gigabyte is damage, not something to load."""
 _PIECE = 1 << 20
 """Bytes decoded at a time (`Packer.text`)."""
 MIN_PACKED = 16
@@ -143,11 +146,16 @@ class Packer:
             found = self._dictionaries.get(dictionary_id)
             if found is None:
                 try:
-                    row = self._conn.execute("SELECT dict FROM dictionaries WHERE id = ?", [dictionary_id]).fetchone()
+                    row = self._conn.execute(
+                        "SELECT CASE WHEN length(dict) <= ? THEN dict END, length(dict) FROM dictionaries WHERE id = ?",
+                        [MAX_DICTIONARY, dictionary_id],
+                    ).fetchone()
                 except sqlite3.DatabaseError as exc:
                     raise PackedDataError(f"its dictionary {dictionary_id} cannot be read ({exc})") from None
-                if row is None or not isinstance(row[0], bytes):
+                if row is None:
                     raise PackedDataError(f"it names dictionary {dictionary_id}, which the file does not hold")
+                if not isinstance(row[0], bytes):
+                    raise PackedDataError(f"its dictionary {dictionary_id} is not one syncd trains ({row[1]} bytes, not a BLOB of at most {MAX_DICTIONARY})")
                 found = self._dictionaries[dictionary_id] = zstandard.ZstdCompressionDict(row[0])
             return found
 
