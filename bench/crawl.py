@@ -226,7 +226,8 @@ async def bench_objects(args: argparse.Namespace) -> None:
         resync = await crawl_once(emulator, db, workers=args.workers, concurrency=args.concurrency, full=False)
         rss = max(rss, peak_rss_mb())
         ratio_c = resync.requests / full.requests
-        print(f"no-change re-sync: {resync.requests:,} requests, wall {resync.wall:.2f} s, changes {resync.result.summary.total}")
+        print(f"no-change re-sync: {resync.requests:,} requests, wall {resync.wall:.2f} s, of which the merge {resync.merge:.3f} s, "
+              f"changes {resync.result.summary.total}")
         raws = []
         for when in ("after syncd", "again"):
             server_started, cpu_started = emulator.cpu_seconds(), _cpu()
