@@ -9,7 +9,7 @@ SQLite text is exactly what it was before the second backend, so SQLite plans do
 - a JSON field: SQLite `json_extract(d, '$.a.b')` (typed), PostgreSQL `d #>> '{a,b}'` (text);
 - `rowid` (SQLite only): the listing-driven deletion and the cascade update through it on
   SQLite, through `UPDATE ... FROM` on PostgreSQL;
-- `ORDER BY +kind` (an SQLite index hint) and NULLs first (SQLite's order, `NULLS FIRST` on
+- `ORDER BY +kind` (an SQLite index hint, `sorted_by`) and NULLs first (SQLite's order, `NULLS FIRST` on
   PostgreSQL, whose ascending order puts them last);
 - the column types of the tables (`syncd.state.tables`, written once in neutral words): values
   must come back as SQLite gives them, so code above the store does not know its backend.
@@ -91,6 +91,13 @@ class Dialect:
         is taken as it is without a call of the Python function: a title reads it up to eight
         times, and a first crawl's merge titles every object)."""
         return f"CASE WHEN typeof({column}) = 'blob' THEN syncd_json({column}) ELSE {column} END" if self.sqlite else column
+
+    def sorted_by(self, column: str) -> str:
+        """`column` as an ORDER BY term that no index may give in order (`+column` on SQLite):
+        without statistics SQLite would rather walk the primary key in that order through a
+        whole tenant than search the partial index that finds the few rows asked for and sort
+        them (the merge's deleted rows: a tenant's every row read at each merge, issue 44)."""
+        return f"+{column}" if self.sqlite else column
 
     def json_text(self, column: str, field: str) -> str:
         """The SQL value of `field` (dotted, plain key names) of the JSON in `column`."""

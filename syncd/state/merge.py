@@ -132,7 +132,8 @@ ORDER BY s.position, s.id
         CHANGES_INSERT
         + f"""SELECT :run, tenant, kind, id, 'deleted', hash, NULL, parent_id, parent_id, position, position,
               {d.title(d.stored_json("data"))}
-       FROM resources WHERE tenant = :tenant AND deleted_run = :run{_not_in("kind", quiet)} ORDER BY kind, id""",
+       FROM resources WHERE tenant = :tenant AND deleted_run = :run{_not_in("kind", quiet)}
+       ORDER BY {d.sorted_by("kind")}, id""",
         # A scope that lost rows must be read again, unless this run read it completely.
         """DELETE FROM scopes WHERE tenant = :tenant AND scope IN (
            SELECT DISTINCT scope FROM resources
