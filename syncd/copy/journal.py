@@ -261,11 +261,13 @@ def seen_before(store: StateStore, tenant: str, ids: Iterable[str], run: int) ->
     wanted = list(dict.fromkeys(str(i) for i in ids))
     seen: set[str] = set()
     with store.reading() as db:
+        kinds = store.kinds(tenant) or [""]  # (by the primary key: by id alone it walked the tenant)
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
             rows = db.execute(
-                f"SELECT id FROM resources WHERE tenant = ? AND first_seen_run < ? AND id IN ({', '.join('?' * len(chunk))})",
-                [tenant, run, *chunk],
+                f"SELECT id FROM resources WHERE tenant = ? AND kind IN ({', '.join('?' * len(kinds))}) "
+                f"AND id IN ({', '.join('?' * len(chunk))}) AND first_seen_run < ?",
+                [tenant, *kinds, *chunk, run],
             ).fetchall()
             seen.update(row[0] for row in rows)
     return seen

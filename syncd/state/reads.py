@@ -24,6 +24,18 @@ _KEY_COLUMNS = "tenant, kind, id, org, parent_kind, parent_id, position, listing
 
 __all__ = ["FINISHED", "StoreReads"]
 
+_KINDS = """
+WITH RECURSIVE k(kind) AS (
+    SELECT (SELECT min(kind) FROM resources WHERE tenant = ? AND kind > '')
+    UNION ALL
+    SELECT (SELECT min(kind) FROM resources WHERE tenant = ? AND kind > k.kind) FROM k WHERE k.kind IS NOT NULL
+)
+SELECT kind FROM k WHERE kind IS NOT NULL
+"""
+"""A tenant's kinds, in order: the first one after each (after '' first), one seek of the
+primary key each (a loose index scan), until there is none. (Both terms take the column's
+collation, byte order on PostgreSQL too.)"""
+
 #: Statuses of runs whose rows were merged into the current view.
 FINISHED = ("complete", "partial")
 
@@ -131,13 +143,20 @@ class StoreReads:
         return dict(rows.fetchall())
 
     def counts(self, tenant: str, org: str | None = None) -> dict[str, int]:
-        """kind -> number of current rows."""
+        """kind -> number of current rows, in the order of the kinds.
+
+        Counted per organization and kind, in the order of `resources_current_by_org`, whose
+        entries are all a count reads: grouped by kind alone, SQLite walks the primary key
+        (it gives that order) and reads every row of the tenant (4 times as long)."""
         sql = "SELECT kind, count(*) FROM resources WHERE tenant = ? AND deleted_run IS NULL"
         params: list[Any] = [tenant]
         if org is not None:
             sql += " AND org = ?"
             params.append(org)
-        return dict(self.db.execute(sql + " GROUP BY kind ORDER BY kind", params).fetchall())
+        counts: dict[str, int] = {}
+        for kind, count in self.db.execute(sql + " GROUP BY org, kind", params).fetchall():
+            counts[kind] = counts.get(kind, 0) + count
+        return dict(sorted(counts.items()))
 
     # -- runs and changes ------------------------------------------------------------------
 
@@ -221,23 +240,40 @@ class StoreReads:
             raise StateError(f"run {run_a} must be older than run {run_b}")
         return compose(self.changes(run_b, run_a))
 
+    def kinds(self, tenant: str) -> list[str]:
+        """The kinds of `tenant`'s objects (current or deleted), one seek of the primary key
+        each: what lets a lookup by id alone (`location`) search the key (tenant, kind, id)
+        rather than walk the tenant."""
+        rows = self.db.execute(_KINDS, [tenant, tenant]).fetchall()
+        return [kind for (kind,) in rows]
+
     def location(self, tenant: str, id: str | None, depth: int = 12) -> str:
         """`Org / Collection / Space`: the titles from the organization down to the object
         `id` (current or deleted; "?" for one the file does not hold), for a person reading
-        where something moved from and to. Empty for None (no parent)."""
+        where something moved from and to. Empty for None (no parent).
+
+        By the primary key: the first object among the tenant's kinds (its id is all a change
+        says of a parent), each parent above it by the kind its child names. (By id alone it
+        walked the whole tenant for each title: a third of a second at 100,000 objects.)"""
         parts: list[str] = []
         seen: set[str] = set()
+        kinds: list[str] | None = None  # the tenant's, read when a parent's kind is not known
+        kind: str | None = None  # the kind of `id`, as its child names it
         while id is not None and id not in seen and len(parts) < depth:
             seen.add(id)
+            if kind is None and kinds is None:
+                kinds = self.kinds(tenant) or [""]
+            wanted = [kind] if kind is not None else kinds or [""]
             row = self.db.execute(
-                f"SELECT parent_id, {self.dialect.title(self.dialect.stored_json('data'))}, kind FROM resources WHERE tenant = ? AND id = ? "
+                f"SELECT parent_id, {self.dialect.title(self.dialect.stored_json('data'))}, kind, parent_kind FROM resources "
+                f"WHERE tenant = ? AND kind IN ({', '.join('?' * len(wanted))}) AND id = ? "
                 "ORDER BY deleted_run IS NOT NULL LIMIT 1",
-                [tenant, id],
+                [tenant, *wanted, id],
             ).fetchone()
             if row is None:
                 parts.append("?")
                 break
             parts.append(str(row[1]) if row[1] is not None else f"{row[2]} {id}")
-            id = row[0]
+            id, kind = row[0], row[3]
         return " / ".join(reversed(parts))
 
