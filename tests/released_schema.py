@@ -2,10 +2,10 @@
 the rendered SQL (`syncd.state.tables`, rendered per dialect) against.
 
 Why a frozen copy: a released migration must never change in effect, and the code now renders
-its SQL from one definition of each table. The SQLite scripts below are migrations 0001-0006 of
+its SQL from one definition of each table. The SQLite scripts below are migrations 0001-0007 of
 the state file as released (0006 calls syncd's SQL function `syncd_pack`, which every connection
-syncd opens has: `syncd.state.packing`); `PG_MIRROR_0001` is the PostgreSQL migration "mirror-0001" as
-released. Never edit them: a test that fails against them means the rendering changed a
+syncd opens has: `syncd.state.packing`); `PG_MIRROR_0001` and `PG_MIRROR_0002` are the PostgreSQL
+migrations "mirror-0001" and "mirror-0002" as released. Never edit them: a test that fails against them means the rendering changed a
 released migration.
 """
 
@@ -250,6 +250,21 @@ CREATE VIEW current_resources AS
     SELECT tenant, kind, id, org, parent_kind, parent_id, position, listing, scope, data, hash,
            first_seen_run, last_seen_run
     FROM resources WHERE deleted_run IS NULL;
+SQLITE_0007_NARROWER_INDEXES = """
+-- Only the indexes a query needs, no wider than it needs (issue 44). By parent: current rows
+-- only, with their kind (the cascade, children of a kind), not their position; the primary
+-- key serves a kind's objects, resources_current_by_org the counts. By scope: only rows that
+-- have one. Changes by run alone: seq, the rowid, orders them within it.
+DROP INDEX IF EXISTS resources_current_by_kind;
+DROP INDEX IF EXISTS resources_by_parent;
+DROP INDEX IF EXISTS resources_current_by_scope;
+CREATE INDEX resources_current_by_parent ON resources (tenant, parent_id, parent_kind, kind)
+    WHERE deleted_run IS NULL;
+CREATE INDEX resources_current_in_scope ON resources (tenant, scope)
+    WHERE deleted_run IS NULL AND scope IS NOT NULL;
+DROP INDEX IF EXISTS changes_by_run;
+DROP INDEX IF EXISTS changes_by_resource;
+CREATE INDEX changes_of_run ON changes (run);
 """
 
 _PG_TABLES = """
@@ -399,6 +414,19 @@ CREATE INDEX journal_by_key ON journal (target_tenant, target_org, op_key);
 
 PG_MIRROR_0001 = _PG_TABLES.replace(" TEXT", ' TEXT COLLATE "C"')
 
+PG_MIRROR_0002 = """
+DROP INDEX IF EXISTS resources_current_by_kind;
+DROP INDEX IF EXISTS resources_by_parent;
+DROP INDEX IF EXISTS resources_current_by_scope;
+CREATE INDEX resources_current_by_parent ON resources (tenant, parent_id, parent_kind, kind)
+    WHERE deleted_run IS NULL;
+CREATE INDEX resources_current_in_scope ON resources (tenant, scope)
+    WHERE deleted_run IS NULL AND scope IS NOT NULL;
+DROP INDEX IF EXISTS changes_by_run;
+DROP INDEX IF EXISTS changes_by_resource;
+CREATE INDEX changes_of_run ON changes (run);
+"""
+
 SQLITE_MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_snapshots", SQLITE_0001_SNAPSHOTS),
     ("0002_replication", SQLITE_0002_REPLICATION),
@@ -406,5 +434,6 @@ SQLITE_MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0004_journal_op", SQLITE_0004_JOURNAL_OP),
     ("0005_change_fields", SQLITE_0005_CHANGE_FIELDS),
     ("0006_packed_objects", SQLITE_0006_PACKED_OBJECTS),
+    ("0007_narrower_indexes", SQLITE_0007_NARROWER_INDEXES),
 )
 """(name, script) of each released migration of the state file, in order."""

@@ -19,8 +19,9 @@ from syncd.state import packing
 from syncd.state.dialect import POSTGRES, SQLITE
 from syncd.state.pg_schema import MIRROR_MIGRATIONS, MIRROR_TABLES
 from syncd.state.sqlite_schema import MIGRATIONS, Migration, migrate, split_statements
+from syncd.state.tables import MIRROR, RESOURCES, index_name
 from tests.pg_support import fresh_schema
-from tests.released_schema import PG_MIRROR_0001, SQLITE_MIGRATIONS
+from tests.released_schema import PG_MIRROR_0001, PG_MIRROR_0002, SQLITE_MIGRATIONS
 
 
 def _released() -> tuple[Migration, ...]:
@@ -43,7 +44,23 @@ def _file(path: Path, *steps: Sequence[Migration]) -> list[tuple[Any, ...]]:
 
 def test_the_released_migrations_keep_their_names_and_order() -> None:
     assert [m.name for m in MIGRATIONS[: len(SQLITE_MIGRATIONS)]] == [name for name, _ in SQLITE_MIGRATIONS]
-    assert [m.name for m in MIRROR_MIGRATIONS] == ["mirror-0001"]
+    assert [m.name for m in MIRROR_MIGRATIONS] == ["mirror-0001", "mirror-0002"]
+
+
+def test_a_new_state_file_has_each_tables_current_indexes_and_no_other(tmp_path: Path) -> None:
+    """The indexes as first released, less those dropped since, plus those created since: what
+    `Table.current_indexes` says (and the docs' table of indexes, `tests/test_state_indexes.py`)."""
+    made = _file(tmp_path / "new.db", MIGRATIONS)
+    indexes = {(table, " ".join(sql.split())) for kind, _, table, sql in made if kind == "index" and sql is not None}
+    assert indexes == {(table.name, " ".join(index.split()).rstrip(";")) for table in MIRROR for index in table.current_indexes}
+    assert "resources_current_by_kind" not in str(indexes) and "changes_of_run" in str(indexes)
+
+
+def test_an_index_step_names_only_indexes_dropped_or_created_since_first_released() -> None:
+    with pytest.raises(ValueError, match="'resources_current_by_org' is not an index resources dropped"):
+        RESOURCES.reindex(drop=("resources_current_by_org",))
+    with pytest.raises(ValueError, match="'resources_current_by_kind' is not an index resources dropped or created"):
+        RESOURCES.reindex(create=("resources_current_by_kind",))
 
 
 def test_a_new_state_file_has_the_schema_as_released(tmp_path: Path) -> None:
@@ -118,6 +135,16 @@ def test_a_new_postgresql_state_has_the_mirror_as_released(two_schemas: tuple[st
     released = _catalogue(released_url, PG_MIRROR_0001)
     assert _catalogue(rendered_url, MIRROR_TABLES) == released
     assert len(released["columns"]) > 90 and len(released["indexes"]) == 21 and len(released["views"]) == 1
+
+
+def test_mirror_0002_makes_the_indexes_as_released_and_the_tables_say(two_schemas: tuple[str, str]) -> None:
+    """On a new server it runs right after mirror-0001; the indexes it leaves are each table's
+    current ones, the same as a new SQLite file's."""
+    released_url, rendered_url = two_schemas
+    released = _catalogue(released_url, PG_MIRROR_0001 + PG_MIRROR_0002)
+    assert _catalogue(rendered_url, "".join(m.sql for m in MIRROR_MIGRATIONS)) == released
+    names = {row["indexname"] for row in released["indexes"] if not row["indexname"].endswith("_pkey")}
+    assert names == {index_name(index) for table in MIRROR for index in table.current_indexes}
 
 
 def test_a_migration_script_is_split_where_sqlite_says_a_statement_ends() -> None:

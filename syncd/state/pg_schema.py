@@ -1,6 +1,7 @@
 """The mirror's tables on PostgreSQL: the same tables as the SQLite state file, in their
 current shape (a new server needs no history), applied as the PostgreSQL migration
-"mirror-0001" (`syncd.pg.migrations`) when a StateStore first opens the server.
+"mirror-0001" (`syncd.pg.migrations`) when a StateStore first opens the server, then the later
+steps ("mirror-0002": the indexes the queries need, as the SQLite file's 0007).
 
 The tables are written once for both engines (`syncd.state.tables`) and rendered here in
 PostgreSQL's words (`syncd.state.dialect.POSTGRES`: why these types). Append new steps as new
@@ -12,9 +13,9 @@ from __future__ import annotations
 
 from syncd.pg.migrations import PgMigration
 from syncd.state.dialect import POSTGRES
-from syncd.state.tables import CHANGES, CURRENT_RESOURCES, MIRROR
+from syncd.state.tables import CHANGES, CURRENT_RESOURCES, MIRROR, NARROWER_INDEXES
 
-__all__ = ["MIRROR_MIGRATIONS", "MIRROR_TABLES"]
+__all__ = ["MIRROR_0002", "MIRROR_MIGRATIONS", "MIRROR_TABLES"]
 
 
 def _tables() -> str:
@@ -30,5 +31,14 @@ def _tables() -> str:
 MIRROR_TABLES = _tables()
 """The SQL of migration "mirror-0001"."""
 
-MIRROR_MIGRATIONS: tuple[PgMigration, ...] = (PgMigration("mirror-0001", MIRROR_TABLES),)
+MIRROR_0002 = NARROWER_INDEXES + "\n"
+"""The SQL of migration "mirror-0002": the indexes of the SQLite file's 0007, the same statements
+(the same queries run on both engines). A new server runs it right after "mirror-0001", some of
+whose indexes it drops: the price of never changing a released migration, paid once on empty
+tables."""
+
+MIRROR_MIGRATIONS: tuple[PgMigration, ...] = (
+    PgMigration("mirror-0001", MIRROR_TABLES),
+    PgMigration("mirror-0002", MIRROR_0002),
+)
 """The store's migrations on PostgreSQL, applied when a StateStore opens the server to write."""

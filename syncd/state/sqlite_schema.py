@@ -45,6 +45,7 @@ from syncd.state.tables import (
     IDMAP,
     JOURNAL,
     LISTINGS,
+    NARROWER_INDEXES,
     RESOURCES,
     RUNS,
     SCOPES,
@@ -125,6 +126,7 @@ journal's intents keyed by their op and organizations."""
 
 _JOURNAL_OP = _sql(JOURNAL.add_columns(SQLITE, "op"))
 _CHANGE_FIELDS = _sql(CHANGES.add_columns(SQLITE, "fields"))
+_NARROWER_INDEXES = _sql(NARROWER_INDEXES)
 
 
 _STORED = "tenant, kind, id, org, parent_kind, parent_id, position, listing, scope, data, hash, first_seen_run, last_seen_run, deleted_run"
@@ -195,6 +197,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0004_journal_op", _script(_JOURNAL_OP)),
     Migration("0005_change_fields", _script(_CHANGE_FIELDS)),
     Migration(PACKED, _packed_objects),
+    Migration("0007_narrower_indexes", _script(_NARROWER_INDEXES)),
 )
 
 

@@ -14,6 +14,15 @@ released (`columns`), then the columns added since (`later`, in the order their 
 added them) and the columns whose type a migration changed (`retyped`: the table rebuilt). A
 new column goes at the end of `later` with a new migration on each engine; the schema tests
 compare the rendering against the SQL as released (`tests/released_schema.py`).
+
+Indexes the same way: `indexes` are those first released (SQLite 0001 and PostgreSQL
+"mirror-0001" build them; a migration that rebuilds a table recreates the indexes it has at
+that step, before 0007 these), `later_indexes` those created since and `dropped` the names
+dropped since; `reindex` renders one step (SQLite 0007, PostgreSQL "mirror-0002"),
+`current_indexes` what a table has once every step ran. An index's name is never given to
+another definition: a changed index is a new one under a new name, so a name says which
+definition a file holds. Each current index is there for a query that needs it
+(`tests/test_state_indexes.py`; the table in docs/development/architecture.md).
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ __all__ = [
     "JOURNAL",
     "LISTINGS",
     "MIRROR",
+    "NARROWER_INDEXES",
     "RESOURCES",
     "RUNS",
     "SCOPES",
@@ -37,6 +47,7 @@ __all__ = [
     "STAGED_SCOPES",
     "Table",
     "apart",
+    "index_name",
 ]
 
 
@@ -44,7 +55,8 @@ __all__ = [
 class Table:
     """One table: `columns` as first released, `keys` (table constraints), the columns added
     since (`later`), the columns given another type since (`retyped`, replacing those of the
-    same name) and its indexes (whole statements, the same on both engines)."""
+    same name), its indexes as first released (whole statements, the same on both
+    engines), those created since (`later_indexes`) and the names of those dropped since."""
 
     name: str
     columns: tuple[str, ...]
@@ -52,6 +64,8 @@ class Table:
     later: tuple[str, ...] = ()
     indexes: tuple[str, ...] = ()
     retyped: tuple[str, ...] = ()
+    later_indexes: tuple[str, ...] = ()
+    dropped: tuple[str, ...] = ()
 
     def create(self, dialect: Dialect, *, later: bool = True, named: str | None = None, temp: bool = False) -> str:
         """CREATE TABLE in `dialect`'s words: its current shape, or (`later=False`) its first one;
@@ -69,11 +83,34 @@ class Table:
         return "\n".join(f"ALTER TABLE {self.name} ADD COLUMN {dialect.column(by_name[name])};" for name in names)
 
     def index(self, name: str) -> str:
-        return next(statement for statement in self.indexes if statement.startswith(f"CREATE INDEX {name} "))
+        """The CREATE INDEX statement of the index `name` (first released or later)."""
+        return next(statement for statement in (*self.indexes, *self.later_indexes) if index_name(statement) == name)
+
+    @property
+    def current_indexes(self) -> tuple[str, ...]:
+        """The indexes the table has once every migration ran."""
+        return tuple(statement for statement in (*self.indexes, *self.later_indexes) if index_name(statement) not in self.dropped)
+
+    def reindex(self, *, drop: tuple[str, ...] = (), create: tuple[str, ...] = ()) -> str:
+        """One later step of the indexes: DROP INDEX for the `dropped` names `drop` (IF EXISTS:
+        indexes are not part of what makes a file syncd's, `syncd.state.sqlite_shape`), then
+        the `later_indexes` named `create`."""
+        unknown = [name for name in drop if name not in self.dropped] + [
+            name for name in create if name not in {index_name(statement) for statement in self.later_indexes}
+        ]
+        if unknown:
+            raise ValueError(f"{unknown[0]!r} is not an index {self.name} dropped or created since first released")
+        return "\n".join([*(f"DROP INDEX IF EXISTS {name};" for name in drop), *(self.index(name) for name in create)])
 
     def with_indexes(self, dialect: Dialect) -> str:
-        """The table in its current shape, then its indexes (a new PostgreSQL state)."""
+        """The table in its current shape, then its indexes as first released (PostgreSQL's
+        "mirror-0001"; the later ones are steps of their own)."""
         return "\n".join([self.create(dialect), *self.indexes])
+
+
+def index_name(statement: str) -> str:
+    """The name a CREATE INDEX statement gives."""
+    return statement.split(" ", 3)[2]
 
 
 _RUN = "run INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE"
@@ -127,10 +164,33 @@ RESOURCES = Table(
         "CREATE INDEX resources_by_parent ON resources (tenant, parent_id, parent_kind, position);",
         "CREATE INDEX resources_deleted ON resources (tenant, deleted_run) WHERE deleted_run IS NOT NULL;",
     ),
+    later_indexes=(
+        "CREATE INDEX resources_current_by_parent ON resources (tenant, parent_id, parent_kind, kind)\n"
+        "    WHERE deleted_run IS NULL;",
+        "CREATE INDEX resources_current_in_scope ON resources (tenant, scope)\n"
+        "    WHERE deleted_run IS NULL AND scope IS NOT NULL;",
+    ),
+    dropped=("resources_current_by_kind", "resources_by_parent", "resources_current_by_scope"),
 )
 """The current view (deleted_run IS NULL) plus the tombstones of what was deleted. `data`
 (SQLite 0006): each object's JSON packed with its kind's dictionary, or text
-(`syncd.state.packing`); PostgreSQL's stays `json`."""
+(`syncd.state.packing`); PostgreSQL's stays `json`.
+
+Its indexes since 0007 (before it, 89 of a mirror's 1,512 bytes an object went to indexes
+no query used, or wider than any needed): the primary key (the merge's upsert and joins, an
+object by key, a kind's objects); `resources_current_by_listing` (the merge's deletions: what
+a listing read cleanly no longer holds); `resources_current_by_parent` (the cascade to a
+deleted object's children, and a parent's children of a kind: the crawl's carried change
+requests, the copy's tree), in place of `resources_by_parent` (it held tombstones and
+positions no query asks for) and `resources_current_by_kind` (the primary key's prefix serves
+a kind, `resources_current_by_org` the counts); `resources_current_by_org` (an organization's
+objects and counts, a tenant's counts); `resources_current_in_scope` (a space's objects:
+export, a scoped crawl's carried scopes; not the rows of no scope, which `scope = ?` never
+asks for); `resources_deleted` (the merge's tombstones of this run). Why the kinds stay in
+`resources_current_by_parent`: without them (18 bytes an object less), SQLite takes the copy's
+children of a kind through `resources_current_by_org`, every object of the kind for each
+parent (docs/development/architecture.md has the table, `tests/test_state_indexes.py` checks
+it)."""
 
 STAGED = Table("staged", (_RUN, *_OBJECT), keys=("PRIMARY KEY (run, tenant, kind, id)",))
 """Rows read by a running run; merged into resources when it finishes, dropped otherwise."""
@@ -206,12 +266,32 @@ CHANGES = Table(
         "CREATE INDEX changes_by_run ON changes (run, tenant, kind);",
         "CREATE INDEX changes_by_resource ON changes (tenant, kind, id);",
     ),
+    later_indexes=("CREATE INDEX changes_of_run ON changes (run);",),
+    dropped=("changes_by_run", "changes_by_resource"),
 )
 """What each finished run changed in the current view. Every row carries the state before and
 after (hash, parent, position), so changes compose across runs (`syncd diff`); seq orders them
 as they were committed. `fields` (SQLite 0005): what an update changed, {"changed": [{"field",
 "old", "new"}, ...], "omitted": N}, bounded (`syncd.state.diff.changed_fields`), so `syncd diff`
-shows old -> new; NULL for other ops, and for the updates recorded before it."""
+shows old -> new; NULL for other ops, and for the updates recorded before it.
+
+One index since 0007, `changes_of_run`: a run's changes, in commit order (seq is the rowid,
+the key's tail), their totals, a range of runs for `syncd diff`. No query reads the changes of
+one object (`changes_by_resource` was only ever used, wrongly, to walk a tenant's whole history
+for a diff)."""
+
+NARROWER_INDEXES = "\n".join(
+    [
+        RESOURCES.reindex(
+            drop=("resources_current_by_kind", "resources_by_parent", "resources_current_by_scope"),
+            create=("resources_current_by_parent", "resources_current_in_scope"),
+        ),
+        CHANGES.reindex(drop=("changes_by_run", "changes_by_resource"), create=("changes_of_run",)),
+    ]
+)
+"""SQLite's 0007 and PostgreSQL's "mirror-0002": only the indexes a query needs, no wider than it
+needs (RESOURCES and CHANGES say which query uses which). Only DROP INDEX and CREATE INDEX, so it
+composes with a rebuild of a table before it (which recreates the indexes as first released)."""
 
 CURRENT_RESOURCES = """CREATE VIEW current_resources AS
     SELECT tenant, kind, id, org, parent_kind, parent_id, position, listing, scope, data, hash,
