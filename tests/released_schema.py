@@ -250,6 +250,8 @@ CREATE VIEW current_resources AS
     SELECT tenant, kind, id, org, parent_kind, parent_id, position, listing, scope, data, hash,
            first_seen_run, last_seen_run
     FROM resources WHERE deleted_run IS NULL;
+"""
+
 SQLITE_0007_NARROWER_INDEXES = """
 -- Only the indexes a query needs, no wider than it needs (issue 44). By parent: current rows
 -- only, with their kind (the cascade, children of a kind), not their position; the primary

@@ -21,7 +21,7 @@ import pytest
 from syncd.state import packing
 from syncd.state.dialect import SQLITE
 from syncd.state.sqlite_schema import PACKED
-from syncd.state.tables import CURRENT_RESOURCES, RESOURCES
+from syncd.state.tables import CHANGES, CURRENT_RESOURCES, RESOURCES, index_name
 from tests.pg_support import fresh_schema
 
 __all__ = ["BACKENDS", "backend", "count_rows", "is_pg", "other_state", "sqlite_only", "state", "unpacked", "use_backend"]
@@ -95,13 +95,25 @@ def other_state(state: Path | str, request: pytest.FixtureRequest, tmp_path: Pat
 _STORED = "tenant, kind, id, org, parent_kind, parent_id, position, listing, scope, data, hash, first_seen_run, last_seen_run, deleted_run"
 
 
+def _narrower_indexes_undone(conn: sqlite3.Connection) -> None:
+    """The indexes as before migration 0007 (it comes after 0006), and 0007 not recorded."""
+    for table in (RESOURCES, CHANGES):
+        for index in table.later_indexes:
+            conn.execute(f"DROP INDEX IF EXISTS {index_name(index)}")
+        for index in table.indexes:
+            if index_name(index) in table.dropped:
+                conn.execute(index.replace("CREATE INDEX ", "CREATE INDEX IF NOT EXISTS ", 1))
+    conn.execute("DELETE FROM migrations WHERE name = '0007_narrower_indexes'")
+
+
 def unpacked(path: Path) -> None:
-    """Make the file at `path` (closed) what the release before migration 0006 wrote: its
+    """Make the file at `path` (closed) what the release before migration 0006 wrote (0007 undone too): its
     objects as JSON text in `resources` as 0001 made it (`json_valid` checked), no dictionaries,
     0006 not recorded; its indexes and view as they were. What syncd then reads is a file of
     0001-0005 with these objects (the schema check compares tables and views, not their order)."""
     with contextlib.closing(packing.connect(path, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
+        _narrower_indexes_undone(conn)
         indexes = [sql for (sql,) in conn.execute(
             "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'resources' AND sql IS NOT NULL ORDER BY rowid"
         )]  # fmt: skip

@@ -13,7 +13,6 @@ from syncd.cli import main
 from syncd.commands.change_lines import CHANGES_SHOWN, change_lines
 from syncd.state import StateStore, Row, content_hash
 from syncd.state.diff import MAX_FIELDS, MAX_VALUE, changed_fields, compose_fields
-from syncd.state.tables import CHANGES, RESOURCES, index_name
 from tests.state_support import sqlite_only, unpacked, use_backend
 from tests.thread_emulator import ThreadEmulator, module_thread_emulator, use_tenants
 
@@ -172,16 +171,8 @@ def test_an_older_state_file_still_diffs_and_says_fields_were_not_recorded(
     _say(capsys, "sync", f"src:{org}")
     emulator.api("PATCH", f"/v1/spaces/{space['id']}", {"title": "Second name"})
     _say(capsys, "sync", f"src:{org}")
-    # Make the file what syncd wrote before changes recorded their fields: its indexes as
-    # before 0007 made them narrower, its objects as before 0006 packed them, then 0005 undone.
-    with sqlite3.connect(env) as conn:
-        for table in (RESOURCES, CHANGES):
-            for index in table.later_indexes:
-                conn.execute(f"DROP INDEX {index_name(index)}")
-            for index in table.indexes:
-                if index_name(index) in table.dropped:
-                    conn.execute(index)
-        conn.execute("DELETE FROM migrations WHERE name = '0007_narrower_indexes'")
+    # Make the file what syncd wrote before changes recorded their fields: as before 0006 (and
+    # 0007), then 0005 undone.
     unpacked(env)
     with sqlite3.connect(env) as conn:
         conn.execute("ALTER TABLE changes DROP COLUMN fields")

@@ -31,6 +31,7 @@ from sqlite_utils import Database
 from syncd.api import TenantClient
 from syncd.commands.change_lines import change_lines
 from syncd.config import RetryConfig
+from syncd.state import packing
 from syncd.copy.model import Snapshot
 from syncd.copy.scoped import ScopedRows
 from syncd.emulator.server import RunningEmulator
@@ -120,6 +121,8 @@ def traced_connections(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[list[T
 
     def trace(sql: str) -> None:
         shape = _shape(sql)
+        if "resources_text" in shape:
+            return  # migration 0006's rebuild of a new file's (empty) table: no query of a run
         if _TABLES.search(shape) and shape.split(" ", 1)[0].upper() in ("SELECT", "INSERT", "UPDATE", "DELETE", "WITH"):
             seen.append(Traced(phase[-1], sql, shape))
 
@@ -137,7 +140,7 @@ def traced_connections(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[list[T
 
 def explained(db: Path, statements: list[Traced]) -> list[Traced]:
     """`statements`, one of each shape and phase, with their plans on the file `db`."""
-    conn = sqlite3.connect(db)
+    conn = packing.connect(db)  # syncd's SQL functions (`syncd_json`), as every connection of syncd's
     try:
         stage_apart(Database(conn, execute_plugins=False))  # the writer's TEMP tables the merge reads
         conn.create_function(FIELDS_FUNCTION, 3, lambda *_: None)
@@ -163,6 +166,8 @@ async def plans(emulator: RunningEmulator, api: Api, tmp_path: Path, monkeypatch
     """The traced statements of every phase, with their plans."""
     org = emulator.generated.org_ids[0]
     db = tmp_path / "state" / "syncd.db"
+    db.parent.mkdir(parents=True, exist_ok=True)
+    StateStore(db).close()  # the new file's migrations (0006 counts a table it just made), before any phase
     with traced_connections(monkeypatch) as (seen, phase):
         phase.append("first crawl")
         first = await _crawl(emulator, db)

@@ -27,6 +27,7 @@ from syncd.state import MIGRATIONS, Row, StateError, StateStore, content_hash, m
 from syncd.state.dictionaries import MIN_OBJECTS, SAMPLES
 from syncd.state.packing import MAX_PACKED, PackedDataError
 from syncd.state.sqlite_schema import PACKED, applied_migrations
+from syncd.state.tables import RESOURCES, index_name
 from tests.cli_zygote import emulator_process
 from tests.loopback import EmulatorClient
 from tests.schema_support import check_output
@@ -229,7 +230,7 @@ def test_a_backup_is_packed_and_read_as_a_file_of_the_release_before_it_is(
     kinds = {kind for kind, _ in stored}
     with contextlib.closing(sqlite3.connect(packed)) as conn:
         with_dictionary = {kind for (kind,) in conn.execute("SELECT kind FROM dictionaries")}
-        assert applied_migrations(Database(conn))[-1] == PACKED
+        assert PACKED in applied_migrations(Database(conn))
     assert {"page", "page-link"} <= with_dictionary < kinds
     assert sum(isinstance(data, bytes) for data, _ in stored.values()) > len(stored) * 0.9
 
@@ -314,7 +315,9 @@ def test_migration_0006_trains_from_the_files_objects_and_packs_them_in_place(tm
         assert [r["data"] for r in store.current(TENANT)] == [p for n, p in enumerate(pages) if n != 3]
     with contextlib.closing(sqlite3.connect(path)) as conn:
         assert applied_migrations(Database(conn)) == [m.name for m in MIGRATIONS]
-        assert conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'resources' ORDER BY name").fetchall() == indexes
+        now = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'resources'").fetchall())
+        kept = {name: sql for name, sql in indexes if name not in RESOURCES.dropped}  # as the file had them (0006), then 0007
+        assert now == kept | {index_name(sql): sql.rstrip(';') for sql in RESOURCES.later_indexes}
         assert conn.execute("SELECT count(*) FROM resources WHERE deleted_run IS NOT NULL").fetchone() == (1,)
     assert [(row[1], row[4]) for row in _dictionaries(path)] == [("page", len(pages))]
     new = _stored(path)
