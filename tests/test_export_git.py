@@ -26,7 +26,7 @@ from tests.cli_zygote import emulator_process
 from tests.loopback import EmulatorClient, closed_port
 from tests.schema_support import check_output
 from tests.test_plan_review import run as syncd
-from tests.thread_emulator import use_tenants
+from tests.thread_emulator import command_folder
 
 SPEC = "orgs=1,empty_orgs=1,collections=1,spaces=2,pages=3,files=1"
 
@@ -39,10 +39,7 @@ def emulator() -> Iterator[EmulatorClient]:
 
 @pytest.fixture
 def env(emulator: EmulatorClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    use_tenants(monkeypatch, emulator.url, tmp_path / "state", "EMU", token="all")
-    monkeypatch.setenv("NO_COLOR", "1")
-    return tmp_path
+    return command_folder(monkeypatch, tmp_path, emulator.url)
 
 
 def git_log(repo: Path) -> list[tuple[str, str]]:

@@ -33,7 +33,7 @@ from tests.loopback import EmulatorClient
 from tests.schema_support import check_output
 from tests.state_support import unpacked
 from tests.test_plan_review import run as syncd
-from tests.thread_emulator import use_tenants
+from tests.thread_emulator import command_folder
 
 TENANT = "t"
 SPEC = "orgs=1,empty_orgs=1,collections=2,spaces=5,pages=24,files=1,sites=1,sections=2"
@@ -201,10 +201,7 @@ def emulator() -> Iterator[EmulatorClient]:
 
 @pytest.fixture
 def env(emulator: EmulatorClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    use_tenants(monkeypatch, emulator.url, tmp_path / "state", "EMU", token="all")
-    monkeypatch.setenv("NO_COLOR", "1")
-    return tmp_path
+    return command_folder(monkeypatch, tmp_path, emulator.url)
 
 
 def _backup(emulator: EmulatorClient, env: Path, capsys: pytest.CaptureFixture[str], name: str = "backup.db") -> Path:

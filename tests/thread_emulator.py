@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from datetime import datetime
 from typing import Any
 
@@ -67,6 +68,15 @@ def module_thread_emulator(spec: str) -> Any:
             yield running
 
     return emulator
+
+
+def command_folder(monkeypatch: pytest.MonkeyPatch, folder: Path, url: str, token: str = "all") -> Path:
+    """`folder` as the working directory of `syncd` commands whose tenant EMU is the emulator at
+    `url` (with `token`), whose state is in `folder/state`, and whose output has no colours."""
+    monkeypatch.chdir(folder)
+    use_tenants(monkeypatch, url, folder / "state", "EMU", token=token)
+    monkeypatch.setenv("NO_COLOR", "1")
+    return folder
 
 
 def use_tenants(monkeypatch: pytest.MonkeyPatch, url: str, state: Any, *names: str, token: str = TOKEN) -> None:
