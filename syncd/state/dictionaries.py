@@ -34,7 +34,6 @@ from typing import Any
 import zstandard
 
 from syncd.state.packing import PackedDataError, Packer
-from syncd.state.sqlite_schema import utc_now
 
 __all__ = ["MIN_OBJECTS", "SAMPLES", "SIZE", "TRAINING", "for_file", "for_run", "newest"]
 
@@ -107,8 +106,9 @@ def _train(conn: sqlite3.Connection, packer: Packer, kind: str, values: Iterable
     except zstandard.ZstdError:
         return False
     raw = dictionary.as_bytes()
-    cursor = conn.execute(
-        "INSERT INTO dictionaries (kind, dict, trained_at, objects) VALUES (?, ?, ?, ?)", [kind, raw, utc_now(), len(samples)]
+    cursor = conn.execute(  # (the time as `sqlite_schema.utc_now` writes it, from SQLite's clock: no import back up)
+        "INSERT INTO dictionaries (kind, dict, trained_at, objects) VALUES (?, ?, strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now'), ?)",
+        [kind, raw, len(samples)],
     )
     packer.add(int(cursor.lastrowid or 0), raw)
     return True

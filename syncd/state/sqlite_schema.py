@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from sqlite_utils import Database
 
+from syncd.state import dictionaries, packing
 from syncd.state.dialect import SQLITE
 from syncd.state.errors import StateError, NewerStateError
 from syncd.state.sqlite_shape import Shape, shape_of, what_differs
@@ -146,8 +147,6 @@ def _packed_objects(db: Database) -> None:
     `resources` is rebuilt with `data BLOB` (packed, or text where that is shorter; no
     `json_valid` check: what reaches it is checked as it is staged) and its rows packed on the
     way, in this migration's transaction; its indexes as the file had them, then its view."""
-    from syncd.state import dictionaries, packing  # (they use `utc_now` of this module)
-
     packer = packing.of(db.conn)
     indexes = [row[0] for row in db.execute(
         "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'resources' AND sql IS NOT NULL ORDER BY rowid"
