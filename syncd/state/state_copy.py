@@ -206,7 +206,7 @@ class StateCopier:
         keeps; StateError naming the object when it does not unpack."""
         try:
             assert self.store.packer is not None
-            return self.store.packer.unpack(value).decode()
+            return self.store.packer.text(value)  # (decoded a piece at a time, as every read of a packed object)
         except (PackedDataError, UnicodeDecodeError) as exc:
             raise StateError(
                 f"{self.store.where}: the data of {row.get('kind')} {row.get('id')} is packed but does not unpack: {exc}: "
