@@ -31,6 +31,7 @@ from syncd.state import (
     migrate,
     summarise,
 )
+from syncd.state.tables import RESOURCES, index_name
 from tests.state_support import count_rows, is_pg
 
 VOLATILE = {"updatedAt"}
@@ -705,3 +706,63 @@ def test_content_hash_ignores_volatile_fields_and_key_order() -> None:
     assert content_hash(a) != content_hash(b)
     assert content_hash({"title": "é"}) == content_hash({"title": "é"}, set())
     assert len(content_hash({})) == 64
+
+
+# -- a first crawl's merge builds resources' indexes after its rows (issue 44) ------------------
+
+
+def _file_contents(path: Path) -> tuple[list[Any], list[Any], list[Any]]:
+    conn = Database(path).conn
+    rows = conn.execute("SELECT * FROM resources ORDER BY tenant, kind, id").fetchall()
+    changes = conn.execute("SELECT run, tenant, kind, id, op, new_hash, position, title FROM changes ORDER BY seq").fetchall()
+    indexes = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'resources' ORDER BY name").fetchall()
+    return rows, changes, indexes
+
+
+def test_a_first_merge_builds_the_indexes_after_and_gives_what_a_merge_into_them_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same runs into two files, one merged the bulk way (its first run staged more rows
+    than the file held: the indexes dropped, then built again), one with its indexes kept:
+    the same rows, changes and index definitions; a second run (fewer rows than the file holds)
+    keeps them in place. Then a later sync deletes what a listing lost, through the rebuilt
+    `resources_current_by_listing` and the cascade's `resources_current_by_parent`."""
+    from syncd.state import merge
+
+    built: list[bool] = []
+    mostly_new = merge._mostly_new
+    monkeypatch.setattr(merge, "_mostly_new", lambda db, run: built.append(mostly_new(db, run)) or built[-1])
+    with StateStore(tmp_path / "bulk.db") as bulk:
+        crawl(bulk, BASE, BASE_OK)
+        crawl(bulk, [*BASE[:3], page("p1", "Intro", "s1")], [ORGS, spaces_of("o1"), content_of("s1")])
+    assert built == [True, False]
+    monkeypatch.setattr(merge, "_mostly_new", lambda db, run: False)
+    with StateStore(tmp_path / "kept.db") as kept:
+        crawl(kept, BASE, BASE_OK)
+        crawl(kept, [*BASE[:3], page("p1", "Intro", "s1")], [ORGS, spaces_of("o1"), content_of("s1")])
+    bulk_file, kept_file = _file_contents(tmp_path / "bulk.db"), _file_contents(tmp_path / "kept.db")
+    assert bulk_file == kept_file
+    rows, changes, indexes = bulk_file
+    assert [name for name, _ in indexes] == sorted(["sqlite_autoindex_resources_1", *(index_name(i) for i in RESOURCES.current_indexes)])
+    deleted = {(r[1], r[2]) for r in rows if r[-1] is not None}
+    assert deleted == {("space", "s3"), ("page", "p2"), ("page", "p3")}  # s3 and p2 left their listings, p3 went with p2
+
+
+def test_a_first_merge_that_fails_keeps_the_indexes_and_the_previous_file(tmp_path: Path) -> None:
+    """The drop of the indexes is in the merge's transaction: a merge that fails after it takes
+    the drop back with everything else, and the run can be abandoned, then crawled again."""
+    with StateStore(tmp_path / "m.db") as mirror:
+        mirror.db.execute(
+            "CREATE TEMP TRIGGER refuse AFTER INSERT ON main.resources WHEN new.id = 'q1' BEGIN SELECT RAISE(ABORT, 'refused'); END"
+        )
+        run = mirror.start_run("sync", "t", "t")
+        mirror.stage(run, BASE)
+        with pytest.raises(Exception, match="refused"):
+            mirror.finish_run(run)
+        mirror.abandon_run(run, "failed", "refused")
+        rows, changes, indexes = _file_contents(tmp_path / "m.db")
+        assert rows == [] and changes == []
+        assert len(indexes) == 1 + len(RESOURCES.current_indexes)
+        mirror.db.execute("DROP TRIGGER temp.refuse")
+        crawl(mirror, BASE, BASE_OK)
+        assert current_ids(mirror) == {(r.kind, r.id) for r in BASE}
