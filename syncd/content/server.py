@@ -122,7 +122,10 @@ class _GuardedServer(web.Server):
         super().connection_made(handler, transport)
         if len(self.open) >= self.cap and not self._make_room():
             self.rejected += 1
-            transport.abort()
+            # At the next turn of the loop: aiohttp starts the connection's task after this
+            # returns (on Python 3.11 not at once), and that task must find the connection
+            # still open (aiohttp 3.14 asserts it), then sees it lost.
+            self._loop.call_soon(transport.abort)
             return
         connection = _Connection(transport, self._loop.time())
         self.open[handler] = connection
