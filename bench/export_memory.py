@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from syncd.state import StateStore, Row, content_hash
+from syncd.state import StateStore, Row, stored_hash
 
 TENANT = "bench"
 ORG, SPACE, PAGE = "org1", "space1", "page1"
@@ -38,7 +38,7 @@ def markdown_of(size: int) -> str:
 
 def row(kind: str, row_id: str, parent: tuple[str, str] | None, scope: str | None, data: dict[str, object], position: int | None = None) -> Row:
     return Row(TENANT, kind, row_id, ORG, parent[0] if parent else None, parent[1] if parent else None, position,
-               f"bench:{kind}", scope, data, content_hash(data))  # fmt: skip
+               f"bench:{kind}", scope, data, stored_hash(data))  # fmt: skip
 
 
 def write_backup(path: Path, markdown_bytes: int) -> None:

@@ -838,10 +838,18 @@ def crawled_routes() -> set[str]:
 
 def content_hash(kind: Kind, data: Mapping[str, Any]) -> str:
     """A hash of what a row means: volatile fields, stripped children and the parent
-    reference (captured as the row's parent) are left out."""
+    reference (captured as the row's parent) are left out. In hex, for what leaves the mirror
+    (an export's records, a plan's fingerprints); the mirror stores `stored_hash`."""
     from syncd.state.rows import content_hash as hash_without
 
     return hash_without(data, HASH_IGNORES[kind.name])
+
+
+def stored_hash(kind: Kind, data: Mapping[str, Any]) -> str:
+    """`content_hash` as the mirror stores it (`Row.hash`: 22 characters, `syncd.state.rows`)."""
+    from syncd.state.rows import stored_hash as stored_without
+
+    return stored_without(data, HASH_IGNORES[kind.name])
 
 
 HASH_IGNORES: dict[str, frozenset[str]] = {
@@ -891,6 +899,7 @@ __all__ = [
     "fill",
     "listing_key",
     "route_shape",
+    "stored_hash",
     "title_of",
     "validate_catalog",
     "write_call",

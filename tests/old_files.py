@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from syncd.cli import main
+from syncd.state.rows import stored_of_hex
 from tests.thread_emulator import TOKEN, ThreadEmulator, thread_emulator
 
 SPEC = (
@@ -182,6 +183,21 @@ def diff_result(mirror: Path, *runs: int) -> dict[str, Any]:
     """`syncd diff --db MIRROR --json --all` (between `runs`; default the last two)."""
     args = [a for run in runs for a in ("--run", str(run))]
     return json.loads(ORIGIN.sub(SHOWN_ORIGIN, ok("diff", "--db", mirror, "--json", "--all", *args)))
+
+
+def with_stored_hashes(diff: dict[str, Any]) -> dict[str, Any]:
+    """A recorded diff as a syncd since migration 0008 gives it of the same file once it wrote
+    into it: each hash in the form the migration stores (`syncd.state.rows.stored_of_hex`),
+    nothing else changed."""
+    hashes = ("old_hash", "new_hash")
+    return diff | {"changes": [{k: stored_of_hex(v) if k in hashes else v for k, v in c.items()} for c in diff["changes"]]}
+
+
+def stored_hash_lengths(mirror: Path) -> set[int]:
+    """The lengths of every hash `mirror` holds (its objects', its changes' before and after)."""
+    with contextlib.closing(sqlite3.connect(f"file:{mirror}?mode=ro", uri=True)) as db:
+        query = "SELECT length(hash) FROM resources UNION SELECT length(old_hash) FROM changes UNION SELECT length(new_hash) FROM changes"
+        return {length for (length,) in db.execute(query) if length is not None}
 
 
 def diff_without_hashes(diff: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ their state). `@sqlite_only` keeps one test on SQLite, with a comment saying why
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import sqlite3
 from collections.abc import Iterator
@@ -95,6 +96,22 @@ def other_state(state: Path | str, request: pytest.FixtureRequest, tmp_path: Pat
 _STORED = "tenant, kind, id, org, parent_kind, parent_id, position, listing, scope, data, hash, first_seen_run, last_seen_run, deleted_run"
 
 
+def hex_of_stored(value: str | None) -> str | None:
+    """A hash in the hex form of before migration 0008 whose stored form is `value`: its 128 bits
+    in hex, then 128 bits of zeros (the rest of an object's sha256, which nothing reads since)."""
+    return None if value is None else base64.urlsafe_b64decode(value + "==").hex() + "0" * 32
+
+
+def stored_hashes_undone(conn: sqlite3.Connection) -> None:
+    """The hashes of the file in the hex form of before migration 0008 (`hex_of_stored`), and
+    0008 not recorded: what a file an older syncd wrote holds, for what reads hashes."""
+    conn.create_function("hex_of_stored", 1, hex_of_stored, deterministic=True)
+    conn.execute("UPDATE resources SET hash = hex_of_stored(hash)")
+    conn.execute("UPDATE staged SET hash = hex_of_stored(hash)")
+    conn.execute("UPDATE changes SET old_hash = hex_of_stored(old_hash), new_hash = hex_of_stored(new_hash)")
+    conn.execute("DELETE FROM migrations WHERE name = '0008_stored_hashes'")
+
+
 def _narrower_indexes_undone(conn: sqlite3.Connection) -> None:
     """The indexes as before migration 0007 (it comes after 0006), and 0007 not recorded."""
     for table in (RESOURCES, CHANGES):
@@ -107,12 +124,13 @@ def _narrower_indexes_undone(conn: sqlite3.Connection) -> None:
 
 
 def unpacked(path: Path) -> None:
-    """Make the file at `path` (closed) what the release before migration 0006 wrote (0007 undone too): its
+    """Make the file at `path` (closed) what the release before migration 0006 wrote (0007 and 0008 undone too): its
     objects as JSON text in `resources` as 0001 made it (`json_valid` checked), no dictionaries,
     0006 not recorded; its indexes and view as they were. What syncd then reads is a file of
     0001-0005 with these objects (the schema check compares tables and views, not their order)."""
     with contextlib.closing(packing.connect(path, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
+        stored_hashes_undone(conn)
         _narrower_indexes_undone(conn)
         indexes = [sql for (sql,) in conn.execute(
             "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'resources' AND sql IS NOT NULL ORDER BY rowid"

@@ -121,7 +121,7 @@ def test_owners_handing_their_own_tables_share_one_server(pg_url: str) -> None:
 
     with connect(pg_url) as conn:
         assert migrate(conn, BUDGET_MIGRATIONS) == ["0002-token-budgets", "0003-budget-key-secret"]
-        ours = ["0001-runs", "mirror-0001", "0004-run-backends", "0005-pause-cancel", "mirror-0002"]
+        ours = ["0001-runs", "mirror-0001", "0004-run-backends", "0005-pause-cancel", "mirror-0002", "mirror-0003"]
         assert migrate(conn, (*RUN_MIGRATIONS, *MIRROR_MIGRATIONS, *MIRROR_MIGRATIONS)) == ours
         assert migrate(conn, MIRROR_MIGRATIONS) == []
         assert applied_migrations(conn) == ["0002-token-budgets", "0003-budget-key-secret", *ours]
@@ -138,7 +138,7 @@ def test_every_owner_refuses_a_state_a_newer_syncd_upgraded(pg_url: str) -> None
         for owned in (MIRROR_MIGRATIONS, BUDGET_MIGRATIONS, RUN_MIGRATIONS):
             with pytest.raises(PgError, match="upgraded by a newer syncd .*'0005-from-the-future'"):
                 migrate(conn, owned)
-        assert applied_migrations(conn) == ["mirror-0001", "mirror-0002", "0005-from-the-future"]
+        assert applied_migrations(conn) == ["mirror-0001", "mirror-0002", "mirror-0003", "0005-from-the-future"]
 
 
 def test_a_migration_missing_from_the_ledger_is_a_programming_error(pg_url: str) -> None:

@@ -15,13 +15,15 @@ import pytest
 from psycopg.rows import dict_row
 from sqlite_utils import Database
 
+from syncd.pg import migrations as pg_migrations
 from syncd.state import packing
 from syncd.state.dialect import POSTGRES, SQLITE
 from syncd.state.pg_schema import MIRROR_MIGRATIONS, MIRROR_TABLES
+from syncd.state.rows import content_hash, stored_hash, stored_of_hex
 from syncd.state.sqlite_schema import MIGRATIONS, Migration, migrate, split_statements
 from syncd.state.tables import MIRROR, RESOURCES, index_name
 from tests.pg_support import fresh_schema
-from tests.released_schema import PG_MIRROR_0001, PG_MIRROR_0002, SQLITE_MIGRATIONS
+from tests.released_schema import PG_MIRROR_0001, PG_MIRROR_0002, PG_MIRROR_0003, SQLITE_MIGRATIONS
 
 
 def _released() -> tuple[Migration, ...]:
@@ -35,7 +37,7 @@ def _file(path: Path, *steps: Sequence[Migration]) -> list[tuple[Any, ...]]:
     """The schema SQLite records (`sqlite_master`, in the order it was made) of a file migrated
     by each of `steps` in turn, as syncd migrates one."""
     with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
-        packing.of(conn)  # syncd_pack, which 0006 calls, as on every connection syncd opens
+        packing.of(conn)  # syncd_pack and syncd_stored_hash, which 0006 and 0008 call, as on every connection syncd opens
         db = Database(conn)
         for migrations in steps:
             migrate(db, migrations)
@@ -44,7 +46,7 @@ def _file(path: Path, *steps: Sequence[Migration]) -> list[tuple[Any, ...]]:
 
 def test_the_released_migrations_keep_their_names_and_order() -> None:
     assert [m.name for m in MIGRATIONS[: len(SQLITE_MIGRATIONS)]] == [name for name, _ in SQLITE_MIGRATIONS]
-    assert [m.name for m in MIRROR_MIGRATIONS] == ["mirror-0001", "mirror-0002"]
+    assert [m.name for m in MIRROR_MIGRATIONS] == ["mirror-0001", "mirror-0002", "mirror-0003"]
 
 
 def test_a_new_state_file_has_each_tables_current_indexes_and_no_other(tmp_path: Path) -> None:
@@ -145,6 +147,102 @@ def test_mirror_0002_makes_the_indexes_as_released_and_the_tables_say(two_schema
     assert _catalogue(rendered_url, "".join(m.sql for m in MIRROR_MIGRATIONS)) == released
     names = {row["indexname"] for row in released["indexes"] if not row["indexname"].endswith("_pkey")}
     assert names == {index_name(index) for table in MIRROR for index in table.current_indexes}
+
+
+# -- 0008 and mirror-0003: the hashes in the form stored since (issue 44) -------------------------
+
+KNOWN = {"id": "p1", "title": "x"}
+KNOWN_HEX = "249184453c59e6ad41b3baeb584a1d94523bcb13e8cdd46d656a9f5ff6027b51"
+"""sha256 of `{"id":"p1","title":"x"}`."""
+KNOWN_STORED = "JJGERTxZ5q1Bs7rrWEodlA"
+"""Its first 16 bytes, `249184453c59e6ad41b3baeb584a1d94`, as base64url (`xxd -r -p | base64`
+gives `JJGERTxZ5q1Bs7rrWEodlA==`)."""
+OTHER_HEX = "fb" * 32
+"""A hash whose stored form has both characters base64url puts for `+` and `/`."""
+OTHER_STORED = "-_v7-_v7-_v7-_v7-_v7-w"
+NOT_HEX = "g" * 64
+"""64 characters but not hex: no hash of syncd's, left as it is."""
+HASHES = [KNOWN_HEX, OTHER_HEX, KNOWN_STORED, NOT_HEX]
+"""Before the step: resources' and staged's hash column, each a row; changes' old and new hash."""
+CHANGED = [(None, KNOWN_HEX), (KNOWN_HEX, OTHER_HEX), (OTHER_HEX, None), (KNOWN_STORED, OTHER_HEX), (NOT_HEX, None)]
+AFTER = {
+    "resources": [KNOWN_STORED, OTHER_STORED, KNOWN_STORED, NOT_HEX],
+    "staged": [KNOWN_STORED, OTHER_STORED, KNOWN_STORED, NOT_HEX],
+    "changes": [(None, KNOWN_STORED), (KNOWN_STORED, OTHER_STORED), (OTHER_STORED, None), (KNOWN_STORED, OTHER_STORED), (NOT_HEX, None)],
+}
+
+
+def test_the_stored_hash_is_the_content_hashs_first_128_bits_in_base64url() -> None:
+    assert content_hash(KNOWN) == KNOWN_HEX
+    assert stored_hash(KNOWN) == KNOWN_STORED == stored_of_hex(KNOWN_HEX)
+    assert stored_of_hex(OTHER_HEX) == OTHER_STORED
+    assert [stored_of_hex(value) for value in (KNOWN_STORED, NOT_HEX, KNOWN_HEX.upper(), None)] == [KNOWN_STORED, NOT_HEX, KNOWN_HEX.upper(), None]
+
+
+def _held_hashes(execute: Callable[..., Any], mark: str) -> None:
+    """A run, and `HASHES`/`CHANGED` in every column that holds a hash (`mark`: the placeholder)."""
+    execute("INSERT INTO runs (id, job, tenant, scope_ref, started_at) VALUES (1, 'sync', 't', 't', '2026-01-01')")
+    for number, value in enumerate(HASHES):
+        execute(f"INSERT INTO resources (tenant, kind, id, data, hash, first_seen_run, last_seen_run) VALUES ('t', 'page', {mark}, '{{}}', {mark}, 1, 1)", (str(number), value))
+        execute(f"INSERT INTO staged (run, tenant, kind, id, data, hash) VALUES (1, 't', 'page', {mark}, '{{}}', {mark})", (str(number), value))
+    for number, (old, new) in enumerate(CHANGED):
+        execute(f"INSERT INTO changes (run, tenant, kind, id, op, old_hash, new_hash) VALUES (1, 't', 'page', {mark}, 'updated', {mark}, {mark})", (str(number), old, new))
+
+
+_HASHES_HELD = {
+    "resources": "SELECT hash FROM resources ORDER BY id",
+    "staged": "SELECT hash FROM staged ORDER BY id",
+    "changes": "SELECT old_hash, new_hash FROM changes ORDER BY id",
+}
+
+
+def _sqlite_hashes(path: Path, released: bool) -> dict[str, list[Any]]:
+    """The hashes of a file of 0001-0007 holding `HASHES`, after 0008 (syncd's, or its script as released)."""
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        packing.of(conn)
+        migrate(Database(conn), MIGRATIONS[:7])
+        _held_hashes(conn.execute, "?")
+        if released:
+            conn.executescript(dict(SQLITE_MIGRATIONS)["0008_stored_hashes"])
+        else:
+            assert migrate(Database(conn), MIGRATIONS) == ["0008_stored_hashes"]
+        return {table: [row[0] if len(row) == 1 else tuple(row) for row in conn.execute(query)] for table, query in _HASHES_HELD.items()}
+
+
+def test_migration_0008_stores_a_files_hashes_as_the_crawler_now_does(tmp_path: Path) -> None:
+    """Only hex hashes change, each to what `stored_of_hex` (and the crawler's `stored_hash` of
+    the same object) gives; 0008 as released does the same; a second run of it changes nothing."""
+    assert _sqlite_hashes(tmp_path / "syncd.db", released=False) == AFTER
+    assert _sqlite_hashes(tmp_path / "released.db", released=True) == AFTER
+    with contextlib.closing(sqlite3.connect(tmp_path / "syncd.db", isolation_level=None)) as conn:
+        packing.of(conn)
+        before = conn.execute("SELECT * FROM resources").fetchall(), conn.execute("SELECT * FROM changes").fetchall()
+        MIGRATIONS[7].apply(Database(conn))
+        assert (conn.execute("SELECT * FROM resources").fetchall(), conn.execute("SELECT * FROM changes").fetchall()) == before
+
+
+def _pg_hashes(url: str, step: str) -> dict[str, list[Any]]:
+    """The hashes of a state of mirror-0001 and mirror-0002 holding `HASHES`, after `step`."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(PG_MIRROR_0001 + PG_MIRROR_0002)
+        _held_hashes(conn.execute, "%s")
+        conn.execute(step)
+        return {table: [row[0] if len(row) == 1 else tuple(row) for row in conn.execute(query).fetchall()] for table, query in _HASHES_HELD.items()}
+
+
+def test_mirror_0003_stores_a_servers_hashes_as_the_sqlite_files_0008_does(two_schemas: tuple[str, str]) -> None:
+    """In SQL (`encode(..., 'base64')`), the same values as Python's function; as released too,
+    and the store's runner applies it to a server of mirror-0002 once, then nothing more."""
+    released_url, rendered_url = two_schemas
+    assert _pg_hashes(released_url, PG_MIRROR_0003) == AFTER
+    assert _pg_hashes(rendered_url, "".join(m.sql for m in MIRROR_MIGRATIONS[2:])) == AFTER
+    with psycopg.connect(released_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE fleet_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT clock_timestamp())")
+        conn.execute("INSERT INTO fleet_migrations (name) VALUES ('mirror-0001'), ('mirror-0002')")
+        conn.execute("UPDATE resources SET hash = %s WHERE id = '1'", (OTHER_HEX,))
+        assert pg_migrations.migrate(conn, MIRROR_MIGRATIONS) == ["mirror-0003"]
+        assert conn.execute("SELECT hash FROM resources ORDER BY id").fetchall() == [(h,) for h in AFTER["resources"]]
+        assert pg_migrations.migrate(conn, MIRROR_MIGRATIONS) == []
 
 
 def test_a_migration_script_is_split_where_sqlite_says_a_statement_ends() -> None:

@@ -45,6 +45,7 @@ LEDGER: tuple[str, ...] = (
     "0004-run-backends",  # the server sessions of a run (syncd.daemon.fleet_tables)
     "0005-pause-cancel",  # paused jobs, a cancel asked of a run (syncd.daemon.fleet_tables)
     "mirror-0002",  # the mirror's indexes the queries need (syncd.state.pg_schema)
+    "mirror-0003",  # the mirror's hashes in the shorter form stored since (syncd.state.pg_schema)
 )
 """Every migration this syncd knows, in release order. Append a new one here and to its owner's
 list; never rename, edit or reorder a released one."""

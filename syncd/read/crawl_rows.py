@@ -92,7 +92,7 @@ class RowMaker:
             listing=listing,
             scope=scope,
             data=data,
-            hash=catalog.content_hash(kind, data),
+            hash=catalog.stored_hash(kind, data),
         )
 
 

@@ -4,7 +4,7 @@ id maps and journals of copies. Users call it "the mirror file"; in the code "mi
 the copy mode (`syncd mirror ...`).
 
 Modules: `store` (the `StateStore`; `reads`, `staging`, `holds` and `merge` are its parts),
-`location` (the backend chosen once: a file or a server), `rows` (`Row`, `content_hash`), `diff`
+`location` (the backend chosen once: a file or a server), `rows` (`Row`, `stored_hash`, `content_hash`), `diff`
 (pure change arithmetic), `tables` (every table, written once for both engines), `dialect` (what
 differs between the engines: statements and column types), `sqlite_schema` (named migrations of
 the file), `sqlite_file` (opening it), `packing` and `dictionaries` (each object's JSON packed
@@ -21,7 +21,7 @@ Errors: StateError (SyncdError, exit 2)
 
 from syncd.state.diff import OPS, ChangeSummary, compose, summarise
 from syncd.state.errors import NewerStateError, StateBusyError, StateError
-from syncd.state.rows import Row, canonical_json, content_hash
+from syncd.state.rows import Row, canonical_json, content_hash, stored_hash
 from syncd.state.sqlite_schema import MIGRATIONS, Migration, applied_migrations, migrate
 from syncd.state.store import FINISHED, StateStore
 
@@ -41,5 +41,6 @@ __all__ = [
     "compose",
     "content_hash",
     "migrate",
+    "stored_hash",
     "summarise",
 ]

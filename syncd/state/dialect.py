@@ -92,6 +92,21 @@ class Dialect:
         times, and a first crawl's merge titles every object)."""
         return f"CASE WHEN typeof({column}) = 'blob' THEN syncd_json({column}) ELSE {column} END" if self.sqlite else column
 
+    def hex_hash(self, column: str) -> str:
+        """SQL true when `column` holds a hash in the form of before SQLite's migration 0008
+        (PostgreSQL's "mirror-0003"): 64 lowercase hex characters (`syncd.state.rows`)."""
+        if self.sqlite:
+            return f"(length({column}) = 64 AND {column} NOT GLOB '*[^0-9a-f]*')"
+        return f"(length({column}) = 64 AND {column} ~ '^[0-9a-f]*$')"
+
+    def stored_of_hex(self, column: str) -> str:
+        """SQL of the stored form of the hex hash in `column`: its first 16 bytes as base64url
+        without padding (`syncd.state.rows.stored_of_hex`). SQLite has no base64: Python's
+        function, `syncd_stored_hash` (`syncd.state.packing.install_plain`)."""
+        if self.sqlite:
+            return f"syncd_stored_hash({column})"
+        return f"rtrim(translate(encode(decode(left({column}, 32), 'hex'), 'base64'), '+/', '-_'), '=')"
+
     def sorted_by(self, column: str) -> str:
         """`column` as an ORDER BY term that no index may give in order (`+column` on SQLite):
         without statistics SQLite would rather walk the primary key in that order through a

@@ -24,7 +24,9 @@ SQL functions, on every connection syncd opens to a state file (`connect`, `of`)
   current dictionary, `use`), a BLOB as it is (a row carried forward is already packed);
 - `syncd_json(data)`: the JSON text of a stored value, e.g. `json_extract(syncd_json(data),
   '$.title')`; NULL for a damaged one. Other programs (Datasette, the sqlite3 shell) do not
-  have it: they see the BLOBs, and the view `current_resources` shows them as they are.
+  have it: they see the BLOBs, and the view `current_resources` shows them as they are;
+- `syncd_stored_hash(hash)`: a hash in the hex form of files before migration 0008 in the
+  form stored since (`syncd.state.rows.stored_of_hex`), for that migration.
 
 The PostgreSQL state keeps its `json` column: nothing is packed there.
 """
@@ -41,8 +43,9 @@ from typing import Any
 import zstandard
 
 from syncd.state.errors import StateError
+from syncd.state.rows import stored_of_hex
 
-__all__ = ["LEVEL", "MAX_PACKED", "VERSION", "PackedConnection", "PackedDataError", "Packer", "connect", "of"]
+__all__ = ["LEVEL", "MAX_PACKED", "VERSION", "PackedConnection", "PackedDataError", "Packer", "connect", "install_plain", "of"]
 
 VERSION = 1
 """The first byte of a packed value: the format above."""
@@ -254,6 +257,13 @@ class Packer:
     def install(self, conn: sqlite3.Connection) -> None:
         conn.create_function("syncd_pack", 2, self.pack, deterministic=True)
         conn.create_function("syncd_json", 1, self.sql_json, deterministic=True)
+        install_plain(conn)
+
+
+def install_plain(conn: sqlite3.Connection) -> None:
+    """The SQL functions that need no packer (`syncd_stored_hash`), on `conn`: a migration that
+    calls one installs them on a connection that lacks them (a schema built in memory)."""
+    conn.create_function("syncd_stored_hash", 1, stored_of_hex, deterministic=True)
 
 
 class PackedConnection(sqlite3.Connection):

@@ -1,15 +1,34 @@
-"""What the crawler hands to the mirror: one `Row` per API object, and its content hash."""
+"""What the crawler hands to the mirror: one `Row` per API object, and its content hash.
+
+Two forms of one hash, the sha256 of an object's canonical JSON without its volatile fields:
+- `stored_hash`, what the mirror stores (`Row.hash`, `resources.hash`, `changes.old_hash` and
+  `new_hash`): its first 128 bits as base64url without padding, 22 characters (issue 44: the
+  64 of the hex form were 6% of a mirror of packed objects). The hash only tells one object's
+  versions apart, in one mirror (change detection, not a security property): two versions
+  sharing 128 bits by chance is about 2^-128 a comparison, 2^-88 over a trillion of them.
+  Files of before migration 0008 held the hex form; the migration converted them
+  (`stored_of_hex`, the SQL function `syncd_stored_hash`);
+- `content_hash`, all 64 hex characters, for what leaves the mirror and must read as it always
+  did: an export's records (`syncd.read.export.records`) and a plan file's fingerprints
+  (`syncd.copy.planfile`).
+"""
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from syncd import json_codec
 
-__all__ = ["Row", "canonical_json", "content_hash"]
+__all__ = ["STORED_HASH_LENGTH", "Row", "canonical_json", "content_hash", "stored_hash", "stored_of_hex"]
+
+STORED_HASH_LENGTH = 22
+"""Characters of a stored hash: 16 bytes as base64url, without its two `=`."""
+_HEX_HASH = re.compile("[0-9a-f]{64}")
 
 
 @dataclass(slots=True)
@@ -34,6 +53,7 @@ class Row:
     scope: str | None
     data: Mapping[str, Any]
     hash: str
+    """`stored_hash` of `data` (what `syncd.catalog.stored_hash` gives for the row's kind)."""
 
 
 def canonical_json(value: Any) -> str:
@@ -42,11 +62,34 @@ def canonical_json(value: Any) -> str:
 
 
 def content_hash(data: Mapping[str, Any], volatile: Iterable[str] = frozenset()) -> str:
-    """sha256 of the canonical JSON of `data` without its volatile top-level keys.
+    """sha256 of the canonical JSON of `data` without its volatile top-level keys, in hex.
 
     Why: fields such as `updatedAt` or signed download URLs change without the object
     changing; leaving them out keeps a re-read of an unchanged object from being "updated".
+    Not what the mirror stores (`stored_hash`): the form of what leaves it (module docstring).
     """
+    return _sha256(data, volatile).hexdigest()
+
+
+def stored_hash(data: Mapping[str, Any], volatile: Iterable[str] = frozenset()) -> str:
+    """`content_hash`'s first 128 bits as base64url without padding: what the mirror stores."""
+    return _short(_sha256(data, volatile).digest())
+
+
+def stored_of_hex(value: Any) -> Any:
+    """The stored form of a `content_hash` (64 lowercase hex characters), as `stored_hash` gives
+    it for the same object; any other value (a stored hash, NULL) as it is. Migration 0008 calls
+    it (SQL `syncd_stored_hash`) on the hashes files of before it hold."""
+    if isinstance(value, str) and _HEX_HASH.fullmatch(value):
+        return _short(bytes.fromhex(value[:32]))
+    return value
+
+
+def _sha256(data: Mapping[str, Any], volatile: Iterable[str]) -> Any:
     skip = volatile if isinstance(volatile, (set, frozenset)) else set(volatile)
     kept = {key: value for key, value in data.items() if key not in skip} if skip else data
-    return hashlib.sha256(json_codec.canonical_bytes(kept)).hexdigest()
+    return hashlib.sha256(json_codec.canonical_bytes(kept))
+
+
+def _short(digest: bytes) -> str:
+    return base64.urlsafe_b64encode(digest[:16])[:STORED_HASH_LENGTH].decode("ascii")

@@ -15,9 +15,10 @@ looked at) is never migrated: `check_readable` reads it as it is when the migrat
 side needs (`READ_NEEDS`) are there, and refuses it in one line otherwise. So a file from before
 0006 (objects as JSON text) is read as it is, and packed by the first syncd that writes it.
 
-Migrations may call syncd's SQL functions (`syncd.state.packing`: 0006 packs with `syncd_pack`):
-every connection syncd opens to a state file has them, and a migration installs them on one
-that lacks them (a schema built in memory, `made_shape`).
+Migrations may call syncd's SQL functions (`syncd.state.packing`: 0006 packs with `syncd_pack`,
+0008 shortens the hashes with `syncd_stored_hash`): every connection syncd opens to a state file
+has them, and a migration installs them on one that lacks them (a schema built in memory,
+`made_shape`).
 
 Either way a file is syncd's only when its schema is the one its migrations made
 (`check_made_by_syncd`, `syncd.state.sqlite_shape`): its `migrations` table is the file's word,
@@ -52,6 +53,7 @@ from syncd.state.tables import (
     SCOPES,
     STAGED,
     STAGED_SCOPES,
+    stored_hashes,
 )
 
 __all__ = [
@@ -185,7 +187,16 @@ def split_statements(sql: str) -> list[str]:
     return statements
 
 
+def _stored_hashes(db: Database) -> None:
+    """0008: every hash the file holds in the form stored since (`syncd.state.tables.stored_hashes`),
+    by `syncd_stored_hash`, installed first on a connection that lacks it (`made_shape`'s)."""
+    packing.install_plain(db.conn)
+    for statement in _STORED_HASH_STATEMENTS:
+        db.execute(statement)
+
+
 _REPACK_STATEMENTS = split_statements(_REPACK)
+_STORED_HASH_STATEMENTS = split_statements(stored_hashes(SQLITE))
 PACKED = "0006_packed_objects"
 """The migration that packs the objects (`_packed_objects`)."""
 
@@ -197,13 +208,15 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0005_change_fields", _script(_CHANGE_FIELDS)),
     Migration(PACKED, _packed_objects),
     Migration("0007_narrower_indexes", _script(_NARROWER_INDEXES)),
+    Migration("0008_stored_hashes", _stored_hashes),
 )
 
 
 #: The migrations whose tables the read side (runs, resources, changes, scopes) reads: a file
 #: that has them is readable without the later ones (they add the write side's tables; 0006
 #: packs the objects, and the read side reads packed and text values alike: `syncd.state.packing`).
-#: Extend it when a migration changes what the read side reads.
+#: Extend it when a migration changes what the read side reads. (Not for 0008: a file before it
+#: holds its hashes in hex, which the read side shows as they are and compares only with each other.)
 READ_NEEDS: tuple[str, ...] = ("0001_snapshots",)
 
 

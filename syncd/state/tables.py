@@ -48,6 +48,7 @@ __all__ = [
     "Table",
     "apart",
     "index_name",
+    "stored_hashes",
 ]
 
 
@@ -292,6 +293,23 @@ NARROWER_INDEXES = "\n".join(
 """SQLite's 0007 and PostgreSQL's "mirror-0002": only the indexes a query needs, no wider than it
 needs (RESOURCES and CHANGES say which query uses which). Only DROP INDEX and CREATE INDEX, so it
 composes with a rebuild of a table before it (which recreates the indexes as first released)."""
+
+def stored_hashes(dialect: Dialect) -> str:
+    """SQLite's 0008 and PostgreSQL's "mirror-0003": each hash the mirror holds (`resources`,
+    `staged`, a change's before and after) in the hex form of before them made the stored form
+    (`syncd.state.rows`: 22 characters), so a run after them finds unchanged objects unchanged;
+    any other value stays as it is, so the step is a no-op run again."""
+    statements = []
+    for table, columns in ((RESOURCES, ("hash",)), (STAGED, ("hash",)), (CHANGES, ("old_hash", "new_hash"))):
+        if len(columns) == 1:
+            (column,) = columns
+            sets, where = f"{column} = {dialect.stored_of_hex(column)}", dialect.hex_hash(column)
+        else:
+            sets = ",\n    ".join(f"{c} = CASE WHEN {dialect.hex_hash(c)} THEN {dialect.stored_of_hex(c)} ELSE {c} END" for c in columns)
+            where = " OR ".join(dialect.hex_hash(c) for c in columns)
+        statements.append(f"UPDATE {table.name} SET {sets}\n    WHERE {where};")
+    return "\n".join(statements)
+
 
 CURRENT_RESOURCES = """CREATE VIEW current_resources AS
     SELECT tenant, kind, id, org, parent_kind, parent_id, position, listing, scope, data, hash,

@@ -36,10 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from syncd.catalog import BY_NAME, content_hash
+from syncd.catalog import BY_NAME, content_hash, stored_hash
 from syncd.read.blobs import BlobStore
 from syncd.state import Row, StateStore
 from syncd.state.rows import content_hash as plain_hash
+from syncd.state.rows import stored_hash as plain_stored_hash
 
 __all__ = ["FORMAT", "OBJECTS", "RECORDS", "Held", "LinePatch", "RecordsError", "read_records", "rebuild_backup", "write_records"]
 
@@ -144,8 +145,16 @@ def _lines(store: StateStore, tenant: str, kind: str, orgs: list[str], held: Hel
 
 
 def _hash(kind: str, data: Mapping[str, Any]) -> str:
+    """A record's `hash`: the content hash in hex, as every export wrote it (not the mirror's
+    shorter stored form: a history written before would show every record changed)."""
     known = BY_NAME.get(kind)
     return content_hash(known, data) if known is not None else plain_hash(data)
+
+
+def _stored_hash(kind: str, data: Mapping[str, Any]) -> str:
+    """A restored row's hash, as the mirror stores it (`syncd.state.rows`)."""
+    known = BY_NAME.get(kind)
+    return stored_hash(known, data) if known is not None else plain_stored_hash(data)
 
 
 # ----- reading ---------------------------------------------------------------------------
@@ -222,7 +231,7 @@ def restored_rows(records: Records, read: Reader, tenant: str) -> Iterator[Row]:
                 data[str(text["field"])] = _patched(_body(content, bool(text.get("front_matter"))), text.get("lines") or {})
             yield Row(
                 tenant, kind, str(record["id"]), record.get("org"), record.get("parent_kind"), record.get("parent_id"),
-                record.get("position"), record.get("listing"), record.get("scope"), data, _hash(kind, data),
+                record.get("position"), record.get("listing"), record.get("scope"), data, _stored_hash(kind, data),
             )  # fmt: skip
 
 
