@@ -27,8 +27,10 @@ from syncd.daemon.runs import RunLog
 from tests.cli_zygote import emulator_process
 from syncd.state import StateStore, packing
 from syncd.state.lock import WriterLock
+from syncd.state.rows import stored_of_hex
 from tests.loopback import EmulatorClient
 from tests.schema_support import check_output
+from tests.state_support import stored_hashes_undone
 
 TOKEN = "migrate-token"
 SPEC = "orgs=1,empty_orgs=1,collections=1,spaces=2,pages=2,files=1,sites=1,sections=1,members=1,teams=1"
@@ -331,6 +333,23 @@ def test_the_current_view_is_compared_through_the_mirrors_reads(
     line = one_error_line(capsys)
     assert line.startswith("syncd: error: verification failed, nothing was copied: tenant ") and "the current space " in line
     assert pg_counts(pg_url) == {table: 0 for table in (*TABLES, "fleet_runs")}
+
+
+def test_the_hashes_of_a_file_older_than_0008_move_in_the_form_the_server_stores(state: Path, pg_url: str) -> None:
+    """Such a file is read as it is (hex hashes): its hashes go as its own upgrade would make
+    them (22 characters), so a run on the server finds its unchanged objects unchanged."""
+    db = state / "syncd.db"
+    with contextlib.closing(packing.connect(db, isolation_level=None)) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        stored_hashes_undone(conn)
+        conn.execute("COMMIT")
+    objects, changes = "SELECT tenant, kind, id, hash FROM resources ORDER BY 1, 2, 3", "SELECT seq, old_hash, new_hash FROM changes ORDER BY seq"
+    held = rows(db, objects), rows(db, changes)
+    assert {len(row[-1]) for row in held[0]} == {64}
+    assert migrate(state, pg_url) == 0
+    assert rows(pg_url, objects) == [(*row[:-1], stored_of_hex(row[-1])) for row in held[0]]
+    assert rows(pg_url, changes) == [(seq, stored_of_hex(old), stored_of_hex(new)) for seq, old, new in held[1]]
+    assert {len(row[-1]) for row in rows(pg_url, objects)} == {22}
 
 
 def test_an_older_state_file_given_alone_moves_with_the_servers_defaults(tmp_path: Path, pg_url: str) -> None:

@@ -28,6 +28,7 @@ from syncd.state.errors import StateError
 from syncd.state.packing import PackedDataError
 from syncd.state.pg_database import PgDatabase
 from syncd.state.reads import StoreReads
+from syncd.state.rows import stored_of_hex
 from syncd.state.store import StateStore
 from syncd.state.tables import MIRROR
 
@@ -48,6 +49,10 @@ MIRROR_TABLES = tuple(table.name for table in MIRROR)
 _SKIPPED = ("migrations", "sqlite_sequence", "dictionaries")
 """The file's own bookkeeping: the server records its migrations in `fleet_migrations`; the
 dictionaries the file's objects are packed with stay there (they go as JSON, unpacked)."""
+_HASHES = {"resources": ("hash",), "staged": ("hash",), "changes": ("old_hash", "new_hash")}
+"""The columns that hold an object's hash: a file older than its migration 0008 (read as it is)
+holds them in hex, and they go in the form the server stores (its "mirror-0003" ran before the
+copy, and a run after it must find an unchanged object unchanged)."""
 _COUNTERS = {"runs": "id", "changes": "seq"}
 _COLUMNS_OF = "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ?"
 BATCH = 5000
@@ -190,7 +195,10 @@ class StateCopier:
 
     def _clean(self, row: Sequence[Any], table: str, columns: list[str]) -> tuple[Any, ...]:
         out = []
+        hashes = _HASHES.get(table, ())
         for name, value in zip(columns, row, strict=True):
+            if name in hashes:
+                value = stored_of_hex(value)
             if isinstance(value, bytes) and table == "resources" and name == "data":
                 value = self._unpacked(value, dict(zip(columns, row, strict=True)))
             if isinstance(value, str) and "\x00" in value:
@@ -301,9 +309,10 @@ class StateCopier:
 
 
 def _no_nul(value: Any) -> Any:
-    """A value of the file as the copy stored it (NUL as U+FFFD in the row's text columns)."""
+    """A value of the file as the copy stored it (NUL as U+FFFD in the row's text columns, the
+    hash in the form stored since 0008)."""
     if isinstance(value, str):
         return value.replace("\x00", "\ufffd")
     if isinstance(value, dict):
-        return {key: (item if key == "data" else _no_nul(item)) for key, item in value.items()}
+        return {key: (item if key == "data" else stored_of_hex(item) if key == "hash" else _no_nul(item)) for key, item in value.items()}
     return value
