@@ -119,7 +119,13 @@ def test_an_old_mirror_is_diffed_as_before_then_synced_into_without_spurious_cha
     # stores (0008), so an object read as it was is not "updated".
     assert old.stored_hash_lengths(mirror) == {64}
     old.change_source(emulator, emulator.org_ids[0])
-    synced(mirror, emulator, run=3)
+    told = synced(mirror, emulator, run=3)
+    # The operator is told that the objects are rewritten, which and how many, then that it is done.
+    for migration in ("0006_packed_objects", "0008_stored_hashes"):
+        upgrading = [line for line in told if "state.upgrading" in line and f"migration={migration}" in line]
+        assert len(upgrading) == 1 and f"file={mirror}" in upgrading[0] and "objects=" in upgrading[0], told
+        assert [line for line in told if "state.upgraded" in line and f"migration={migration}" in line], told
+    assert not [line for line in told if "0007_narrower_indexes" in line]  # (indexes only: quick, said nothing)
     assert old.stored_hash_lengths(mirror) == {22}
     third = old.diff_result(mirror, 2, 3)["changes"]
     assert [c for c in third if not changed_only_by_origin(c)] == []
@@ -137,10 +143,14 @@ def test_an_old_mirror_is_diffed_as_before_then_synced_into_without_spurious_cha
     assert [(r["id"], r["status"]) for r in runs] == [(n, "complete") for n in (1, 2, 3, 4)]
 
 
-def synced(mirror: Path, emulator: ThreadEmulator, run: int) -> None:
-    """`syncd sync --full` of the seeded organization into `mirror`: run `run`, read whole."""
-    report = json.loads(old.ok("sync", f"{old.TENANT}:{emulator.org_ids[0]}", "--db", mirror, "--full", "--json"))
+def synced(mirror: Path, emulator: ThreadEmulator, run: int) -> list[str]:
+    """`syncd sync --full` of the seeded organization into `mirror`: run `run`, read whole; the
+    lines it wrote on stderr."""
+    code, out, err = old.syncd("sync", f"{old.TENANT}:{emulator.org_ids[0]}", "--db", mirror, "--full", "--json")
+    assert code == 0, (code, out, err)
+    report = json.loads(out)
     assert (report["run"], report["status"], report["failed_listings"]) == (run, "complete", 0), report
+    return err.splitlines()
 
 
 def test_a_backup_and_a_mirror_made_now_answer_as_the_old_release_did(

@@ -31,11 +31,13 @@ import contextlib
 import datetime as _dt
 import functools
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from sqlite_utils import Database
 
+from syncd.logging import get_logger
 from syncd.state import dictionaries, packing
 from syncd.state.dialect import SQLITE
 from syncd.state.errors import StateError, NewerStateError
@@ -70,12 +72,18 @@ __all__ = [
 ]
 
 
+_LOG = get_logger("syncd.state")
+
+
 @dataclass(frozen=True)
 class Migration:
     """One schema step: `name` is recorded in `migrations`, `apply` changes the schema."""
 
     name: str
     apply: Callable[[Database], None]
+    rewrites: bool = False
+    """It rewrites every object of the file: a minute or more on a big one, so the operator is
+    told before and after (`migrate`), not left with a command that says nothing."""
 
 
 def _sql(*statements: str) -> str:
@@ -206,9 +214,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0003_idmap_per_organization", _script(_IDMAP_PER_ORG)),
     Migration("0004_journal_op", _script(_JOURNAL_OP)),
     Migration("0005_change_fields", _script(_CHANGE_FIELDS)),
-    Migration(PACKED, _packed_objects),
+    Migration(PACKED, _packed_objects, rewrites=True),
     Migration("0007_narrower_indexes", _script(_NARROWER_INDEXES)),
-    Migration("0008_stored_hashes", _stored_hashes),
+    Migration("0008_stored_hashes", _stored_hashes, rewrites=True),
 )
 
 
@@ -260,6 +268,7 @@ def migrate(db: Database, migrations: Sequence[Migration] = MIGRATIONS, where: s
             if db.execute("SELECT 1 FROM migrations WHERE name = ?", [migration.name]).fetchone():
                 db.execute("ROLLBACK")
                 continue
+            told = _tell_upgrading(db, migration, where)
             migration.apply(db)
             db.execute("INSERT INTO migrations (name, applied_at) VALUES (?, ?)", [migration.name, utc_now()])
             db.execute("COMMIT")
@@ -267,8 +276,23 @@ def migrate(db: Database, migrations: Sequence[Migration] = MIGRATIONS, where: s
             if db.conn.in_transaction:
                 db.execute("ROLLBACK")
             raise
+        if told is not None:
+            _LOG.info("state.upgraded", file=where, migration=migration.name, seconds=round(time.monotonic() - told, 1))
         done.append(migration.name)
     return done
+
+
+def _tell_upgrading(db: Database, migration: Migration, where: str) -> float | None:
+    """Say that `migration` rewrites the objects of the file `where`, when it has some; the time
+    it started, or None when nothing was said."""
+    if not migration.rewrites or not where:
+        return None
+    objects = db.execute("SELECT coalesce(max(rowid), 0) FROM resources").fetchone()[0]  # (no walk: numbered as they came)
+    if not objects:
+        return None
+    _LOG.info("state.upgrading", file=where, migration=migration.name, objects=objects,
+              note="this syncd stores objects differently: it rewrites each once, in one transaction")  # fmt: skip
+    return time.monotonic()
 
 
 @functools.lru_cache(maxsize=16)
