@@ -211,8 +211,10 @@ def _indexes_built_after(db: Any, *, enabled: bool) -> Iterator[None]:
     Why: a first crawl's rows reach each secondary index in an order of their own (a listing's,
     a parent's), a page here and a page there; a million of them dirtied more pages than the
     cache holds, written to the write-ahead log again and again, and left an eighth of the indexes'
-    pages empty. Built after, each index is one sort written in order: the merge of 1.1
-    million objects 18.0 s -> 16.3 s, 30 bytes an object less (bench/crawl.py --objects)."""
+    pages empty. Built after, each index is one sort written in order (SQLite only: at 1.1
+    million objects, bench/crawl.py --objects, the merge's statements took 16.3 s, against 18.0 s
+    for the release before issue 44 writing into its indexes, and the file 30 bytes an object
+    less than with them written into)."""
     if not enabled:
         yield
         return
