@@ -735,12 +735,12 @@ def test_a_first_merge_builds_the_indexes_after_and_gives_what_a_merge_into_them
 
     built: list[bool] = []
     mostly_new = merge._mostly_new
-    monkeypatch.setattr(merge, "_mostly_new", lambda db, run: built.append(mostly_new(db, run)) or built[-1])
+    monkeypatch.setattr(merge, "_mostly_new", lambda db, staged: built.append(mostly_new(db, staged)) or built[-1])
     with StateStore(tmp_path / "bulk.db") as bulk:
         crawl(bulk, BASE, BASE_OK)
         crawl(bulk, [*BASE[:3], page("p1", "Intro", "s1")], [ORGS, spaces_of("o1"), content_of("s1")])
     assert built == [True, False]
-    monkeypatch.setattr(merge, "_mostly_new", lambda db, run: False)
+    monkeypatch.setattr(merge, "_mostly_new", lambda db, staged: False)
     with StateStore(tmp_path / "kept.db") as kept:
         crawl(kept, BASE, BASE_OK)
         crawl(kept, [*BASE[:3], page("p1", "Intro", "s1")], [ORGS, spaces_of("o1"), content_of("s1")])

@@ -164,11 +164,18 @@ def _not_in(column: str, kinds: frozenset[str]) -> str:
 
 
 def merge_run(
-    db: Any, dialect: Dialect, run: int, tenant: str, volatile: Mapping[str, Iterable[str]], quiet: frozenset[str] = frozenset()
+    db: Any,
+    dialect: Dialect,
+    run: int,
+    tenant: str,
+    volatile: Mapping[str, Iterable[str]],
+    quiet: frozenset[str] = frozenset(),
+    *,
+    staged: int,
 ) -> None:
     """Record the changes of `run` and make what it read current; inside the caller's
     transaction (`db` is the StateStore's database handle). Kinds in `quiet` are made current
-    without changes recorded."""
+    without changes recorded; `staged`: the rows the run staged (the caller counted them)."""
     sql = _statements(dialect, quiet)
     params = {"run": run, "tenant": tenant}
     _reorders(db, sql, params)
@@ -186,7 +193,7 @@ def merge_run(
                 "UPDATE changes SET fields = ? WHERE seq = ?",
                 [(fields(kind, old, new), seq) for seq, kind, old, new in found],
             )
-    with _indexes_built_after(db, enabled=dialect.sqlite and _mostly_new(db, run)):
+    with _indexes_built_after(db, enabled=dialect.sqlite and _mostly_new(db, staged)):
         db.execute(sql.upsert, params)
     db.execute(sql.delete_missing, params)
     while db.execute(dialect.cascade, params).rowcount:
@@ -195,11 +202,10 @@ def merge_run(
         db.execute(statement, params)
 
 
-def _mostly_new(db: Any, run: int) -> bool:
-    """Whether `run` staged more rows than the file holds (a first crawl, the first of a big
-    tenant): most of what the merge writes is new then. The file's rows are bounded by its
-    largest rowid (its rows are numbered as they come), which costs no walk of them."""
-    staged = db.execute("SELECT count(*) FROM staged WHERE run = ?", [run]).fetchone()[0]
+def _mostly_new(db: Any, staged: int) -> bool:
+    """Whether a run that staged `staged` rows staged more than the file holds (a first crawl,
+    the first of a big tenant): most of what the merge writes is new then. The file's rows are
+    bounded by its largest rowid (its rows are numbered as they come), which costs no walk."""
     return bool(staged > db.execute("SELECT coalesce(max(rowid), 0) FROM resources").fetchone()[0])
 
 

@@ -293,7 +293,7 @@ class StateStore(StoreReads, StoreStaging, StoreHolds):
                     )
                     if listing_counts.get("failed"):
                         status = "partial"
-                    merge_run(self.db, self.dialect, run, tenant, volatile or {}, quiet_kinds)
+                    merge_run(self.db, self.dialect, run, tenant, volatile or {}, quiet_kinds, staged=staged)
                     summary = self.summary(run)
                     self._clear_staging(run)
                     merged = {
