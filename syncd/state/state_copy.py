@@ -30,7 +30,7 @@ from syncd.state.pg_database import PgDatabase
 from syncd.state.reads import StoreReads
 from syncd.state.rows import stored_of_hex
 from syncd.state.store import StateStore
-from syncd.state.tables import MIRROR
+from syncd.state.tables import HASH_COLUMNS, MIRROR
 
 __all__ = [
     "BATCH",
@@ -49,10 +49,6 @@ MIRROR_TABLES = tuple(table.name for table in MIRROR)
 _SKIPPED = ("migrations", "sqlite_sequence", "dictionaries")
 """The file's own bookkeeping: the server records its migrations in `fleet_migrations`; the
 dictionaries the file's objects are packed with stay there (they go as JSON, unpacked)."""
-_HASHES = {"resources": ("hash",), "staged": ("hash",), "changes": ("old_hash", "new_hash")}
-"""The columns that hold an object's hash: a file older than its migration 0008 (read as it is)
-holds them in hex, and they go in the form the server stores (its "mirror-0003" ran before the
-copy, and a run after it must find an unchanged object unchanged)."""
 _COUNTERS = {"runs": "id", "changes": "seq"}
 _COLUMNS_OF = "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ?"
 BATCH = 5000
@@ -195,12 +191,15 @@ class StateCopier:
 
     def _clean(self, row: Sequence[Any], table: str, columns: list[str]) -> tuple[Any, ...]:
         out = []
-        hashes = _HASHES.get(table, ())
+        # A file older than its migration 0008 (read as it is) holds hashes in hex: they go in
+        # the form the server stores (its "mirror-0003" ran before the copy, and a run after it
+        # must find an unchanged object unchanged).
+        hashes = HASH_COLUMNS.get(table, ())
         for name, value in zip(columns, row, strict=True):
             if name in hashes:
                 value = stored_of_hex(value)
             if isinstance(value, bytes) and table == "resources" and name == "data":
-                value = self._unpacked(value, dict(zip(columns, row, strict=True)))
+                value = self._unpacked(value, columns, row)
             if isinstance(value, str) and "\x00" in value:
                 value = value.replace("\x00", "\ufffd")
                 self.report.replaced_nul += 1
@@ -209,13 +208,14 @@ class StateCopier:
             out.append(value)
         return tuple(out)
 
-    def _unpacked(self, value: bytes, row: dict[str, Any]) -> str:
+    def _unpacked(self, value: bytes, columns: list[str], values: Sequence[Any]) -> str:
         """An object's JSON packed in the file (`syncd.state.packing`) as the text PostgreSQL
-        keeps; StateError naming the object when it does not unpack."""
+        keeps; StateError naming the object (its row: `columns`, `values`) when it does not unpack."""
         try:
             assert self.store.packer is not None
             return self.store.packer.text(value)  # (decoded a piece at a time, as every read of a packed object)
         except (PackedDataError, UnicodeDecodeError) as exc:
+            row = dict(zip(columns, values, strict=True))
             raise StateError(
                 f"{self.store.where}: the data of {row.get('kind')} {row.get('id')} is packed but does not unpack: {exc}: "
                 "the file is damaged; nothing was copied"

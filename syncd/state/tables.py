@@ -35,6 +35,7 @@ __all__ = [
     "CHANGES",
     "CURRENT_RESOURCES",
     "DICTIONARIES",
+    "HASH_COLUMNS",
     "IDMAP",
     "JOURNAL",
     "LISTINGS",
@@ -294,20 +295,25 @@ NARROWER_INDEXES = "\n".join(
 needs (RESOURCES and CHANGES say which query uses which). Only DROP INDEX and CREATE INDEX, so it
 composes with a rebuild of a table before it (which recreates the indexes as first released)."""
 
+HASH_COLUMNS: dict[str, tuple[str, ...]] = {"resources": ("hash",), "staged": ("hash",), "changes": ("old_hash", "new_hash")}
+"""Table -> its columns that hold an object's hash (`syncd.state.rows`): what `stored_hashes`
+converts, and what a copy of a file older than it converts on the way (`syncd.state.state_copy`)."""
+
+
 def stored_hashes(dialect: Dialect) -> str:
-    """SQLite's 0008 and PostgreSQL's "mirror-0003": each hash the mirror holds (`resources`,
-    `staged`, a change's before and after) in the hex form of before them made the stored form
-    (`syncd.state.rows`: 22 characters), so a run after them finds unchanged objects unchanged;
-    any other value stays as it is, so the step is a no-op run again."""
+    """SQLite's 0008 and PostgreSQL's "mirror-0003": each hash the mirror holds (`HASH_COLUMNS`)
+    in the hex form of before them made the stored form (`syncd.state.rows`: 22 characters), so
+    a run after them finds unchanged objects unchanged; any other value stays as it is, so the
+    step is a no-op run again."""
     statements = []
-    for table, columns in ((RESOURCES, ("hash",)), (STAGED, ("hash",)), (CHANGES, ("old_hash", "new_hash"))):
+    for table, columns in HASH_COLUMNS.items():
         if len(columns) == 1:
             (column,) = columns
             sets, where = f"{column} = {dialect.stored_of_hex(column)}", dialect.hex_hash(column)
         else:
             sets = ",\n    ".join(f"{c} = CASE WHEN {dialect.hex_hash(c)} THEN {dialect.stored_of_hex(c)} ELSE {c} END" for c in columns)
             where = " OR ".join(dialect.hex_hash(c) for c in columns)
-        statements.append(f"UPDATE {table.name} SET {sets}\n    WHERE {where};")
+        statements.append(f"UPDATE {table} SET {sets}\n    WHERE {where};")
     return "\n".join(statements)
 
 
